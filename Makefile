@@ -1,0 +1,28 @@
+# The two commands of the README: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export TF_CPP_MIN_LOG_LEVEL ?= 3
+
+.PHONY: demo test install install-dev bench
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+# End to end on the embedded default (demo/): see README.
+demo: $(VENV)/.installed
+	$(PY) -m demo.run_demo --output_dir demo_output
+
+test: $(VENV)/.installed-dev
+	$(PY) -m pytest -q tests

@@ -1,0 +1,1 @@
+"""Data side of the BERT port: tokenization, example generators, task readers, pipelines."""

@@ -1,0 +1,1 @@
+"""Model side of the BERT port: config, encoder, heads, checkpoints, optimizer."""
