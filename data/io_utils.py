@@ -11,8 +11,6 @@ import os
 import tempfile
 from typing import Iterator, List, Sequence
 
-import tensorflow as tf
-
 
 def _temp_name(path: str) -> str:
     directory = os.path.dirname(os.path.abspath(path)) or "."
@@ -60,6 +58,8 @@ class AtomicTFRecordWriters:
             _check_writable(p)
         self.paths: List[str] = list(paths)
         self._tmps = [_temp_name(p) for p in self.paths]
+        import tensorflow as tf  # imported here: data generators may not need TF otherwise
+
         self._writers = [tf.io.TFRecordWriter(t) for t in self._tmps]
         self._next = 0
         self.num_written = 0
@@ -92,9 +92,13 @@ class AtomicTFRecordWriters:
             self.abort()
 
 
-def int64_feature(values) -> tf.train.Feature:
+def int64_feature(values) -> "tf.train.Feature":
+    import tensorflow as tf
+
     return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
 
-def float_feature(values) -> tf.train.Feature:
+def float_feature(values) -> "tf.train.Feature":
+    import tensorflow as tf
+
     return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
