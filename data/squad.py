@@ -326,6 +326,8 @@ def _max_context_windows(doc_spans: Sequence[DocSpan], num_tokens: int) -> List[
     Windows are visited in order, so only those overlapping a token are
     scored: linear in tokens x overlapping windows rather than all windows.
     """
+    if len(doc_spans) == 1:  # one window holds every token
+        return [0] * num_tokens
     best = [-1] * num_tokens
     best_score: List[Optional[float]] = [None] * num_tokens
     for span_index, doc_span in enumerate(doc_spans):
@@ -335,6 +337,29 @@ def _max_context_windows(doc_spans: Sequence[DocSpan], num_tokens: int) -> List[
                 best_score[position] = score
                 best[position] = span_index
     return best
+
+
+_DocTokenization = collections.namedtuple(
+    "_DocTokenization", ["words", "tokens", "ids", "tok_to_orig_index", "orig_to_tok_index"])
+
+
+def _tokenize_doc(doc_tokens: List[str], tokenizer) -> _DocTokenization:
+    """WordPiece tokens of a paragraph, each word tokenized on its own, with the index maps.
+
+    ``tok_to_orig_index[t]``: word of token t; ``orig_to_tok_index[w]``: first
+    token of word w (the next word's first token when w has no tokens).
+    """
+    tok_to_orig_index: List[int] = []
+    orig_to_tok_index: List[int] = []
+    all_doc_tokens: List[str] = []
+    for i, token in enumerate(doc_tokens):
+        orig_to_tok_index.append(len(all_doc_tokens))
+        sub_tokens = tokenizer.tokenize(token)
+        tok_to_orig_index.extend([i] * len(sub_tokens))
+        all_doc_tokens.extend(sub_tokens)
+    return _DocTokenization(list(doc_tokens), all_doc_tokens,
+                            tokenizer.convert_tokens_to_ids(all_doc_tokens),
+                            tok_to_orig_index, orig_to_tok_index)
 
 
 def check_lengths(max_seq_length: int, max_query_length: int, doc_stride: int) -> None:
@@ -384,19 +409,20 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
     unique_id = FIRST_UNIQUE_ID
     progress = _Progress("convert_examples_to_features", len(examples), show_progress)
 
+    doc = None  # tokenization of the current paragraph, shared by its questions
+    windows: Dict[int, tuple] = {}  # max_tokens_for_doc -> (doc_spans, max-context window per token)
     for example_index, example in enumerate(examples):
         query_tokens = tokenizer.tokenize(example.question_text)[:max_query_length]
         query_ids = tokenizer.convert_tokens_to_ids(query_tokens)
 
-        tok_to_orig_index: List[int] = []
-        orig_to_tok_index: List[int] = []
-        all_doc_tokens: List[str] = []
-        for i, token in enumerate(example.doc_tokens):
-            orig_to_tok_index.append(len(all_doc_tokens))
-            sub_tokens = tokenizer.tokenize(token)
-            tok_to_orig_index.extend([i] * len(sub_tokens))
-            all_doc_tokens.extend(sub_tokens)
-        all_doc_ids = tokenizer.convert_tokens_to_ids(all_doc_tokens)
+        # Consecutive questions on one paragraph share its tokenization.
+        if doc is None or example.doc_tokens != doc.words:
+            doc = _tokenize_doc(example.doc_tokens, tokenizer)
+            windows = {}
+        all_doc_tokens = doc.tokens
+        all_doc_ids = doc.ids
+        tok_to_orig_index = doc.tok_to_orig_index
+        orig_to_tok_index = doc.orig_to_tok_index
 
         tok_start_position = None
         tok_end_position = None
@@ -415,8 +441,10 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
 
         # Room for the document after [CLS] query [SEP] ... [SEP].
         max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
-        doc_spans = _doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
-        max_context_window = _max_context_windows(doc_spans, len(all_doc_tokens))
+        if max_tokens_for_doc not in windows:
+            spans = _doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
+            windows[max_tokens_for_doc] = (spans, _max_context_windows(spans, len(all_doc_tokens)))
+        doc_spans, max_context_window = windows[max_tokens_for_doc]
         doc_offset = len(query_tokens) + 2  # position of the first window token
 
         for doc_span_index, doc_span in enumerate(doc_spans):
@@ -425,13 +453,10 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
                       + all_doc_tokens[doc_span.start:span_end] + [special_tokens.SEP])
             input_ids = [cls_id] + query_ids + [sep_id] + all_doc_ids[doc_span.start:span_end] + [sep_id]
             segment_ids = [0] * doc_offset + [1] * (doc_span.length + 1)
-            token_to_orig_map = {}
-            token_is_max_context = {}
-            for i in range(doc_span.length):
-                split_token_index = doc_span.start + i
-                token_to_orig_map[doc_offset + i] = tok_to_orig_index[split_token_index]
-                token_is_max_context[doc_offset + i] = (
-                    max_context_window[split_token_index] == doc_span_index)
+            positions = range(doc_offset, doc_offset + doc_span.length)
+            token_to_orig_map = dict(zip(positions, tok_to_orig_index[doc_span.start:span_end]))
+            token_is_max_context = dict(zip(positions, [
+                w == doc_span_index for w in max_context_window[doc_span.start:span_end]]))
 
             input_mask = [1] * len(input_ids)
             padding = max_seq_length - len(input_ids)
