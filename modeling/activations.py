@@ -1,0 +1,49 @@
+"""Activation functions by config name.
+
+``"gelu"`` is the original BERT's GELU, the tanh approximation
+``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))``; ``"gelu_exact"`` is the erf GELU
+``0.5 * x * (1 + erf(x / sqrt(2)))`` that Hugging Face calls ``"gelu"``. Every function maps a
+float tensor of any shape to a tensor of the same shape and dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Dict
+
+import tensorflow as tf
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def gelu(x: tf.Tensor) -> tf.Tensor:
+    """GELU, tanh approximation, written as the original: ``x * cdf``."""
+    cdf = 0.5 * (1.0 + tf.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * tf.pow(x, 3))))
+    return x * cdf
+
+
+def gelu_exact(x: tf.Tensor) -> tf.Tensor:
+    """GELU with the exact Gaussian CDF (erf)."""
+    return 0.5 * x * (1.0 + tf.math.erf(x * (1.0 / math.sqrt(2.0))))
+
+
+def linear(x: tf.Tensor) -> tf.Tensor:
+    return x
+
+
+_ACTIVATIONS: Dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
+    "gelu": gelu,
+    "gelu_exact": gelu_exact,
+    "relu": tf.nn.relu,
+    "tanh": tf.tanh,
+    "linear": linear,
+}
+NAMES = frozenset(_ACTIVATIONS)
+
+
+def get_activation(name: str) -> Callable[[tf.Tensor], tf.Tensor]:
+    """The activation for a config's ``hidden_act`` (case-insensitive); ValueError if unknown."""
+    key = (name or "linear").lower()
+    if key not in _ACTIVATIONS:
+        raise ValueError("unsupported activation: %r (known: %s)" % (name, ", ".join(sorted(NAMES))))
+    return _ACTIVATIONS[key]
