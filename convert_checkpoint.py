@@ -23,16 +23,20 @@ from absl import app, flags
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("input", None, "TF1 checkpoint prefix/folder, HF folder or .safetensors "
-                    "file, or a .keras / .weights.h5 file of this project.")
-flags.DEFINE_string("output", None, "Output: a .keras file, or a TF1 checkpoint prefix.")
-flags.DEFINE_string("bert_config_file", None, "Google bert_config.json (or HF config.json); "
-                    "default for HF input: its config.json.")
-flags.DEFINE_enum("model", "auto", ["auto", "bert", "pretraining"],
-                  "Keras model to build: encoder only, with pre-training heads, or auto "
-                  "(pre-training when the source has cls/predictions weights).")
-flags.DEFINE_string("hidden_act", None, "Override hidden_act of the written config (e.g. 'gelu' "
-                    "= tanh GELU as the original computes, 'gelu_exact' = erf).")
+
+def define_flags() -> None:
+    """Defines the CLI flags (only when run as a script, so importing the module for its
+    functions never collides with other entry points' flags)."""
+    flags.DEFINE_string("input", None, "TF1 checkpoint prefix/folder, HF folder or .safetensors "
+                        "file, or a .keras / .weights.h5 file of this project.")
+    flags.DEFINE_string("output", None, "Output: a .keras file, or a TF1 checkpoint prefix.")
+    flags.DEFINE_string("bert_config_file", None, "Google bert_config.json (or HF config.json); "
+                        "default for HF input: its config.json.")
+    flags.DEFINE_enum("model", "auto", ["auto", "bert", "pretraining"],
+                      "Keras model to build: encoder only, with pre-training heads, or auto "
+                      "(pre-training when the source has cls/predictions weights).")
+    flags.DEFINE_string("hidden_act", None, "Override hidden_act of the written config (e.g. 'gelu' "
+                        "= tanh GELU as the original computes, 'gelu_exact' = erf).")
 
 
 def _config_for(input_path: str, config_file: str | None, hidden_act: str | None):
@@ -132,4 +136,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

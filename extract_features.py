@@ -1,0 +1,151 @@
+"""Extract fixed contextual features from BERT (the paper's feature-based approach).
+
+Same flags and JSONL output as the original ``extract_features.py``: one JSON object per input
+line, ``{"linex_index": i, "features": [{"token": t, "layers": [{"index": l, "values": [...]},
+...]}, ...]}`` for every real token (``[CLS]`` ... ``[SEP]``), values rounded to 6 decimals.
+``--layers`` are encoder-layer indexes (-1 = the last layer). ``--init_checkpoint`` takes a TF1
+prefix, a Hugging Face folder/.safetensors, or a .keras file. Progress goes to stderr; the output
+file appears only when complete.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import sys
+import time
+from typing import List
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+    """Defines the CLI flags (only when run as a script, so importing the module for its
+    functions never collides with other entry points' flags)."""
+    flags.DEFINE_string("input_file", None, "Text file: one example per line, 'text_a ||| text_b' "
+                        "for pairs.")
+    flags.DEFINE_string("output_file", None, "Output JSONL file.")
+    flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layer indexes.")
+    flags.DEFINE_string("bert_config_file", None, "bert_config.json of the pre-trained model.")
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum total input length after WordPiece; "
+                         "longer inputs are truncated.")
+    flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint (usually a pre-trained BERT).")
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary of the model.")
+    flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
+    flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
+
+
+class UsageError(ValueError):
+    """A bad flag value; the message names the flag."""
+
+
+def parse_layers(text: str, num_layers: int) -> List[int]:
+    """'-1,-2' -> [-1, -2]; every index must address one of the ``num_layers`` encoder layers."""
+    try:
+        layers = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise UsageError("--layers=%s: expected comma-separated integers" % text) from None
+    for index in layers:
+        if not -num_layers <= index < num_layers:
+            raise UsageError("--layers=%s: index %d is out of range for %d encoder layers"
+                             % (text, index, num_layers))
+    return layers
+
+
+def feature_json(unique_id: int, tokens: List[str], layer_indexes: List[int], layer_values) -> str:
+    """One output line; ``layer_values[j]`` is [S, H] for ``layer_indexes[j]``."""
+    features = []
+    for i, token in enumerate(tokens):
+        layers = []
+        for j, layer_index in enumerate(layer_indexes):
+            layers.append(collections.OrderedDict([
+                ("index", layer_index),
+                ("values", [round(float(x), 6) for x in layer_values[j][i]]),
+            ]))
+        features.append(collections.OrderedDict([("token", token), ("layers", layers)]))
+    return json.dumps(collections.OrderedDict([("linex_index", unique_id),
+                                               ("features", features)])) + "\n"
+
+
+def run(input_file: str, output_file: str, bert_config_file: str, init_checkpoint: str,
+        vocab_file: str, layers: str = "-1,-2,-3,-4", max_seq_length: int = 128,
+        do_lower_case: bool = True, batch_size: int = 32) -> int:
+    """Writes the features of every line of ``input_file``; returns the number of lines."""
+    import numpy as np
+    import tensorflow as tf
+
+    from data import tokenization
+    from data.io_utils import atomic_open
+    from data.sentence_features import convert_examples_to_features, read_examples
+    from modeling import checkpoints
+    from modeling.bert_model import BertModel
+    from modeling.config import BertConfig
+
+    config = BertConfig.from_json_file(bert_config_file)
+    if max_seq_length > config.max_position_embeddings:
+        raise UsageError("--max_seq_length=%d exceeds max_position_embeddings=%d of %s"
+                         % (max_seq_length, config.max_position_embeddings, bert_config_file))
+    if max_seq_length < 3 or batch_size < 1:
+        raise UsageError("--max_seq_length must be >= 3 and --batch_size >= 1")
+    layer_indexes = parse_layers(layers, config.num_hidden_layers)
+    tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+    tokenizer = tokenization.FastFullTokenizer(vocab_file, do_lower_case=do_lower_case)
+    try:
+        examples = read_examples(input_file)
+    except OSError as e:
+        raise UsageError("--input_file=%s: cannot read (%s)" % (input_file, e.strerror)) from None
+
+    model = BertModel(config, seq_length=max_seq_length)
+    if init_checkpoint:
+        checkpoints.load_checkpoint(model, init_checkpoint)
+    else:
+        print("extract_features.py: warning: no --init_checkpoint, random weights",
+              file=sys.stderr)
+
+    @tf.function(jit_compile=True, reduce_retracing=True)
+    def predict(batch):
+        outputs = model(batch, training=False)["encoder_outputs"]
+        return [outputs[index] for index in layer_indexes]  # each [B, S, H]
+
+    features = convert_examples_to_features(examples, max_seq_length, tokenizer)
+    total, done, start = len(examples), 0, time.time()
+    with atomic_open(output_file) as writer:
+        while done < total:
+            chunk = [f for _, f in zip(range(batch_size), features)]
+            batch = {
+                "input_ids": np.asarray([f.input_ids for f in chunk], np.int32),
+                "input_mask": np.asarray([f.input_mask for f in chunk], np.int32),
+                "segment_ids": np.asarray([f.input_type_ids for f in chunk], np.int32),
+            }
+            values = [np.asarray(v) for v in predict(batch)]
+            for row, feature in enumerate(chunk):
+                writer.write(feature_json(feature.unique_id, feature.tokens, layer_indexes,
+                                          [v[row] for v in values]))
+            done += len(chunk)
+            elapsed = time.time() - start
+            rate = done / max(elapsed, 1e-9)
+            print("extract_features: %d/%d lines, %.1f lines/s, ETA %.0fs"
+                  % (done, total, rate, (total - done) / max(rate, 1e-9)), file=sys.stderr)
+    return total
+
+
+def main(argv):
+    del argv
+    for name in ("input_file", "output_file", "bert_config_file", "vocab_file"):
+        if not getattr(FLAGS, name):
+            print("extract_features.py: error: --%s is required" % name, file=sys.stderr)
+            sys.exit(1)
+    try:
+        run(FLAGS.input_file, FLAGS.output_file, FLAGS.bert_config_file, FLAGS.init_checkpoint,
+            FLAGS.vocab_file, FLAGS.layers, FLAGS.max_seq_length, FLAGS.do_lower_case,
+            FLAGS.batch_size)
+    except (ValueError, OSError) as e:
+        print("extract_features.py: error: %s" % e, file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)
