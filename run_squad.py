@@ -1,0 +1,407 @@
+"""Run BERT on SQuAD 1.1 and SQuAD 2.0 (the original ``run_squad.py``, TF2 / Keras 3).
+
+Flags are the original's (``--bert_config_file``, ``--vocab_file``, ``--output_dir``,
+``--train_file``, ``--predict_file``, ``--init_checkpoint``, ``--do_lower_case``,
+``--max_seq_length=384``, ``--doc_stride=128``, ``--max_query_length=64``, ``--do_train``,
+``--do_predict``, batch sizes, ``--learning_rate``, ``--num_train_epochs``,
+``--warmup_proportion``, ``--save_checkpoints_steps``, ``--n_best_size=20``,
+``--max_answer_length=30``, ``--verbose_logging``, ``--version_2_with_negative``,
+``--null_score_diff_threshold=0.0``, TPU flags) plus ``--precision``, ``--strategy``,
+``--export_dir`` and ``--fast_tokenizer``.
+
+``--do_train`` writes ``train.tf_record``, fine-tunes and saves a TF1-named checkpoint
+``model.ckpt-<steps>`` in ``--output_dir``. ``--do_predict`` writes ``eval.tf_record``,
+``predictions.json``, ``nbest_predictions.json``, ``null_odds.json`` (v2.0) and, when the
+predict file has answers, ``eval_results.json`` with the official scores (v2.0: with the null
+odds, so the best threshold on the file is reported too). ``--export_dir`` writes a SavedModel
+whose ``serving_default`` signature maps ``question``/``context`` strings to ``answer_text``,
+``answer_start``/``answer_end`` (character span) and ``score`` (see ``data/squad_serving.py``).
+
+Bad input is one line on stderr and exit code 1; outputs are written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+from typing import List, Optional
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+
+
+class SquadFlagError(ValueError):
+    """An invalid flag combination; the message names the flag."""
+
+
+def define_flags() -> None:
+    """The original's flags plus this port's (defined only when run as a script)."""
+    flags.DEFINE_string("bert_config_file", None, "The config json file of the pre-trained BERT model.")
+    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+    flags.DEFINE_string("output_dir", None, "Where checkpoints, TFRecords and predictions are written.")
+    flags.DEFINE_string("train_file", None, "SQuAD json for training. E.g., train-v1.1.json")
+    flags.DEFINE_string("predict_file", None, "SQuAD json for predictions. E.g., dev-v1.1.json")
+    flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint: TF1 prefix/folder, HF folder, "
+                        ".keras or .weights.h5 (usually a pre-trained BERT model).")
+    flags.DEFINE_bool("do_lower_case", True, "Lower case the input text (uncased models).")
+    flags.DEFINE_integer("max_seq_length", 384, "Maximum total input length after WordPiece.")
+    flags.DEFINE_integer("doc_stride", 128, "Stride between the windows of a long document.")
+    flags.DEFINE_integer("max_query_length", 64, "Questions longer than this are truncated.")
+    flags.DEFINE_bool("do_train", False, "Whether to run training.")
+    flags.DEFINE_bool("do_predict", False, "Whether to run eval on the dev set.")
+    flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
+    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predictions.")
+    flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training for linear warmup.")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+    flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per compiled loop call (TPU); kept "
+                         "for compatibility, progress is logged at this interval at most.")
+    flags.DEFINE_integer("n_best_size", 20, "The number of n-best predictions in nbest_predictions.json.")
+    flags.DEFINE_integer("max_answer_length", 30, "The maximum length of an answer, in tokens.")
+    flags.DEFINE_bool("use_tpu", False, "Whether to use TPU (same as --strategy=tpu).")
+    flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training.")
+    flags.DEFINE_string("tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located in.")
+    flags.DEFINE_string("gcp_project", None, "[Optional] Project name for the Cloud TPU project.")
+    flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.")
+    flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True.")
+    flags.DEFINE_bool("verbose_logging", False, "Print all data-processing warnings.")
+    flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: some questions have no answer.")
+    flags.DEFINE_float("null_score_diff_threshold", 0.0,
+                       "If null_score - best_non_null is greater than the threshold predict null.")
+    # This port's flags.
+    flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "one_device", "tpu"],
+                      "tf.distribute strategy (default: TF's default, one device).")
+    flags.DEFINE_enum("precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
+                      "Keras dtype policy of the model (logits and losses stay float32).")
+    flags.DEFINE_string("export_dir", None, "Write a raw-text SavedModel (question, context -> "
+                        "answer text and span) here.")
+    flags.DEFINE_bool("fast_tokenizer", True, "Use FastFullTokenizer (same output as FullTokenizer).")
+    flags.DEFINE_integer("random_seed", 12345, "Seed of the training-example shuffle and the TF ops.")
+
+
+# ---------------------------------------------------------------------------------- checks
+
+
+def validate_flags_or_throw(bert_config) -> None:
+    """The original's checks, plus the ones a missing file would otherwise turn into a traceback."""
+    if not FLAGS.do_train and not FLAGS.do_predict and not FLAGS.export_dir:
+        raise SquadFlagError("At least one of `do_train`, `do_predict` or `export_dir` must be set.")
+    if FLAGS.do_train and not FLAGS.train_file:
+        raise SquadFlagError("If `do_train` is True, then `train_file` must be specified.")
+    if FLAGS.do_predict and not FLAGS.predict_file:
+        raise SquadFlagError("If `do_predict` is True, then `predict_file` must be specified.")
+    for name in ("train_file", "predict_file") if FLAGS.do_train or FLAGS.do_predict else ():
+        path = getattr(FLAGS, name)
+        if path and ((name == "train_file" and FLAGS.do_train) or
+                     (name == "predict_file" and FLAGS.do_predict)) and not os.path.isfile(path):
+            raise SquadFlagError("--%s=%s: no such file" % (name, path))
+    if FLAGS.max_seq_length > bert_config.max_position_embeddings:
+        raise SquadFlagError(
+            "Cannot use sequence length %d because the BERT model was only trained up to "
+            "sequence length %d" % (FLAGS.max_seq_length, bert_config.max_position_embeddings))
+    if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
+        raise SquadFlagError("The max_seq_length (%d) must be greater than max_query_length (%d) + 3"
+                             % (FLAGS.max_seq_length, FLAGS.max_query_length))
+    if FLAGS.doc_stride <= 0:
+        raise SquadFlagError("--doc_stride=%d must be positive" % FLAGS.doc_stride)
+    for name in ("train_batch_size", "predict_batch_size", "n_best_size", "max_answer_length"):
+        if getattr(FLAGS, name) <= 0:
+            raise SquadFlagError("--%s=%d must be positive" % (name, getattr(FLAGS, name)))
+
+
+# ---------------------------------------------------------------------------------- wiring
+
+
+def make_strategy():
+    """The tf.distribute strategy named by --strategy / --use_tpu."""
+    import tensorflow as tf
+
+    name = "tpu" if FLAGS.use_tpu else FLAGS.strategy
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "one_device":
+        gpus = tf.config.list_logical_devices("GPU")
+        return tf.distribute.OneDeviceStrategy("/gpu:0" if gpus else "/cpu:0")
+    if name == "tpu":
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=FLAGS.tpu_name or FLAGS.master or "", zone=FLAGS.tpu_zone, project=FLAGS.gcp_project)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    return tf.distribute.get_strategy()
+
+
+def _progress(label: str, done: int, total: int, t0: float, extra: str = "") -> None:
+    elapsed = max(time.time() - t0, 1e-9)
+    rate = done / elapsed
+    eta = (total - done) / rate if rate > 0 else float("inf")
+    print("%s %d/%d, %.2f/s, ETA %.0fs%s" % (label, done, total, rate, eta, extra),
+          file=sys.stderr, flush=True)
+
+
+def build_model(bert_config, seq_length: int):
+    from modeling import squad_head
+
+    return squad_head.build_squad_model(bert_config, seq_length=seq_length)
+
+
+def make_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int):
+    """The original's AdamWeightDecay schedule (``modeling.optimization.create_optimizer``)."""
+    from modeling import optimization
+
+    return optimization.create_optimizer(learning_rate, num_train_steps, num_warmup_steps)
+
+
+def train_squad(model, optimizer, train_file: str, seq_length: int, batch_size: int,
+                num_train_steps: int, output_dir: Optional[str] = None,
+                save_checkpoints_steps: int = 0, log_every: int = 10, seed: Optional[int] = None,
+                strategy=None) -> List[float]:
+    """Fine-tunes ``model`` on a training TFRecord for ``num_train_steps`` steps; returns the losses.
+
+    Loss: ``modeling.squad_head.squad_loss`` (mean of the start and end
+    cross-entropies). Progress (step, loss, steps/s, ETA) goes to stderr; with
+    ``output_dir`` a TF1-named checkpoint ``model.ckpt-<step>`` is written every
+    ``save_checkpoints_steps`` and at the end.
+    """
+    import tensorflow as tf
+
+    from data import squad_input
+    from modeling import checkpoints, squad_head
+
+    strategy = strategy or tf.distribute.get_strategy()
+    dataset = squad_input.make_dataset(train_file, seq_length, True, batch_size, drop_remainder=True,
+                                       seed=seed)
+    dataset = strategy.experimental_distribute_dataset(dataset)
+    variables = model.trainable_variables
+
+    def step_fn(batch):
+        with tf.GradientTape() as tape:
+            out = model(squad_input.model_inputs(batch), training=True)
+            loss = squad_head.squad_loss(out["start_logits"], out["end_logits"],
+                                         batch["start_positions"], batch["end_positions"])
+            scaled = loss / strategy.num_replicas_in_sync
+        grads = tape.gradient(scaled, variables)
+        optimizer.apply_gradients(zip(grads, variables))
+        return loss
+
+    @tf.function
+    def train_step(batch):
+        per_replica = strategy.run(step_fn, args=(batch,))
+        return strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
+
+    losses = []
+    t0 = time.time()
+    iterator = iter(dataset)
+    for step in range(1, num_train_steps + 1):
+        loss = float(train_step(next(iterator)))
+        losses.append(loss)
+        if step % log_every == 0 or step == num_train_steps:
+            _progress("train step", step, num_train_steps, t0, ", loss %.4f" % loss)
+        if output_dir and ((save_checkpoints_steps and step % save_checkpoints_steps == 0)
+                           or step == num_train_steps):
+            checkpoints.save_tf1_checkpoint(model, os.path.join(output_dir, "model.ckpt-%d" % step),
+                                            global_step=step)
+    return losses
+
+
+def predict_raw_results(model, eval_file: str, seq_length: int, batch_size: int, strategy=None):
+    """``RawResult``s (float32 logits as python floats) for every record of an eval TFRecord."""
+    import numpy as np
+    import tensorflow as tf
+
+    from data import squad, squad_input
+
+    strategy = strategy or tf.distribute.get_strategy()
+    dataset = squad_input.make_dataset(eval_file, seq_length, False, batch_size, drop_remainder=False)
+    total = sum(1 for _ in tf.data.TFRecordDataset(eval_file))
+
+    @tf.function
+    def forward(batch):
+        out = model(squad_input.model_inputs(batch), training=False)
+        return batch["unique_ids"], out["start_logits"], out["end_logits"]
+
+    results = []
+    t0 = time.time()
+    for batch in dataset:
+        unique_ids, start_logits, end_logits = forward(batch)
+        for u, s, e in zip(unique_ids.numpy(), start_logits.numpy().astype(np.float32),
+                           end_logits.numpy().astype(np.float32)):
+            results.append(squad.RawResult(unique_id=int(u), start_logits=s.tolist(),
+                                           end_logits=e.tolist()))
+        if len(results) % (batch_size * 50) < batch_size or len(results) == total:
+            _progress("predict", len(results), total, t0)
+    return results
+
+
+def _has_answers(input_file: str) -> bool:
+    """Whether any question of a SQuAD file carries a non-empty ``answers`` list."""
+    with open(input_file, encoding="utf-8") as f:
+        data = json.load(f)["data"]
+    return any(qa.get("answers") for article in data for paragraph in article["paragraphs"]
+               for qa in paragraph["qas"])
+
+
+def run_predict(model, tokenizer, output_dir: str) -> Optional[dict]:
+    """--do_predict: features, logits, the three JSON files, and the official scores if possible."""
+    from data import squad, squad_eval
+    from data.io_utils import atomic_open
+
+    eval_examples = squad.read_squad_examples(FLAGS.predict_file, is_training=False,
+                                              version_2_with_negative=FLAGS.version_2_with_negative)
+    eval_features = []
+    with squad.FeatureWriter(os.path.join(output_dir, "eval.tf_record"), is_training=False) as writer:
+        def append_feature(feature):
+            eval_features.append(feature)
+            writer.process_feature(feature)
+
+        squad.convert_examples_to_features(
+            eval_examples, tokenizer, FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length,
+            is_training=False, output_fn=append_feature, show_progress=True)
+    logging.info("***** Running predictions *****")
+    logging.info("  Num orig examples = %d", len(eval_examples))
+    logging.info("  Num split examples = %d", len(eval_features))
+    logging.info("  Batch size = %d", FLAGS.predict_batch_size)
+
+    all_results = predict_raw_results(model, writer.filename, FLAGS.max_seq_length,
+                                      FLAGS.predict_batch_size)
+    prediction_file = os.path.join(output_dir, "predictions.json")
+    null_odds_file = os.path.join(output_dir, "null_odds.json")
+    squad.write_predictions(
+        eval_examples, eval_features, all_results, FLAGS.n_best_size, FLAGS.max_answer_length,
+        FLAGS.do_lower_case, prediction_file, os.path.join(output_dir, "nbest_predictions.json"),
+        null_odds_file, version_2_with_negative=FLAGS.version_2_with_negative,
+        null_score_diff_threshold=FLAGS.null_score_diff_threshold,
+        verbose_logging=FLAGS.verbose_logging)
+
+    if not _has_answers(FLAGS.predict_file):
+        logging.info("predict file has no answers: no official scores")
+        return None
+    notes = []
+    scores = squad_eval.evaluate_files(
+        FLAGS.predict_file, prediction_file,
+        na_prob_file=null_odds_file if FLAGS.version_2_with_negative else None, notify=notes.append)
+    for note in notes[:5]:
+        logging.warning("squad_eval: %s", note)
+    with atomic_open(os.path.join(output_dir, "eval_results.json")) as f:
+        f.write(json.dumps(scores, indent=2) + "\n")
+    print(json.dumps(scores))
+    if "best_f1_thresh" in scores:
+        print("best null_score_diff_threshold on %s: %.6f (best_f1 %.2f, best_exact %.2f at %.6f); "
+              "rerun with --null_score_diff_threshold=%.6f to use it"
+              % (FLAGS.predict_file, scores["best_f1_thresh"], scores["best_f1"],
+                 scores["best_exact"], scores["best_exact_thresh"], scores["best_f1_thresh"]))
+    return scores
+
+
+def _latest_checkpoint(output_dir: str) -> Optional[str]:
+    import tensorflow as tf
+
+    return tf.train.latest_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+
+
+def run(_argv) -> None:
+    import keras
+    import tensorflow as tf
+
+    from data import squad
+    from data.tokenization import FastFullTokenizer, FullTokenizer
+    from modeling import checkpoints
+    from modeling.config import BertConfig
+
+    logging.set_verbosity(logging.INFO)
+    bert_config = BertConfig.from_json_file(FLAGS.bert_config_file)
+    validate_flags_or_throw(bert_config)
+    os.makedirs(FLAGS.output_dir, exist_ok=True)
+    tf.random.set_seed(FLAGS.random_seed)
+    keras.mixed_precision.set_global_policy(FLAGS.precision)
+    tokenizer_class = FastFullTokenizer if FLAGS.fast_tokenizer else FullTokenizer
+    tokenizer = tokenizer_class(vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+
+    strategy = make_strategy()
+    with strategy.scope():
+        model = build_model(bert_config, FLAGS.max_seq_length)
+    init_checkpoint = FLAGS.init_checkpoint
+    if not FLAGS.do_train and not init_checkpoint:
+        init_checkpoint = _latest_checkpoint(FLAGS.output_dir)  # as the Estimator's model_dir
+        if init_checkpoint is None:
+            raise SquadFlagError("--init_checkpoint is needed to predict or export without "
+                                 "--do_train (no checkpoint in --output_dir=%s)" % FLAGS.output_dir)
+    if init_checkpoint:
+        report = checkpoints.load_checkpoint(model, init_checkpoint, log=False)
+        logging.info("%s", report.summary())
+
+    if FLAGS.do_train:
+        train_examples = squad.read_squad_examples(
+            FLAGS.train_file, is_training=True, version_2_with_negative=FLAGS.version_2_with_negative)
+        if not train_examples:
+            raise SquadFlagError("--train_file=%s: no usable training question" % FLAGS.train_file)
+        num_train_steps = int(len(train_examples) / FLAGS.train_batch_size * FLAGS.num_train_epochs)
+        num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
+        if num_train_steps <= 0:
+            raise SquadFlagError("%d training examples, --train_batch_size=%d and --num_train_epochs=%g "
+                                 "give no training step" % (len(train_examples), FLAGS.train_batch_size,
+                                                            FLAGS.num_train_epochs))
+        # Pre-shuffle so that a small shuffle buffer suffices, as the original.
+        random.Random(FLAGS.random_seed).shuffle(train_examples)
+        with squad.FeatureWriter(os.path.join(FLAGS.output_dir, "train.tf_record"),
+                                 is_training=True) as train_writer:
+            squad.convert_examples_to_features(
+                train_examples, tokenizer, FLAGS.max_seq_length, FLAGS.doc_stride,
+                FLAGS.max_query_length, is_training=True, output_fn=train_writer.process_feature,
+                show_progress=True)
+        logging.info("***** Running training *****")
+        logging.info("  Num orig examples = %d", len(train_examples))
+        logging.info("  Num split examples = %d", train_writer.num_features)
+        logging.info("  Batch size = %d", FLAGS.train_batch_size)
+        logging.info("  Num steps = %d", num_train_steps)
+        with strategy.scope():
+            optimizer = make_optimizer(FLAGS.learning_rate, num_train_steps, num_warmup_steps)
+        train_squad(model, optimizer, train_writer.filename, FLAGS.max_seq_length,
+                    FLAGS.train_batch_size, num_train_steps, output_dir=FLAGS.output_dir,
+                    save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+                    log_every=min(100, max(1, FLAGS.iterations_per_loop)), seed=FLAGS.random_seed,
+                    strategy=strategy)
+
+    if FLAGS.do_predict:
+        run_predict(model, tokenizer, FLAGS.output_dir)
+
+    if FLAGS.export_dir:
+        from data import squad_serving
+
+        squad_serving.export_saved_model(
+            model, FLAGS.export_dir, FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+            max_seq_length=FLAGS.max_seq_length, max_query_length=FLAGS.max_query_length,
+            max_answer_length=FLAGS.max_answer_length,
+            version_2_with_negative=FLAGS.version_2_with_negative,
+            null_score_diff_threshold=FLAGS.null_score_diff_threshold)
+        logging.info("exported raw-text SavedModel to %s", FLAGS.export_dir)
+
+
+def main(argv) -> None:
+    """Runs ``run``; bad input becomes one line on stderr and exit code 1."""
+    from data.squad import SquadFormatError
+    from modeling.checkpoints import CheckpointError
+    from modeling.config import ConfigError
+    from data.tokenization import VocabError
+
+    try:
+        run(argv)
+    except (SquadFlagError, SquadFormatError, CheckpointError, ConfigError, VocabError) as e:
+        print("run_squad.py: error: %s" % e, file=sys.stderr)
+        sys.exit(1)
+    except OSError as e:
+        print("run_squad.py: error: %s" % e, file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    define_flags()
+    flags.mark_flag_as_required("vocab_file")
+    flags.mark_flag_as_required("bert_config_file")
+    flags.mark_flag_as_required("output_dir")
+    app.run(main)
