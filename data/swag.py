@@ -1,0 +1,241 @@
+"""SWAG (multiple choice, 4 endings): files -> ``SwagExample`` -> [4, S] features and TFRecords.
+
+Readers (the layout is chosen by the file name: ``.jsonl``/``.json`` lines, else CSV):
+
+* the original swagaf CSV (``train.csv``/``val.csv``/``test.csv``): header
+  ``,video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0..ending3,label`` with an empty
+  first column name and quoted fields holding commas (``csv`` with its default quoting).
+  ``test.csv`` has no ``label`` column: labels are None there.
+* JSON lines with the keys ``sent1``, ``sent2``, ``ending0``..``ending3`` and ``label`` (optional).
+
+Features, as the BERT paper §4.4 recipe (and the pytorch-pretrained-BERT ``run_swag`` example):
+for each of the 4 endings, ``[CLS] context [SEP] ending [SEP]`` where context = ``sent1`` and
+ending = ``sent2 + " " + endingN``; the pair is cut to ``max_seq_length - 3`` tokens by
+``data.classifier_features._truncate_seq_pair`` (one rule for the project); segments 0 for
+``[CLS] context [SEP]``, 1 for ``ending [SEP]``; zero-padded. ``label`` is the right ending's
+index (0 when unknown, as a dummy).
+
+TFRecord features reuse the classifier's names (``data.classifier_features``): ``input_ids``,
+``input_mask``, ``segment_ids`` int64 [4 * S] (choice-major), ``label_ids`` int64 [1],
+``is_real_example`` int64 [1]; ``parse_example`` reshapes them to [4, S].
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import os
+import time
+from typing import Dict, List, Optional
+
+from absl import logging
+
+from data import classifier_features as cf
+from data.classifier import ClassifierDataError
+from data.io_utils import AtomicTFRecordWriters, int64_feature
+
+NUM_CHOICES = 4
+ENDING_KEYS = tuple("ending%d" % i for i in range(NUM_CHOICES))
+REQUIRED_KEYS = ("sent1", "sent2") + ENDING_KEYS
+
+
+class SwagDataError(ClassifierDataError):
+    """Unusable SWAG input; the one-line message names the file and line."""
+
+
+@dataclasses.dataclass
+class SwagExample:
+    """One SWAG question: ``context_sentence`` (sent1), ``start_ending`` (sent2), the 4
+    ``endings`` and ``label`` (index of the right ending; None when unlabelled)."""
+
+    swag_id: str
+    context_sentence: str
+    start_ending: str
+    endings: List[str]
+    label: Optional[int] = None
+    origin: Optional[str] = None
+
+
+@dataclasses.dataclass
+class SwagFeatures:
+    """int lists [NUM_CHOICES][max_seq_length] and the label (0 when unknown)."""
+
+    example_id: str
+    input_ids: List[List[int]]
+    input_mask: List[List[int]]
+    segment_ids: List[List[int]]
+    label: int
+    is_real_example: bool = True
+
+
+def _parse_label(value, origin: str) -> Optional[int]:
+    if value is None or (isinstance(value, str) and value.strip() == ""):
+        return None
+    try:
+        label = int(value)
+    except (TypeError, ValueError):
+        raise SwagDataError("%s: label %r is not an integer" % (origin, value)) from None
+    if not 0 <= label < NUM_CHOICES:
+        raise SwagDataError("%s: label %d is outside 0..%d" % (origin, label, NUM_CHOICES - 1))
+    return label
+
+
+def _example(record: Dict, swag_id: str, origin: str) -> SwagExample:
+    missing = [k for k in REQUIRED_KEYS if record.get(k) is None]
+    if missing:
+        raise SwagDataError("%s: missing field%s %s" % (origin, "s" if len(missing) > 1 else "",
+                                                        ", ".join(missing)))
+    return SwagExample(swag_id=swag_id, context_sentence=str(record["sent1"]),
+                       start_ending=str(record["sent2"]),
+                       endings=[str(record[k]) for k in ENDING_KEYS],
+                       label=_parse_label(record.get("label"), origin), origin=origin)
+
+
+def _read_text(path: str) -> str:
+    if not os.path.isfile(path):
+        raise SwagDataError("%s: no such file" % path)
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise SwagDataError("%s:%d: not valid UTF-8" % (path, raw[:e.start].count(b"\n") + 1)) \
+            from None
+    if not text.strip():
+        raise SwagDataError("%s: the file is empty" % path)
+    return text
+
+
+def read_swag_csv(path: str) -> List[SwagExample]:
+    """The original swagaf CSV layout (see the module docstring)."""
+    text = _read_text(path)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+    except csv.Error as e:
+        raise SwagDataError("%s:1: not a readable CSV (%s)" % (path, e)) from None
+    missing = [k for k in REQUIRED_KEYS if k not in header]
+    if missing:
+        raise SwagDataError("%s:1: header lacks the column%s %s" % (
+            path, "s" if len(missing) > 1 else "", ", ".join(missing)))
+    examples = []
+    try:
+        for row in reader:
+            line = reader.line_num
+            if not row:
+                continue
+            origin = "%s:%d" % (path, line)
+            if len(row) != len(header):
+                raise SwagDataError("%s: %d columns, the header has %d"
+                                    % (origin, len(row), len(header)))
+            record = dict(zip(header, row))
+            swag_id = record.get("") or record.get("video-id") or str(len(examples))
+            examples.append(_example(record, "swag-%s" % swag_id, origin))
+    except csv.Error as e:
+        raise SwagDataError("%s:%d: not a readable CSV (%s)" % (path, reader.line_num, e)) \
+            from None
+    return examples
+
+
+def read_swag_jsonl(path: str) -> List[SwagExample]:
+    """JSON lines (keys ``sent1``, ``sent2``, ``ending0..3``, optional ``label``)."""
+    examples = []
+    for line_index, line in enumerate(_read_text(path).split("\n")):
+        if not line.strip():
+            continue
+        origin = "%s:%d" % (path, line_index + 1)
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise SwagDataError("%s: not valid JSON (%s)" % (origin, e.msg)) from None
+        if not isinstance(record, dict):
+            raise SwagDataError("%s: expected a JSON object" % origin)
+        examples.append(_example(record, "swag-%d" % len(examples), origin))
+    return examples
+
+
+def read_swag_examples(path: str) -> List[SwagExample]:
+    """Reads either layout (``.jsonl``/``.json`` -> JSON lines, else CSV); errors if empty."""
+    if path.endswith((".jsonl", ".json")):
+        examples = read_swag_jsonl(path)
+    else:
+        examples = read_swag_csv(path)
+    if not examples:
+        raise SwagDataError("%s: no examples" % path)
+    return examples
+
+
+def convert_example(example: SwagExample, max_seq_length: int, tokenizer) -> SwagFeatures:
+    """One example -> ``SwagFeatures`` (see the module docstring for the layout)."""
+    context_tokens = tokenizer.tokenize(example.context_sentence)
+    input_ids, input_mask, segment_ids = [], [], []
+    for ending in example.endings:
+        ending_tokens = tokenizer.tokenize(example.start_ending + " " + ending)
+        tokens, segments, _ = cf.pair_tokens(context_tokens, ending_tokens, max_seq_length)
+        ids = tokenizer.convert_tokens_to_ids(tokens)
+        padding = [0] * (max_seq_length - len(ids))
+        input_ids.append(ids + padding)
+        input_mask.append([1] * len(ids) + padding)
+        segment_ids.append(segments + padding)
+    return SwagFeatures(example.swag_id, input_ids, input_mask, segment_ids,
+                        example.label if example.label is not None else 0)
+
+
+def features_to_tf_example(features: SwagFeatures) -> "tf.train.Example":
+    import tensorflow as tf
+
+    def flat(rows):
+        return [v for row in rows for v in row]
+
+    return tf.train.Example(features=tf.train.Features(feature={
+        cf.INPUT_IDS: int64_feature(flat(features.input_ids)),
+        cf.INPUT_MASK: int64_feature(flat(features.input_mask)),
+        cf.SEGMENT_IDS: int64_feature(flat(features.segment_ids)),
+        cf.LABEL_IDS: int64_feature([features.label]),
+        cf.IS_REAL_EXAMPLE: int64_feature([int(features.is_real_example)]),
+    }))
+
+
+def write_tf_records(examples: List[SwagExample], max_seq_length: int, tokenizer,
+                     output_file: str) -> int:
+    """One record per example, in order; the file appears only when all converted."""
+    start = time.time()
+    with AtomicTFRecordWriters([output_file]) as writer:
+        for i, example in enumerate(examples):
+            if i % 10000 == 0 and i:
+                rate = i / max(time.time() - start, 1e-9)
+                logging.info("Writing example %d of %d (%.0f/s, ETA %.0fs)", i, len(examples),
+                             rate, (len(examples) - i) / rate)
+            writer.write(features_to_tf_example(
+                convert_example(example, max_seq_length, tokenizer)).SerializeToString())
+        return writer.num_written
+
+
+def name_to_features(max_seq_length: int) -> Dict[str, object]:
+    """The parse spec of the records above (flat [4 * S] id features)."""
+    import tensorflow as tf
+
+    n = NUM_CHOICES * max_seq_length
+    return {
+        cf.INPUT_IDS: tf.io.FixedLenFeature([n], tf.int64),
+        cf.INPUT_MASK: tf.io.FixedLenFeature([n], tf.int64),
+        cf.SEGMENT_IDS: tf.io.FixedLenFeature([n], tf.int64),
+        cf.LABEL_IDS: tf.io.FixedLenFeature([], tf.int64),
+        cf.IS_REAL_EXAMPLE: tf.io.FixedLenFeature([], tf.int64),
+    }
+
+
+def parse_example(record, max_seq_length: int) -> Dict[str, object]:
+    """A serialized record -> dict of int32 tensors: ids/mask/segments [4, S], labels []."""
+    import tensorflow as tf
+
+    parsed = tf.io.parse_single_example(record, name_to_features(max_seq_length))
+    out = {}
+    for name in cf.MODEL_INPUT_NAMES:
+        out[name] = tf.reshape(tf.cast(parsed[name], tf.int32),
+                               [NUM_CHOICES, max_seq_length])  # [4, S]
+    out[cf.LABEL_IDS] = tf.cast(parsed[cf.LABEL_IDS], tf.int32)  # []
+    out[cf.IS_REAL_EXAMPLE] = tf.cast(parsed[cf.IS_REAL_EXAMPLE], tf.int32)  # []
+    return out
