@@ -95,10 +95,9 @@ def validate_flags_or_throw(bert_config) -> None:
         raise SquadFlagError("If `do_train` is True, then `train_file` must be specified.")
     if FLAGS.do_predict and not FLAGS.predict_file:
         raise SquadFlagError("If `do_predict` is True, then `predict_file` must be specified.")
-    for name in ("train_file", "predict_file") if FLAGS.do_train or FLAGS.do_predict else ():
+    for name, used in (("train_file", FLAGS.do_train), ("predict_file", FLAGS.do_predict)):
         path = getattr(FLAGS, name)
-        if path and ((name == "train_file" and FLAGS.do_train) or
-                     (name == "predict_file" and FLAGS.do_predict)) and not os.path.isfile(path):
+        if used and not os.path.isfile(path):
             raise SquadFlagError("--%s=%s: no such file" % (name, path))
     if FLAGS.max_seq_length > bert_config.max_position_embeddings:
         raise SquadFlagError(
@@ -246,13 +245,11 @@ def _has_answers(input_file: str) -> bool:
                for qa in paragraph["qas"])
 
 
-def run_predict(model, tokenizer, output_dir: str) -> Optional[dict]:
+def run_predict(model, tokenizer, eval_examples, output_dir: str) -> Optional[dict]:
     """--do_predict: features, logits, the three JSON files, and the official scores if possible."""
     from data import squad, squad_eval
     from data.io_utils import atomic_open
 
-    eval_examples = squad.read_squad_examples(FLAGS.predict_file, is_training=False,
-                                              version_2_with_negative=FLAGS.version_2_with_negative)
     eval_features = []
     with squad.FeatureWriter(os.path.join(output_dir, "eval.tf_record"), is_training=False) as writer:
         def append_feature(feature):
@@ -316,6 +313,16 @@ def run(_argv) -> None:
     logging.set_verbosity(logging.INFO)
     bert_config = BertConfig.from_json_file(FLAGS.bert_config_file)
     validate_flags_or_throw(bert_config)
+    # Read the inputs first: a bad file fails before any model is built.
+    train_examples = eval_examples = None
+    if FLAGS.do_train:
+        train_examples = squad.read_squad_examples(
+            FLAGS.train_file, is_training=True, version_2_with_negative=FLAGS.version_2_with_negative)
+        if not train_examples:
+            raise SquadFlagError("--train_file=%s: no usable training question" % FLAGS.train_file)
+    if FLAGS.do_predict:
+        eval_examples = squad.read_squad_examples(
+            FLAGS.predict_file, is_training=False, version_2_with_negative=FLAGS.version_2_with_negative)
     os.makedirs(FLAGS.output_dir, exist_ok=True)
     tf.random.set_seed(FLAGS.random_seed)
     keras.mixed_precision.set_global_policy(FLAGS.precision)
@@ -336,10 +343,6 @@ def run(_argv) -> None:
         logging.info("%s", report.summary())
 
     if FLAGS.do_train:
-        train_examples = squad.read_squad_examples(
-            FLAGS.train_file, is_training=True, version_2_with_negative=FLAGS.version_2_with_negative)
-        if not train_examples:
-            raise SquadFlagError("--train_file=%s: no usable training question" % FLAGS.train_file)
         num_train_steps = int(len(train_examples) / FLAGS.train_batch_size * FLAGS.num_train_epochs)
         num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
         if num_train_steps <= 0:
@@ -368,7 +371,7 @@ def run(_argv) -> None:
                     strategy=strategy)
 
     if FLAGS.do_predict:
-        run_predict(model, tokenizer, FLAGS.output_dir)
+        run_predict(model, tokenizer, eval_examples, FLAGS.output_dir)
 
     if FLAGS.export_dir:
         from data import squad_serving

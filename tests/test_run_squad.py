@@ -1,0 +1,116 @@
+"""run_squad.py end to end on the tiny golden checkpoint and small SQuAD slices (subprocesses)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from tests import paths
+
+TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
+SQUAD = os.path.join(paths.GOLDEN, "squad")
+
+
+def _run(tmp_path, *extra, out="out"):
+    args = [sys.executable, "run_squad.py",
+            "--bert_config_file=%s" % os.path.join(TINY, "bert_config.json"),
+            "--vocab_file=%s" % paths.GOLDEN_VOCAB,
+            "--output_dir=%s" % (tmp_path / out),
+            "--max_seq_length=64", "--doc_stride=24", "--max_query_length=16",
+            "--predict_batch_size=64", *extra]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    return subprocess.run(args, cwd=paths.ROOT, capture_output=True, text=True, timeout=300, env=env)
+
+
+def _slice(src, dst, num_questions):
+    """The first ``num_questions`` questions of a SQuAD file (whole layout kept)."""
+    with open(src, encoding="utf-8") as f:
+        root = json.load(f)
+    left = num_questions
+    for article in root["data"]:
+        for paragraph in article["paragraphs"]:
+            paragraph["qas"] = paragraph["qas"][:max(left, 0)]
+            left -= len(paragraph["qas"])
+        article["paragraphs"] = [p for p in article["paragraphs"] if p["qas"]]
+    root["data"] = [a for a in root["data"] if a["paragraphs"]]
+    dst.write_text(json.dumps(root), encoding="utf-8")
+    return str(dst)
+
+
+def test_train_predict_export_v2(tmp_path):
+    train = _slice(os.path.join(SQUAD, "v2.0_short", "input_train_style_slice.json"),
+                   tmp_path / "train.json", 16)
+    predict = _slice(os.path.join(SQUAD, "v2.0_short", "input_dev_slice.json"),
+                     tmp_path / "dev.json", 12)
+    export = tmp_path / "export"
+    proc = _run(tmp_path, "--do_train", "--do_predict", "--version_2_with_negative",
+                "--train_file=%s" % train, "--predict_file=%s" % predict,
+                "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"),
+                "--train_batch_size=4", "--num_train_epochs=1", "--learning_rate=1e-4",
+                "--export_dir=%s" % export)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = tmp_path / "out"
+    assert (out / "model.ckpt-4.index").exists()  # 16 questions / batch 4 x 1 epoch
+    assert "train step 4/4" in proc.stderr
+    with open(predict, encoding="utf-8") as f:
+        qids = [qa["id"] for a in json.load(f)["data"] for p in a["paragraphs"] for qa in p["qas"]]
+    predictions = json.loads((out / "predictions.json").read_text())
+    null_odds = json.loads((out / "null_odds.json").read_text())
+    nbest = json.loads((out / "nbest_predictions.json").read_text())
+    assert list(predictions) == qids == list(null_odds) == list(nbest)
+    for qid, text in predictions.items():  # "" exactly when the null wins (threshold 0.0)
+        assert (text == "") == (null_odds[qid] > 0.0)
+    scores = json.loads((out / "eval_results.json").read_text())
+    assert scores["total"] == len(qids) and "best_f1_thresh" in scores
+    assert json.loads(proc.stdout.splitlines()[0]) == scores
+    assert "best null_score_diff_threshold" in proc.stdout
+
+    loaded = tf.saved_model.load(str(export))
+    context = "The Normans were the people who in the 10th and 11th centuries gave their name to Normandy."
+    result = loaded.signatures["serving_default"](
+        question=tf.constant(["Who gave their name to Normandy?"]), context=tf.constant([context]))
+    text = result["answer_text"].numpy()[0].decode("utf-8")
+    start, end = int(result["answer_start"][0]), int(result["answer_end"][0])
+    if text:
+        assert context[start:end] == text
+    else:
+        assert (start, end) == (-1, -1)
+
+
+def test_predict_only_from_checkpoint_v1(tmp_path):
+    predict = _slice(os.path.join(SQUAD, "v1.1_short", "input_dev_slice.json"),
+                     tmp_path / "dev.json", 8)
+    proc = _run(tmp_path, "--do_predict", "--predict_file=%s" % predict,
+                "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = tmp_path / "out"
+    assert not (out / "null_odds.json").exists()
+    scores = json.loads((out / "eval_results.json").read_text())
+    assert list(scores) == ["exact_match", "f1"]
+    assert len(json.loads((out / "predictions.json").read_text())) == 8
+
+
+@pytest.mark.parametrize("case,expected", [
+    ("no_data", "'data'"),
+    ("query_too_long", "max_seq_length (20) must be greater than max_query_length (17) + 3"),
+])
+def test_bad_input_is_one_line_error_and_writes_nothing(tmp_path, case, expected):
+    predict = tmp_path / "dev.json"
+    if case == "no_data":
+        predict.write_text(json.dumps({"version": "1.1"}))
+        extra = []
+    else:
+        _slice(os.path.join(SQUAD, "v1.1_short", "input_dev_slice.json"), predict, 2)
+        extra = ["--max_seq_length=20", "--max_query_length=17"]
+    proc = _run(tmp_path, "--do_predict", "--predict_file=%s" % predict,
+                "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"), *extra)
+    assert proc.returncode == 1
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("run_squad.py: error:")]
+    assert len(errors) == 1 and expected in errors[0], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    out = tmp_path / "out"
+    assert not out.exists() or not any(n.endswith(".json") or n.endswith(".tf_record")
+                                       for n in os.listdir(out))
