@@ -68,6 +68,7 @@ def test_train_predict_export_v2(tmp_path):
     assert json.loads(proc.stdout.splitlines()[0]) == scores
     assert "best null_score_diff_threshold" in proc.stdout
 
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".export")]  # no temporary left
     loaded = tf.saved_model.load(str(export))
     context = "The Normans were the people who in the 10th and 11th centuries gave their name to Normandy."
     result = loaded.signatures["serving_default"](
