@@ -74,3 +74,22 @@ def test_dropout_only_in_training():
     c = model(inputs, training=True)["sequence_output"]
     assert max_abs_diff(a, b) == 0.0
     assert max_abs_diff(a, c) > 1e-3
+
+
+def test_pretraining_model_bf16_and_xla():
+    import keras
+
+    config = BertConfig.from_json_file(golden_dir("tiny_wide_init") + "/bert_config.json")
+    golden = load_outputs("tiny_wide_init")
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = BertPretrainingModel(config)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    load_tf1_checkpoint(model, golden_dir("tiny_wide_init") + "/bert_model.ckpt")
+    step = tf.function(lambda x: model(x), jit_compile=True)
+    out = step(pretraining_inputs(golden))
+    assert out["sequence_output"].dtype == tf.bfloat16
+    for key in ("masked_lm_log_probs", "next_sentence_log_probs", "total_loss"):
+        assert out[key].dtype == tf.float32, key
+    assert abs(float(out["total_loss"]) - float(golden["total_loss"])) < 0.1
