@@ -40,13 +40,15 @@ def test_mlm_output_is_tied_and_gradient_of_lookup_is_sparse():
     config, model = _loaded_model("tiny_wide_init")
     golden = load_outputs("tiny_wide_init")
     table = model.get_layer("word_embeddings").embeddings
-    assert sum(1 for v in model.weights if v is table) == 1
-    assert sum(1 for v in model.weights if tuple(v.shape) == (config.vocab_size, 64)) == 0
-    # Changing the table changes the MLM log-probs: the output layer reads it.
-    before = model(pretraining_inputs(golden))["masked_lm_log_probs"]
-    table.assign(table.numpy() * 1.5)
-    after = model(pretraining_inputs(golden))["masked_lm_log_probs"]
-    assert max_abs_diff(before, after) > 1e-3
+    big = [v for v in model.weights if tuple(v.shape) == (config.vocab_size, config.hidden_size)]
+    assert len(model.weights) == 46 and len(big) == 1 and big[0] is table
+    # The MLM log-probs are log_softmax(transform(h) @ table^T + output_bias) with that table.
+    out = model(pretraining_inputs(golden))
+    hidden = tf.gather(out["sequence_output"], golden["masked_lm_positions"], batch_dims=1)
+    transformed = model.get_layer("predictions_transform")(tf.reshape(hidden, [-1, 32]))
+    bias = model.get_layer("predictions").output_bias
+    expected = tf.nn.log_softmax(tf.matmul(transformed, table.value, transpose_b=True) + bias)
+    assert max_abs_diff(expected, out["masked_lm_log_probs"]) < 1e-5
     encoder_inputs = {k: golden[k2] for k, k2 in (("input_ids", "input_ids"),
                                                    ("input_mask", "input_mask"),
                                                    ("segment_ids", "token_type_ids"))}
