@@ -1,0 +1,218 @@
+"""A small fine-tuning loop shared by run_classifier.py and run_swag.py.
+
+* ``make_optimizer(init_lr, num_train_steps, num_warmup_steps)``: the project's
+  ``modeling.optimization.create_optimizer`` (the original's AdamWeightDecay schedule); under
+  ``mixed_float16`` wrapped in Keras' ``LossScaleOptimizer``.
+* ``train(model, optimizer, dataset, num_train_steps, loss_fn, ...)``: one optimizer update per
+  batch, loss = mean of ``loss_fn(outputs, batch)`` [B] (the original's
+  ``tf.reduce_mean(per_example_loss)``), gradients averaged over replicas; progress (step,
+  loss, steps/s, ETA) on stderr; an optional callback every ``save_every`` steps and at the end.
+* ``predict(model, dataset, output_names)``: runs the model (``training=False``) over every
+  batch and returns numpy arrays of the chosen outputs plus the batch's non-model features
+  (``label_ids``, ``is_real_example``, ``example_index``), concatenated in dataset order.
+
+Batches may differ in sequence length (length-aware batching): the step functions are traced
+with ``reduce_retracing`` so that a new length does not build a new graph.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+MODEL_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+
+
+def make_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int):
+    """The fine-tuning optimizer (see the module docstring)."""
+    import keras
+
+    try:
+        from modeling import optimization
+    except ImportError:
+        optimization = None
+    if optimization is not None and hasattr(optimization, "create_optimizer"):
+        optimizer = optimization.create_optimizer(init_lr, num_train_steps, num_warmup_steps)
+    else:
+        logging.warning("modeling.optimization.create_optimizer is not available: using Keras "
+                        "AdamW with the original's schedule instead (bias-corrected Adam)")
+        optimizer = _keras_adamw(init_lr, num_train_steps, num_warmup_steps)
+    if keras.mixed_precision.global_policy().name == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def _keras_adamw(init_lr: float, num_train_steps: int, num_warmup_steps: int):
+    """Stand-in for ``create_optimizer`` while it is missing: AdamW, weight decay 0.01 except
+    LayerNorm/bias, epsilon 1e-6, global-norm clipping 1.0, linear warmup then linear decay."""
+    import keras
+
+    class Schedule(keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step):
+            step = tf.cast(step, tf.float32)
+            decayed = init_lr * tf.maximum(0.0, 1.0 - step / float(max(num_train_steps, 1)))
+            if num_warmup_steps:
+                warm = init_lr * step / float(num_warmup_steps)
+                return tf.where(step < num_warmup_steps, warm, decayed)
+            return decayed
+
+        def get_config(self):
+            return {}
+
+    optimizer = keras.optimizers.AdamW(learning_rate=Schedule(), weight_decay=0.01,
+                                       beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                                       global_clipnorm=1.0)
+    # Keras matches on the last path component: LayerNorm weights are gamma/beta here.
+    optimizer.exclude_from_weight_decay(var_names=["gamma", "beta", "bias"])
+    return optimizer
+
+
+def progress(label: str, done: int, total: int, start: float, extra: str = "") -> None:
+    """One progress line on stderr: done/total, rate, ETA."""
+    elapsed = max(time.time() - start, 1e-9)
+    rate = done / elapsed
+    eta = (total - done) / rate if rate > 0 else float("inf")
+    print("%s %d/%d, %.2f/s, ETA %.0fs%s" % (label, done, total, rate, eta, extra),
+          file=sys.stderr, flush=True)
+
+
+def relaxed_spec(element_spec):
+    """The dataset's element spec with every dimension unknown (one trace for all shapes)."""
+    return tf.nest.map_structure(
+        lambda spec: tf.TensorSpec([None] * spec.shape.rank, spec.dtype, name=spec.name),
+        element_spec)
+
+
+def model_inputs(batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    return {name: batch[name] for name in MODEL_INPUT_NAMES}
+
+
+def train(model, optimizer, dataset: tf.data.Dataset, num_train_steps: int,
+          loss_fn: Callable[[Dict[str, tf.Tensor], Dict[str, tf.Tensor]], tf.Tensor],
+          strategy=None, log_every: int = 10,
+          on_save: Optional[Callable[[int], None]] = None, save_every: int = 0) -> List[float]:
+    """Runs ``num_train_steps`` updates; returns the loss of every step (see module doc)."""
+    strategy = strategy or tf.distribute.get_strategy()
+    spec = relaxed_spec(dataset.element_spec)
+    dataset = strategy.experimental_distribute_dataset(dataset)
+    variables = model.trainable_variables
+    scales_loss = hasattr(optimizer, "scale_loss")
+
+    def step_fn(batch):
+        with tf.GradientTape() as tape:
+            outputs = model(model_inputs(batch), training=True)
+            loss = tf.reduce_mean(loss_fn(outputs, batch))  # []
+            scaled = loss / strategy.num_replicas_in_sync
+            if scales_loss:
+                scaled = optimizer.scale_loss(scaled)
+        grads = tape.gradient(scaled, variables)
+        optimizer.apply_gradients(zip(grads, variables))
+        return loss
+
+    def train_step_fn(batch):
+        per_replica = strategy.run(step_fn, args=(batch,))
+        return strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
+
+    if strategy.num_replicas_in_sync > 1 or is_tpu(strategy):
+        train_step = tf.function(train_step_fn, reduce_retracing=True)
+    else:
+        train_step = tf.function(train_step_fn, input_signature=[spec])
+
+    losses: List[float] = []
+    start = time.time()
+    iterator = iter(dataset)
+    for step in range(1, num_train_steps + 1):
+        losses.append(float(train_step(next(iterator))))
+        if step % log_every == 0 or step == num_train_steps:
+            progress("train step", step, num_train_steps, start, ", loss %.4f" % losses[-1])
+        if on_save is not None and ((save_every and step % save_every == 0)
+                                    or step == num_train_steps):
+            on_save(step)
+    return losses
+
+
+def predict(model, dataset: tf.data.Dataset, output_names: Sequence[str],
+            total: Optional[int] = None, strategy=None,
+            label: str = "predict") -> Dict[str, np.ndarray]:
+    """Outputs ``output_names`` and the batches' other features over ``dataset`` (see above)."""
+    strategy = strategy or tf.distribute.get_strategy()
+    distributed = strategy.num_replicas_in_sync > 1 or isinstance(strategy, tf.distribute.TPUStrategy)
+
+    def forward(batch):
+        outputs = model(model_inputs(batch), training=False)
+        result = {name: outputs[name] for name in output_names}
+        for name, value in batch.items():
+            if name not in MODEL_INPUT_NAMES:
+                result[name] = value
+        return result
+
+    if distributed:
+        dataset = strategy.experimental_distribute_dataset(dataset)
+
+        @tf.function(reduce_retracing=True)
+        def step(batch):
+            return strategy.run(forward, args=(batch,))
+    else:
+        step = tf.function(forward, input_signature=[relaxed_spec(dataset.element_spec)])
+
+    chunks: Dict[str, List[np.ndarray]] = {}
+    done = 0
+    start = time.time()
+    next_report = 0
+    for batch in dataset:
+        out = step(batch)
+        for name, value in out.items():
+            parts = strategy.experimental_local_results(value) if distributed else [value]
+            chunks.setdefault(name, []).extend(np.asarray(p) for p in parts)
+        done = sum(len(c) for c in chunks[output_names[0]])
+        if total and done >= next_report:
+            progress(label, done, total, start)
+            next_report = done + max(1, total // 10)
+    if total and done != total:
+        logging.info("%s: %d of %d examples", label, done, total)
+    return {name: np.concatenate(parts, axis=0) for name, parts in chunks.items()}
+
+
+STRATEGIES = ("default", "mirrored", "one_device", "tpu")
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+def make_strategy(name: str = "default", tpu_name: Optional[str] = None,
+                  tpu_zone: Optional[str] = None, gcp_project: Optional[str] = None,
+                  master: Optional[str] = None) -> tf.distribute.Strategy:
+    """The ``tf.distribute`` strategy called ``name`` (one of ``STRATEGIES``)."""
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "one_device":
+        gpus = tf.config.list_logical_devices("GPU")
+        return tf.distribute.OneDeviceStrategy("/gpu:0" if gpus else "/cpu:0")
+    if name == "tpu":
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=tpu_name or master or "", zone=tpu_zone, project=gcp_project)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    if name != "default":
+        raise ValueError("unknown strategy %r (one of %s)" % (name, ", ".join(STRATEGIES)))
+    return tf.distribute.get_strategy()
+
+
+def is_tpu(strategy) -> bool:
+    return isinstance(strategy, tf.distribute.TPUStrategy)
+
+
+def write_eval_results(path: str, metrics: Dict) -> None:
+    """``eval_results.txt`` as the original: ``key = value`` lines in sorted key order (atomic);
+    each line is logged too."""
+    from data.io_utils import atomic_open
+
+    with atomic_open(path) as writer:
+        logging.info("***** Eval results *****")
+        for key in sorted(metrics):
+            logging.info("  %s = %s", key, metrics[key])
+            writer.write("%s = %s\n" % (key, metrics[key]))

@@ -1,0 +1,259 @@
+"""BERT fine-tuning runner for SWAG (multiple choice over 4 endings, BERT paper §4.4).
+
+Flags in run_classifier's style: ``--data_dir`` (``train.csv``/``val.csv``/``test.csv`` in the
+swagaf layout, or ``train.jsonl``/``val.jsonl``/``test.jsonl``) or explicit ``--train_file``,
+``--eval_file``, ``--predict_file``; ``--bert_config_file``, ``--vocab_file``, ``--output_dir``,
+``--init_checkpoint``, ``--do_lower_case``, ``--max_seq_length=128``,
+``--do_train``/``--do_eval``/``--do_predict``, batch sizes 16/8/8, ``--learning_rate=2e-5``,
+``--num_train_epochs=3.0``, ``--warmup_proportion=0.1``, ``--save_checkpoints_steps``,
+``--strategy``, ``--precision``, ``--length_aware_batching``, ``--random_seed``.
+
+Each example is 4 sequences ``[CLS] sent1 [SEP] sent2 endingN [SEP]`` (``data/swag.py``); the
+head scores each pooled output with one learned vector and takes a softmax over the 4
+(``modeling/multiple_choice_head.py``). Writes ``train.tf_record``/``eval.tf_record``/
+``predict.tf_record``, checkpoints ``model.ckpt-<step>``, ``eval_results.txt``
+(``eval_accuracy``, ``eval_loss``, ``global_step``, ``loss``) and ``test_results.tsv`` (4
+probabilities per example) into ``--output_dir``. Bad input: one line on stderr, exit code 1.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Dict, List, Optional
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+
+_SPLIT_FILES = {"train": "train", "eval": "val", "predict": "test"}
+
+
+class SwagFlagError(ValueError):
+    """An invalid flag or flag combination; the message names the flag."""
+
+
+def define_flags() -> None:
+    from modeling import finetuning
+
+    flags.DEFINE_string("data_dir", None, "Folder with train/val/test .csv (swagaf) or .jsonl.")
+    flags.DEFINE_string("train_file", None, "Training file (default: <data_dir>/train.csv|jsonl).")
+    flags.DEFINE_string("eval_file", None, "Labelled eval file (default: <data_dir>/val.csv|jsonl).")
+    flags.DEFINE_string("predict_file", None, "File to predict (default: <data_dir>/test.csv|jsonl).")
+    flags.DEFINE_string("bert_config_file", None, "The config json file of the pre-trained model.")
+    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+    flags.DEFINE_string("output_dir", None, "Where records, checkpoints and results are written.")
+    flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint: TF1 prefix/folder, HF "
+                        "folder or .safetensors, .keras or .weights.h5.")
+    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum length of each of the 4 sequences.")
+    flags.DEFINE_bool("do_train", False, "Whether to run training.")
+    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the labelled eval file.")
+    flags.DEFINE_bool("do_predict", False, "Whether to write test_results.tsv for predict_file.")
+    flags.DEFINE_integer("train_batch_size", 16, "Total batch size for training (examples).")
+    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
+    flags.DEFINE_float("learning_rate", 2e-5, "The initial learning rate for Adam.")
+    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training for linear warmup.")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+    flags.DEFINE_integer("iterations_per_loop", 1000, "Steps between progress lines (at most 100).")
+    flags.DEFINE_bool("use_tpu", False, "Whether to use TPU (same as --strategy=tpu).")
+    flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training.")
+    flags.DEFINE_string("tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located.")
+    flags.DEFINE_string("gcp_project", None, "[Optional] Project name for the Cloud TPU.")
+    flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.")
+    flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True.")
+    flags.DEFINE_enum("strategy", "default", list(finetuning.STRATEGIES), "tf.distribute strategy.")
+    flags.DEFINE_enum("precision", "float32", list(finetuning.PRECISIONS),
+                      "Keras dtype policy of the model (logits and losses stay float32).")
+    flags.DEFINE_bool("length_aware_batching", True, "Group eval/predict examples by length and "
+                      "cut every batch to its longest sequence (off on TPU).")
+    flags.DEFINE_bool("fast_tokenizer", True, "Use FastFullTokenizer (same output).")
+    flags.DEFINE_integer("random_seed", 12345, "Seed of the shuffle, dropout and head init.")
+
+
+def split_file(split: str) -> str:
+    """The file of ``split`` (train/eval/predict): its flag, else found in --data_dir."""
+    explicit = getattr(FLAGS, "%s_file" % split)
+    if explicit:
+        if not os.path.isfile(explicit):
+            raise SwagFlagError("--%s_file=%s: no such file" % (split, explicit))
+        return explicit
+    if not FLAGS.data_dir:
+        raise SwagFlagError("--do_%s needs --%s_file or --data_dir" % (split, split))
+    if not os.path.isdir(FLAGS.data_dir):
+        raise SwagFlagError("--data_dir=%s: no such directory" % FLAGS.data_dir)
+    stem = _SPLIT_FILES[split]
+    for ext in (".csv", ".jsonl"):
+        path = os.path.join(FLAGS.data_dir, stem + ext)
+        if os.path.isfile(path):
+            return path
+    raise SwagFlagError("--data_dir=%s has no %s split (expected %s.csv or %s.jsonl)"
+                        % (FLAGS.data_dir, split, stem, stem))
+
+
+def _dataset(path: str, batch_size: int, is_training: bool, tpu: bool):
+    from data import classifier_input, swag
+
+    length_aware = FLAGS.length_aware_batching and not tpu
+    return classifier_input.make_dataset(
+        path, lambda r: swag.parse_example(r, FLAGS.max_seq_length), batch_size, is_training,
+        drop_remainder=tpu or is_training, trim=length_aware,
+        bucket=length_aware and not is_training, max_seq_length=FLAGS.max_seq_length,
+        seed=FLAGS.random_seed)
+
+
+def _loss_fn(outputs, batch):
+    from modeling import classifier_head
+
+    return classifier_head.classification_loss(outputs["logits"], batch["label_ids"])
+
+
+def predict_file(model, examples: List, tokenizer, record_file: str, batch_size: int,
+                 strategy) -> Dict:
+    """Writes ``record_file``; returns logits/probabilities/labels in example order."""
+    from data import classifier_input, swag
+    from modeling import finetuning
+
+    tpu = finetuning.is_tpu(strategy)
+    n = len(examples)
+    if tpu and n % batch_size:  # static shapes: repeat the last example, dropped below
+        examples = list(examples) + [examples[-1]] * (-n % batch_size)
+    swag.write_tf_records(examples, FLAGS.max_seq_length, tokenizer, record_file)
+    out = finetuning.predict(model, _dataset(record_file, batch_size, False, tpu),
+                             ["logits", "probabilities"], total=len(examples),
+                             strategy=strategy, label=os.path.basename(record_file))
+    order = out.pop(classifier_input.EXAMPLE_INDEX)
+    return {k: classifier_input.restore_order(order, v)[:n] for k, v in out.items()}
+
+
+def run(_argv) -> None:
+    import keras
+    import numpy as np
+
+    from data import glue_metrics, swag, tokenization
+    from data.io_utils import atomic_open
+    from modeling import checkpoints, finetuning, multiple_choice_head
+    from modeling.config import BertConfig
+
+    logging.set_verbosity(logging.INFO)
+    bert_config = BertConfig.from_json_file(FLAGS.bert_config_file)
+    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
+        raise SwagFlagError("At least one of `do_train`, `do_eval` or `do_predict` must be True.")
+    if FLAGS.max_seq_length > bert_config.max_position_embeddings:
+        raise SwagFlagError("Cannot use sequence length %d because the BERT model was only "
+                            "trained up to sequence length %d"
+                            % (FLAGS.max_seq_length, bert_config.max_position_embeddings))
+    examples = {}
+    for split, wanted in (("train", FLAGS.do_train), ("eval", FLAGS.do_eval),
+                          ("predict", FLAGS.do_predict)):
+        if wanted:
+            examples[split] = swag.read_swag_examples(split_file(split))
+    for split in ("train", "eval"):
+        unlabelled = [e.origin for e in examples.get(split, []) if e.label is None]
+        if unlabelled:
+            raise SwagFlagError("%s: no label, but the %s split needs labels" % (unlabelled[0],
+                                                                                split))
+    os.makedirs(FLAGS.output_dir, exist_ok=True)
+    keras.utils.set_random_seed(FLAGS.random_seed)
+    keras.mixed_precision.set_global_policy(FLAGS.precision)
+    tokenizer_class = (tokenization.FastFullTokenizer if FLAGS.fast_tokenizer
+                       else tokenization.FullTokenizer)
+    tokenizer = tokenizer_class(vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+    strategy = finetuning.make_strategy("tpu" if FLAGS.use_tpu else FLAGS.strategy,
+                                        FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project,
+                                        FLAGS.master)
+    tpu = finetuning.is_tpu(strategy)
+    with strategy.scope():
+        model = multiple_choice_head.build_multiple_choice_model(
+            bert_config, swag.NUM_CHOICES, seq_length=FLAGS.max_seq_length if tpu else None)
+    init_checkpoint = FLAGS.init_checkpoint
+    if not FLAGS.do_train and not init_checkpoint:
+        init_checkpoint = tf_latest(FLAGS.output_dir)
+        if init_checkpoint is None:
+            raise SwagFlagError("--init_checkpoint is needed to evaluate or predict without "
+                                "--do_train (no checkpoint in --output_dir=%s)" % FLAGS.output_dir)
+    if init_checkpoint:
+        logging.info("%s", checkpoints.load_checkpoint(model, init_checkpoint, log=False).summary())
+    match = re.search(r"ckpt-(\d+)$", init_checkpoint or "")
+    global_step = int(match.group(1)) if match and not FLAGS.do_train else 0
+
+    if FLAGS.do_train:
+        train_examples = examples["train"]
+        num_train_steps = int(len(train_examples) / FLAGS.train_batch_size
+                              * FLAGS.num_train_epochs)
+        if num_train_steps <= 0:
+            raise SwagFlagError("%d training examples, --train_batch_size=%d and "
+                                "--num_train_epochs=%g give no training step"
+                                % (len(train_examples), FLAGS.train_batch_size,
+                                   FLAGS.num_train_epochs))
+        train_file = os.path.join(FLAGS.output_dir, "train.tf_record")
+        swag.write_tf_records(train_examples, FLAGS.max_seq_length, tokenizer, train_file)
+        logging.info("***** Running training: %d examples, batch %d, %d steps *****",
+                     len(train_examples), FLAGS.train_batch_size, num_train_steps)
+        with strategy.scope():
+            optimizer = finetuning.make_optimizer(
+                FLAGS.learning_rate, num_train_steps,
+                int(num_train_steps * FLAGS.warmup_proportion))
+
+        def save(step: int) -> None:
+            checkpoints.save_tf1_checkpoint(
+                model, os.path.join(FLAGS.output_dir, "model.ckpt-%d" % step), global_step=step)
+
+        finetuning.train(model, optimizer, _dataset(train_file, FLAGS.train_batch_size, True, tpu),
+                         num_train_steps, _loss_fn, strategy=strategy,
+                         log_every=max(1, min(100, FLAGS.iterations_per_loop)), on_save=save,
+                         save_every=FLAGS.save_checkpoints_steps)
+        global_step = num_train_steps
+
+    if FLAGS.do_eval:
+        result = predict_file(model, examples["eval"], tokenizer,
+                              os.path.join(FLAGS.output_dir, "eval.tf_record"),
+                              FLAGS.eval_batch_size, strategy)
+        labels = np.array([e.label for e in examples["eval"]])
+        logits = result["logits"].astype(np.float64)
+        log_probs = logits - logits.max(-1, keepdims=True)
+        log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
+        loss = float(-np.mean(log_probs[np.arange(len(labels)), labels]))
+        metrics = {"eval_accuracy": glue_metrics.accuracy(np.argmax(logits, -1), labels),
+                   "eval_loss": loss, "loss": loss, "global_step": global_step}
+        finetuning.write_eval_results(os.path.join(FLAGS.output_dir, "eval_results.txt"), metrics)
+
+    if FLAGS.do_predict:
+        result = predict_file(model, examples["predict"], tokenizer,
+                              os.path.join(FLAGS.output_dir, "predict.tf_record"),
+                              FLAGS.predict_batch_size, strategy)
+        path = os.path.join(FLAGS.output_dir, "test_results.tsv")
+        with atomic_open(path) as writer:
+            for probabilities in result["probabilities"]:
+                writer.write("\t".join(str(np.float32(p)) for p in probabilities) + "\n")
+        logging.info("wrote %s", path)
+
+
+def tf_latest(output_dir: str) -> Optional[str]:
+    import tensorflow as tf
+
+    return tf.train.latest_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+
+
+def main(argv) -> None:
+    from data.classifier import ClassifierDataError
+    from data.tokenization import VocabError
+    from modeling.checkpoints import CheckpointError
+    from modeling.config import ConfigError
+
+    try:
+        run(argv)
+    except (SwagFlagError, ClassifierDataError, CheckpointError, ConfigError, VocabError,
+            OSError) as e:
+        print("run_swag.py: error: %s" % e, file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    define_flags()
+    for required in ("vocab_file", "bert_config_file", "output_dir"):
+        flags.mark_flag_as_required(required)
+    app.run(main)
