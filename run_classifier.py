@@ -33,61 +33,65 @@ class ClassifierFlagError(ValueError):
     """An invalid flag or flag combination; the message names the flag."""
 
 
-def define_flags() -> None:
+def define_flags(flag_values: Optional[flags.FlagValues] = None) -> None:
     """The original's flags plus this port's (defined only when run as a script)."""
     from data import classifier
     from modeling import finetuning
 
-    flags.DEFINE_string("data_dir", None, "The input data dir. Should contain the .tsv files "
-                        "(or other data files) for the task.")
-    flags.DEFINE_string("bert_config_file", None, "The config json file of the pre-trained "
-                        "BERT model.")
-    flags.DEFINE_string("task_name", None, "The name of the task to train: one of %s."
-                        % ", ".join(sorted(classifier.PROCESSORS)))
-    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was "
-                        "trained on.")
-    flags.DEFINE_string("output_dir", None, "The output directory where the model checkpoints, "
-                        "records and results will be written.")
-    flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint: TF1 prefix/folder, HF "
-                        "folder or .safetensors, .keras or .weights.h5.")
-    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
-    flags.DEFINE_integer("max_seq_length", 128, "The maximum total input sequence length "
-                         "after WordPiece tokenization.")
-    flags.DEFINE_bool("do_train", False, "Whether to run training.")
-    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-    flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on the "
-                      "test set.")
-    flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
-    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
-    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
-    flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
-    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
-    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training to perform linear "
-                       "learning rate warmup for.")
-    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model "
-                         "checkpoint.")
-    flags.DEFINE_integer("iterations_per_loop", 1000, "How many steps between progress lines "
-                         "(at most 100; the original's TPU loop size).")
-    flags.DEFINE_bool("use_tpu", False, "Whether to use TPU (same as --strategy=tpu).")
-    flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training.")
-    flags.DEFINE_string("tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located.")
-    flags.DEFINE_string("gcp_project", None, "[Optional] Project name for the Cloud TPU.")
-    flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.")
-    flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True.")
+    def define(kind, *args, **kwargs):
+        target = FLAGS if flag_values is None else flag_values
+        getattr(flags, "DEFINE_" + kind)(*args, flag_values=target, **kwargs)
+
+    define("string", "data_dir", None, "The input data dir. Should contain the .tsv files "
+           "(or other data files) for the task.")
+    define("string", "bert_config_file", None, "The config json file of the pre-trained "
+           "BERT model.")
+    define("string", "task_name", None, "The name of the task to train: one of %s."
+           % ", ".join(sorted(classifier.PROCESSORS)))
+    define("string", "vocab_file", None, "The vocabulary file that the BERT model was "
+           "trained on.")
+    define("string", "output_dir", None, "The output directory where the model checkpoints, "
+           "records and results will be written.")
+    define("string", "init_checkpoint", None, "Initial checkpoint: TF1 prefix/folder, HF "
+           "folder or .safetensors, .keras or .weights.h5.")
+    define("bool", "do_lower_case", True, "Whether to lower case the input text.")
+    define("integer", "max_seq_length", 128, "The maximum total input sequence length "
+           "after WordPiece tokenization.")
+    define("bool", "do_train", False, "Whether to run training.")
+    define("bool", "do_eval", False, "Whether to run eval on the dev set.")
+    define("bool", "do_predict", False, "Whether to run the model in inference mode on the "
+           "test set.")
+    define("integer", "train_batch_size", 32, "Total batch size for training.")
+    define("integer", "eval_batch_size", 8, "Total batch size for eval.")
+    define("integer", "predict_batch_size", 8, "Total batch size for predict.")
+    define("float", "learning_rate", 5e-5, "The initial learning rate for Adam.")
+    define("float", "num_train_epochs", 3.0, "Total number of training epochs to perform.")
+    define("float", "warmup_proportion", 0.1, "Proportion of training to perform linear "
+           "learning rate warmup for.")
+    define("integer", "save_checkpoints_steps", 1000, "How often to save the model "
+           "checkpoint.")
+    define("integer", "iterations_per_loop", 1000, "How many steps between progress lines "
+           "(at most 100; the original's TPU loop size).")
+    define("bool", "use_tpu", False, "Whether to use TPU (same as --strategy=tpu).")
+    define("string", "tpu_name", None, "The Cloud TPU to use for training.")
+    define("string", "tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located.")
+    define("string", "gcp_project", None, "[Optional] Project name for the Cloud TPU.")
+    define("string", "master", None, "[Optional] TensorFlow master URL.")
+    define("integer", "num_tpu_cores", 8, "Only used if `use_tpu` is True.")
     # This port's flags.
-    flags.DEFINE_string("xnli_language", "zh", "XNLI language (the original hard-codes zh).")
-    flags.DEFINE_enum("strategy", "default", list(finetuning.STRATEGIES),
-                      "tf.distribute strategy (default: TF's default, one device).")
-    flags.DEFINE_enum("precision", "float32", list(finetuning.PRECISIONS),
-                      "Keras dtype policy of the model (logits and losses stay float32).")
-    flags.DEFINE_bool("length_aware_batching", True, "Eval/predict: group examples of similar "
-                      "length and cut each batch to its longest example; train: cut each batch "
-                      "(same batches). Off on TPU (static shapes).")
-    flags.DEFINE_string("export_dir", None, "Write a SavedModel for TF Serving here (ids and "
-                        "raw-text signatures), e.g. models/mrpc/1.")
-    flags.DEFINE_bool("fast_tokenizer", True, "Use FastFullTokenizer (same output as "
-                      "FullTokenizer).")
-    flags.DEFINE_integer("random_seed", 12345, "Seed of the shuffle, dropout and head init.")
+    define("string", "xnli_language", "zh", "XNLI language (the original hard-codes zh).")
+    define("enum", "strategy", "default", list(finetuning.STRATEGIES),
+           "tf.distribute strategy (default: TF's default, one device).")
+    define("enum", "precision", "float32", list(finetuning.PRECISIONS),
+           "Keras dtype policy of the model (logits and losses stay float32).")
+    define("bool", "length_aware_batching", True, "Eval/predict: group examples of similar "
+           "length and cut each batch to its longest example; train: cut each batch "
+           "(same batches). Off on TPU (static shapes).")
+    define("string", "export_dir", None, "Write a SavedModel for TF Serving here (ids and "
+           "raw-text signatures), e.g. models/mrpc/1.")
+    define("bool", "fast_tokenizer", True, "Use FastFullTokenizer (same output as "
+           "FullTokenizer).")
+    define("integer", "random_seed", 12345, "Seed of the shuffle, dropout and head init.")
 
 
 # ------------------------------------------------------------------------------------ checks

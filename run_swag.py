@@ -34,44 +34,48 @@ class SwagFlagError(ValueError):
     """An invalid flag or flag combination; the message names the flag."""
 
 
-def define_flags() -> None:
+def define_flags(flag_values: Optional[flags.FlagValues] = None) -> None:
     from modeling import finetuning
 
-    flags.DEFINE_string("data_dir", None, "Folder with train/val/test .csv (swagaf) or .jsonl.")
-    flags.DEFINE_string("train_file", None, "Training file (default: <data_dir>/train.csv|jsonl).")
-    flags.DEFINE_string("eval_file", None, "Labelled eval file (default: <data_dir>/val.csv|jsonl).")
-    flags.DEFINE_string("predict_file", None, "File to predict (default: <data_dir>/test.csv|jsonl).")
-    flags.DEFINE_string("bert_config_file", None, "The config json file of the pre-trained model.")
-    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-    flags.DEFINE_string("output_dir", None, "Where records, checkpoints and results are written.")
-    flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint: TF1 prefix/folder, HF "
-                        "folder or .safetensors, .keras or .weights.h5.")
-    flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
-    flags.DEFINE_integer("max_seq_length", 128, "Maximum length of each of the 4 sequences.")
-    flags.DEFINE_bool("do_train", False, "Whether to run training.")
-    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the labelled eval file.")
-    flags.DEFINE_bool("do_predict", False, "Whether to write test_results.tsv for predict_file.")
-    flags.DEFINE_integer("train_batch_size", 16, "Total batch size for training (examples).")
-    flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
-    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
-    flags.DEFINE_float("learning_rate", 2e-5, "The initial learning rate for Adam.")
-    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
-    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training for linear warmup.")
-    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
-    flags.DEFINE_integer("iterations_per_loop", 1000, "Steps between progress lines (at most 100).")
-    flags.DEFINE_bool("use_tpu", False, "Whether to use TPU (same as --strategy=tpu).")
-    flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training.")
-    flags.DEFINE_string("tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located.")
-    flags.DEFINE_string("gcp_project", None, "[Optional] Project name for the Cloud TPU.")
-    flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.")
-    flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True.")
-    flags.DEFINE_enum("strategy", "default", list(finetuning.STRATEGIES), "tf.distribute strategy.")
-    flags.DEFINE_enum("precision", "float32", list(finetuning.PRECISIONS),
-                      "Keras dtype policy of the model (logits and losses stay float32).")
-    flags.DEFINE_bool("length_aware_batching", True, "Group eval/predict examples by length and "
-                      "cut every batch to its longest sequence (off on TPU).")
-    flags.DEFINE_bool("fast_tokenizer", True, "Use FastFullTokenizer (same output).")
-    flags.DEFINE_integer("random_seed", 12345, "Seed of the shuffle, dropout and head init.")
+    def define(kind, *args, **kwargs):
+        target = FLAGS if flag_values is None else flag_values
+        getattr(flags, "DEFINE_" + kind)(*args, flag_values=target, **kwargs)
+
+    define("string", "data_dir", None, "Folder with train/val/test .csv (swagaf) or .jsonl.")
+    define("string", "train_file", None, "Training file (default: <data_dir>/train.csv|jsonl).")
+    define("string", "eval_file", None, "Labelled eval file (default: <data_dir>/val.csv|jsonl).")
+    define("string", "predict_file", None, "File to predict (default: <data_dir>/test.csv|jsonl).")
+    define("string", "bert_config_file", None, "The config json file of the pre-trained model.")
+    define("string", "vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+    define("string", "output_dir", None, "Where records, checkpoints and results are written.")
+    define("string", "init_checkpoint", None, "Initial checkpoint: TF1 prefix/folder, HF "
+           "folder or .safetensors, .keras or .weights.h5.")
+    define("bool", "do_lower_case", True, "Whether to lower case the input text.")
+    define("integer", "max_seq_length", 128, "Maximum length of each of the 4 sequences.")
+    define("bool", "do_train", False, "Whether to run training.")
+    define("bool", "do_eval", False, "Whether to run eval on the labelled eval file.")
+    define("bool", "do_predict", False, "Whether to write test_results.tsv for predict_file.")
+    define("integer", "train_batch_size", 16, "Total batch size for training (examples).")
+    define("integer", "eval_batch_size", 8, "Total batch size for eval.")
+    define("integer", "predict_batch_size", 8, "Total batch size for predict.")
+    define("float", "learning_rate", 2e-5, "The initial learning rate for Adam.")
+    define("float", "num_train_epochs", 3.0, "Total number of training epochs to perform.")
+    define("float", "warmup_proportion", 0.1, "Proportion of training for linear warmup.")
+    define("integer", "save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+    define("integer", "iterations_per_loop", 1000, "Steps between progress lines (at most 100).")
+    define("bool", "use_tpu", False, "Whether to use TPU (same as --strategy=tpu).")
+    define("string", "tpu_name", None, "The Cloud TPU to use for training.")
+    define("string", "tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located.")
+    define("string", "gcp_project", None, "[Optional] Project name for the Cloud TPU.")
+    define("string", "master", None, "[Optional] TensorFlow master URL.")
+    define("integer", "num_tpu_cores", 8, "Only used if `use_tpu` is True.")
+    define("enum", "strategy", "default", list(finetuning.STRATEGIES), "tf.distribute strategy.")
+    define("enum", "precision", "float32", list(finetuning.PRECISIONS),
+           "Keras dtype policy of the model (logits and losses stay float32).")
+    define("bool", "length_aware_batching", True, "Group eval/predict examples by length and "
+           "cut every batch to its longest sequence (off on TPU).")
+    define("bool", "fast_tokenizer", True, "Use FastFullTokenizer (same output).")
+    define("integer", "random_seed", 12345, "Seed of the shuffle, dropout and head init.")
 
 
 def split_file(split: str) -> str:

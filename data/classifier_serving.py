@@ -58,6 +58,8 @@ def pack_rows(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor], max_seq_
     pair_a, pair_b = graph_tokenization.truncated_pair_lengths(len_a, len_b, tf.constant(S - 3))
     new_a = tf.where(has_b, pair_a, tf.minimum(len_a, S - 2))  # [B]
     new_b = tf.where(has_b, pair_b, 0)  # [B]
+    # As the original, "b [SEP]" is appended only if b still has tokens after truncation.
+    has_b = new_b > 0
     total = new_a + 2 + tf.where(has_b, new_b + 1, 0)  # [B]
 
     def dense(ids):  # [B, (N)] -> [B, max(N, 1)]

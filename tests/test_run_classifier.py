@@ -1,0 +1,242 @@
+"""run_classifier.py end to end on the tiny config and a slice of MRPC: records, checkpoints,
+eval_results.txt, test_results.tsv, the GLUE submission file, and a SavedModel that a fresh
+process (``import tensorflow_text`` first) serves through all three signatures with the
+in-process model's probabilities. Bad input: one line on stderr, exit 1, nothing written."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from absl import flags
+
+import run_classifier
+from tests import paths
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
+MRPC = os.path.join(paths.DATA, "glue", "MRPC")
+SEQ = 64
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+
+
+def _slice(src_dir, dst_dir, lines):
+    os.makedirs(dst_dir, exist_ok=True)
+    for split, n in lines.items():
+        with open(os.path.join(src_dir, split + ".tsv"), encoding="utf-8") as f:
+            head = [next(f) for _ in range(n + 1)]
+        with open(os.path.join(dst_dir, split + ".tsv"), "w", encoding="utf-8") as f:
+            f.writelines(head)
+    return str(dst_dir)
+
+
+def _base_flags(data_dir, output_dir):
+    return ["--task_name=mrpc", "--data_dir=%s" % data_dir, "--vocab_file=%s" % paths.GOLDEN_VOCAB,
+            "--bert_config_file=%s" % os.path.join(TINY, "bert_config.json"),
+            "--output_dir=%s" % output_dir, "--max_seq_length=%d" % SEQ]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One CLI run: train (4 steps) + eval + predict + export."""
+    tmp = tmp_path_factory.mktemp("run_classifier")
+    data_dir = _slice(MRPC, tmp / "mrpc", {"train": 32, "dev": 24, "test": 20})
+    out = tmp / "out"
+    export = tmp / "models" / "mrpc" / "1"
+    cmd = [sys.executable, os.path.join(ROOT, "run_classifier.py")] + _base_flags(data_dir, out) + [
+        "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"), "--do_train", "--do_eval",
+        "--do_predict", "--train_batch_size=8", "--num_train_epochs=1", "--save_checkpoints_steps=2",
+        "--export_dir=%s" % export]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"data_dir": data_dir, "out": str(out), "export": str(export), "stderr": proc.stderr}
+
+
+def _count_records(path):
+    import tensorflow as tf
+
+    return sum(1 for _ in tf.data.TFRecordDataset(path))
+
+
+def test_outputs_written(trained):
+    out = trained["out"]
+    assert _count_records(os.path.join(out, "train.tf_record")) == 32
+    assert _count_records(os.path.join(out, "eval.tf_record")) == 24
+    assert _count_records(os.path.join(out, "predict.tf_record")) == 20
+    assert os.path.exists(os.path.join(out, "model.ckpt-2.index"))
+    assert os.path.exists(os.path.join(out, "model.ckpt-4.index"))
+    assert "train step 4/4" in trained["stderr"]  # progress on stderr
+    results = dict(line.split(" = ") for line in
+                   open(os.path.join(out, "eval_results.txt")).read().splitlines())
+    assert set(results) == {"eval_accuracy", "eval_f1", "eval_acc_and_f1", "eval_loss",
+                            "global_step", "loss"}
+    assert results["global_step"] == "4"
+    assert 0.0 <= float(results["eval_accuracy"]) <= 1.0 and float(results["eval_loss"]) > 0
+    probs = np.loadtxt(os.path.join(out, "test_results.tsv"), delimiter="\t")
+    assert probs.shape == (20, 2)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-5)
+    submission = open(os.path.join(out, "MRPC.tsv")).read().splitlines()
+    assert submission[0] == "index\tprediction" and len(submission) == 21
+    for i, line in enumerate(submission[1:]):
+        index, label = line.split("\t")
+        assert index == str(i) and label == str(int(np.argmax(probs[i])))
+    assert not [n for n in os.listdir(out) if n.endswith(".tmp")]
+
+
+def test_saved_model_in_fresh_process_matches(trained, tmp_path):
+    from data import classifier, classifier_features, tokenization
+
+    tokenizer = tokenization.FullTokenizer(paths.GOLDEN_VOCAB, do_lower_case=True)
+    test = classifier.get_processor("mrpc").get_test_examples(trained["data_dir"])
+    singles = [classifier.InputExample("s%d" % i, e.text_a, None, "0") for i, e in enumerate(test)]
+    host = classifier_features.convert_examples_to_features(singles, ["0", "1"], SEQ, tokenizer)
+    np.savez(tmp_path / "inputs.npz",
+             text_a=np.array([e.text_a for e in test]), text_b=np.array([e.text_b for e in test]),
+             **{k: np.array([getattr(f, k) for f in host], np.int32)
+                for k in ("input_ids", "input_mask", "segment_ids")})
+    script = textwrap.dedent("""
+        import sys
+        import tensorflow_text  # registers the TF Text ops of the raw-text signatures
+        import tensorflow as tf
+        import numpy as np
+        export, record, inputs, out, seq = sys.argv[1:6]
+        model = tf.saved_model.load(export)
+        spec = {k: tf.io.FixedLenFeature([int(seq)], tf.int64)
+                for k in ("input_ids", "input_mask", "segment_ids")}
+        rows = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(record)]
+        ids = {k: tf.cast(tf.stack([r[k] for r in rows]), tf.int32) for k in spec}
+        x = np.load(inputs)
+        default = model.signatures["serving_default"](**ids)
+        pair = model.signatures["text_pair"](text_a=tf.constant(x["text_a"]),
+                                             text_b=tf.constant(x["text_b"]))
+        single = model.signatures["text"](text_a=tf.constant(x["text_a"]))
+        single_ids = model.signatures["serving_default"](
+            **{k: tf.constant(x[k]) for k in spec})
+        np.savez(out, default=default["probabilities"].numpy(),
+                 pair=pair["probabilities"].numpy(), pair_label=np.array([s.decode() for s in pair["label"].numpy()]),
+                 single=single["probabilities"].numpy(),
+                 single_ids=single_ids["probabilities"].numpy(),
+                 signatures=np.array(sorted(model.signatures)))
+    """)
+    out = tmp_path / "served.npz"
+    proc = subprocess.run([sys.executable, "-c", script, trained["export"],
+                           os.path.join(trained["out"], "predict.tf_record"),
+                           str(tmp_path / "inputs.npz"), str(out), str(SEQ)],
+                          capture_output=True, text=True, env=ENV, cwd=str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    served = np.load(out)
+    assert list(served["signatures"]) == ["serving_default", "text", "text_pair"]
+    in_process = np.loadtxt(os.path.join(trained["out"], "test_results.tsv"), delimiter="\t")
+    np.testing.assert_allclose(served["default"], in_process, atol=1e-5)
+    np.testing.assert_allclose(served["pair"], in_process, atol=1e-5)
+    assert list(served["pair_label"]) == [
+        str(int(i)) for i in np.argmax(in_process, axis=1)]
+    np.testing.assert_allclose(served["single"], served["single_ids"], atol=1e-5)
+
+
+def test_saved_model_cli_lists_signatures(trained):
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    proc = subprocess.run([cli, "show", "--dir", trained["export"], "--all"], capture_output=True,
+                          text=True, env=ENV, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = proc.stdout
+    for signature in ("serving_default", "text", "text_pair"):
+        assert "signature_def['%s']" % signature in text
+    assert "inputs['input_ids'] tensor_info:" in text and "DT_INT32" in text
+    assert "inputs['text_b'] tensor_info:" in text and "DT_STRING" in text
+    assert "outputs['probabilities'] tensor_info:" in text
+
+
+def test_eval_from_output_dir_checkpoint_without_bucketing(trained, tmp_path):
+    """--do_eval alone picks the latest checkpoint of --output_dir; predictions with and
+    without length-aware batching agree."""
+    code, err = _run_in_process(
+        _base_flags(trained["data_dir"], trained["out"])
+        + ["--do_eval", "--nolength_aware_batching", "--eval_batch_size=5"])
+    assert code == 0, err
+    results = dict(line.split(" = ") for line in
+                   open(os.path.join(trained["out"], "eval_results.txt")).read().splitlines())
+    assert results["global_step"] == "4"
+
+
+# ------------------------------------------------------------------------------- bad input
+
+
+def _run_in_process(argv):
+    """Runs run_classifier.main with fresh flags; returns (exit code, stderr)."""
+    import contextlib
+    import io
+
+    values = flags.FlagValues()
+    run_classifier.define_flags(values)
+    values(["run_classifier.py"] + argv)
+    saved = run_classifier.FLAGS
+    run_classifier.FLAGS = values
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            run_classifier.main([])
+        return 0, err.getvalue()
+    except SystemExit as e:
+        return e.code, err.getvalue()
+    finally:
+        run_classifier.FLAGS = saved
+
+
+def _expect_error(argv, pattern, output_dir):
+    import re
+
+    code, err = _run_in_process(argv)
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("run_classifier.py: error: "), err
+    assert re.search(pattern, lines[0]), lines[0]
+    assert not os.path.exists(output_dir)
+
+
+def test_bad_task_name(tmp_path):
+    out = str(tmp_path / "out")
+    argv = _base_flags(MRPC, out) + ["--do_eval"]
+    argv[0] = "--task_name=glue-nope"
+    _expect_error(argv, r"--task_name=glue-nope: unknown task \(known: cola", out)
+
+
+def test_missing_split(tmp_path):
+    data_dir = _slice(MRPC, tmp_path / "d", {"train": 3})
+    out = str(tmp_path / "out")
+    _expect_error(_base_flags(data_dir, out) + ["--do_eval"],
+                  r"dev.tsv: no dev split in --data_dir", out)
+
+
+def test_label_outside_list_and_missing_columns(tmp_path):
+    data_dir = _slice(MRPC, tmp_path / "d", {"train": 3})
+    with open(os.path.join(data_dir, "train.tsv"), "a", encoding="utf-8") as f:
+        f.write("7\t1\t2\tA sentence.\tAnother one.\n")
+    out = str(tmp_path / "out")
+    _expect_error(_base_flags(data_dir, out) + ["--do_train"],
+                  r"train.tsv:5: label '7' is not one of the task's labels \['0', '1'\]", out)
+    with open(os.path.join(data_dir, "train.tsv"), "w", encoding="utf-8") as f:
+        f.write("Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t2\t3\tonly a\n")
+    _expect_error(_base_flags(data_dir, out) + ["--do_train"],
+                  r"train.tsv:2: missing column 4 \(#2 String\)", out)
+
+
+def test_empty_file(tmp_path):
+    data_dir = tmp_path / "d"
+    data_dir.mkdir()
+    (data_dir / "dev.tsv").write_text("")
+    out = str(tmp_path / "out")
+    _expect_error(_base_flags(str(data_dir), out) + ["--do_eval"], r"dev.tsv: the file is empty",
+                  out)
+
+
+def test_bad_flags(tmp_path):
+    out = str(tmp_path / "out")
+    _expect_error(_base_flags(MRPC, out), r"At least one of `do_train`", out)
+    argv = _base_flags(MRPC, out) + ["--do_eval"]
+    argv[-2] = "--max_seq_length=512"
+    _expect_error(argv, r"Cannot use sequence length 512 because the BERT model was only "
+                        r"trained up to sequence length 128", out)
