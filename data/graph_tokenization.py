@@ -149,8 +149,11 @@ class CharTables:
                 continue
             char = chr(cp)
             category = unicodedata.category(char)
-            if category == "Cn" or (category == "Co"):
-                continue  # unassigned / private use: plain word characters
+            if category in ("Cn", "Co"):
+                # Unassigned / private use: word characters, except inside the
+                # CJK ranges, which the original tests by number only.
+                packed[cp] = CJK if tokenization._is_chinese_char(cp) else 0
+                continue
             value = _code_point_flags(cp)
             value |= unicodedata.combining(char) << _CCC_SHIFT
             if do_lower_case and not value & (DROP | SPACE):  # separators never reach lower()
@@ -417,19 +420,29 @@ class BertGraphTokenizer(tf.Module):
         Returns: (cps, row_ids, src_flags, values) of the output characters [M].
         """
         separator = self._has(src_flags, SPACE | CJK)
-        final = self._final_sigmas(cps, values, row_ids, separator)  # [N]
+        is_sigma = tf.equal(cps, _CAPITAL_SIGMA)  # [N]
+        final = tf.cond(tf.reduce_any(is_sigma),
+                        lambda: self._final_sigmas(cps, values, row_ids, separator),
+                        lambda: tf.zeros_like(is_sigma))  # [N]
         cps = tf.where(final, _FINAL_SIGMA, cps)
         mapping = tf.where(final, 0, tf.bitwise.right_shift(values, _MAP_SHIFT))  # [N]
-        starts = tf.gather(self._map_offsets, mapping)
+        starts = tf.gather(self._map_offsets, mapping)  # [N]
         lengths = tf.where(mapping > 0, tf.gather(self._map_offsets, mapping + 1) - starts, 1)
-        source = tf.repeat(tf.range(tf.size(cps)), lengths)  # [M] input index of each output
-        within = tf.range(tf.size(source)) - tf.gather(tf.cumsum(lengths, exclusive=True), source)
-        src_mapping = tf.gather(mapping, source)
-        mapped = src_mapping > 0
-        index = tf.where(mapped, tf.gather(starts, source) + within, 0)  # into map_values
-        out = tf.where(mapped, tf.gather(self._map_values, index), tf.gather(cps, source))  # [M]
-        row_ids = tf.gather(row_ids, source)
-        src_flags = tf.gather(src_flags, source)
+
+        def substitute():
+            """Every mapping is one code point: replace in place."""
+            return tf.where(mapping > 0, tf.gather(self._map_values, starts), cps), row_ids, src_flags
+
+        def expand():
+            """Some code points map to several: repeat sources, then fill in."""
+            source = tf.repeat(tf.range(tf.size(cps)), lengths)  # [M] input index of each output
+            within = tf.range(tf.size(source)) - tf.gather(tf.cumsum(lengths, exclusive=True), source)
+            mapped = tf.gather(mapping, source) > 0
+            index = tf.where(mapped, tf.gather(starts, source) + within, 0)  # into map_values
+            out = tf.where(mapped, tf.gather(self._map_values, index), tf.gather(cps, source))  # [M]
+            return out, tf.gather(row_ids, source), tf.gather(src_flags, source)
+
+        out, row_ids, src_flags = tf.cond(tf.reduce_all(tf.equal(lengths, 1)), substitute, expand)
         out_values = self._lookup(out)
         ccc = tf.bitwise.bitwise_and(tf.bitwise.right_shift(out_values, _CCC_SHIFT), 0xFF)
         is_mn = self._has(out_values, MN)

@@ -4,11 +4,12 @@ Two host-side implementations share this module:
 
 * ``FullTokenizer`` / ``BasicTokenizer`` / ``WordpieceTokenizer``: the faithful,
   readable path. Every rule of the original is written once here.
-* ``FastFullTokenizer``: the same output, faster. It cleans a whole line in one
+* ``FastFullTokenizer``: the same output, faster. A plain-ASCII line becomes
+  basic tokens with one regex pass; other lines are cleaned in one
   ``str.translate`` pass (a lazily filled per-code-point table built from the
-  faithful rules) and caches the tokens of every distinct whitespace-delimited
-  word, so the per-character Python work is done once per word type, not per
-  occurrence.
+  faithful rules) and each distinct word is normalized once; WordPiece runs
+  once per distinct basic token, so the per-character Python work is done
+  once per type, not per occurrence.
 
 The in-graph (tensorflow-text) path lives in ``data/graph_tokenization.py``.
 
@@ -45,8 +46,10 @@ _chain = itertools.chain.from_iterable
 
 # ASCII characters the cleaning step deletes (Cc except tab, newline, CR).
 _ASCII_DROPPED_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-# An ASCII word after cleaning: runs of alphanumerics, or one punctuation character.
-_ASCII_PIECES_RE = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9]")
+# The basic tokens of cleaned ASCII text: runs of alphanumerics, or one
+# punctuation character (every printable ASCII non-alphanumeric); the only
+# separators left after cleaning are space, tab, newline and CR.
+_ASCII_TOKENS_RE = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9 \t\n\r]")
 
 
 class VocabError(ValueError):
@@ -369,104 +372,155 @@ class _CleanTable(dict):
         return value
 
 
-class _WordCache(dict):
-    """word -> its tokens (or ids), computed by ``fn`` on first sight."""
+class _TokenCache(dict):
+    """basic token -> its WordPiece pieces or ids (``fn``), computed on first sight."""
 
     def __init__(self, fn, max_size: int):
         super().__init__()
         self._fn = fn
         self._max_size = max_size
 
+    def __missing__(self, token: str):
+        if len(self) >= self._max_size:
+            self.clear()
+        value = self[token] = self._fn(token)
+        return value
+
+
+class _WordCache(dict):
+    """cleaned whitespace-delimited word -> its WordPiece pieces or ids, computed on first sight.
+
+    ASCII words are split into basic tokens by regex (lower-cased first if
+    asked); their tokens are looked up in this same cache, which is exact
+    because an ASCII basic token (an alphanumeric run or one punctuation
+    character, already lower-cased) is its own only basic token as a word.
+    Other words go through the faithful per-word normalization and a
+    separate cache of (non-ASCII) basic tokens.
+    """
+
+    def __init__(self, wordpiece_fn, tokenizer: "FastFullTokenizer", max_size: int):
+        super().__init__()
+        self._wordpiece = wordpiece_fn
+        self._lower = tokenizer.do_lower_case
+        self._normalize = tokenizer._normalize_word
+        self._tokens = _TokenCache(wordpiece_fn, max_size)
+        self._max_size = max_size
+
     def __missing__(self, word: str):
         if len(self) >= self._max_size:
             self.clear()
-        value = self._fn(word)
+        if word.isascii():
+            text = word.lower() if self._lower else word
+            if len(text) == 1 or text.isalnum():
+                value = self._wordpiece(text)  # one basic token: the word itself
+            else:
+                value = list(_chain(map(self.__getitem__, _ASCII_TOKENS_RE.findall(text))))
+        else:
+            value = list(_chain(map(self._tokens.__getitem__, self._normalize(word))))
         self[word] = value
         return value
 
 
 class FastFullTokenizer:
-    """``FullTokenizer``'s exact output, with per-line and per-word work cached.
+    """``FullTokenizer``'s exact output, with the per-character work done in C or once per type.
 
-    Cleaning and CJK spacing of a line run as one ``str.translate`` call (or
-    not at all for a plain-ASCII line, which has nothing to clean); the rest of
-    the pipeline (lower-casing, NFD, accent stripping, punctuation split,
-    WordPiece) depends only on the whitespace-delimited word, so its result is
-    cached per distinct word, and WordPiece results per distinct basic token
-    (up to ``cache_size`` entries each). The per-line loop runs in C (``map``
-    over the caches).
+    Every line is cleaned, split into whitespace-delimited words, and each
+    word mapped through a cache (word -> WordPiece ids, or -> pieces for
+    ``tokenize``; see ``_WordCache``), the per-line loop running in C:
+
+    * a plain-ASCII line needs no table: the ASCII controls cleaning deletes
+      are removed with one regex substitution and the whole line is
+      lower-cased at once (plain ASCII; NFD is the identity, there is no Mn,
+      CJK or Unicode whitespace); a new word's basic tokens are one
+      ``re.findall`` (every printable ASCII non-alphanumeric is punctuation);
+    * any other line is cleaned and CJK-spaced in one ``str.translate`` pass
+      (a lazily filled per-code-point table built from the faithful
+      predicates); a new non-ASCII word goes through the faithful per-word
+      pipeline (lower-casing, NFD, accent stripping, punctuation split).
+
+    WordPiece runs once per distinct basic token (greedy longest-match-first
+    as the original, with the search bounded by the longest vocab entry).
+    Caches hold up to ``cache_size`` entries each and are cleared when full.
     """
 
     def __init__(self, vocab_file: str, do_lower_case: bool = True, cache_size: int = 1 << 20):
-        self._slow = FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-        self.vocab = self._slow.vocab
-        self.inv_vocab = self._slow.inv_vocab
         self.vocab_file = vocab_file
+        self.vocab = load_vocab(vocab_file)
+        self.inv_vocab = {v: k for k, v in self.vocab.items()}
         self.do_lower_case = do_lower_case
+        self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
+        self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
+        self._max_chars = self.wordpiece_tokenizer.max_input_chars_per_word
         self._table = _CleanTable()
-        # Longest vocab entry in characters: bounds the WordPiece search.
-        self._max_piece = max(len(t) for t in self.vocab)
-        self._piece_tokens = _WordCache(self._wordpiece, cache_size)  # basic token -> pieces
-        self._word_tokens = _WordCache(self._compute_word_tokens, cache_size)  # word -> pieces
-        self._word_ids = _WordCache(
-            lambda w: [self.vocab[t] for t in self._word_tokens[w]], cache_size)
+        # WordPiece search tables: continuation pieces without their "##", and
+        # the longest entry of each kind (longer candidates cannot match).
+        self._suffixes = frozenset(t[2:] for t in self.vocab if t.startswith("##"))
+        self._max_start = max(len(t) for t in self.vocab)
+        self._max_suffix = max(map(len, self._suffixes), default=0)
+        self._word_pieces = _WordCache(self._wordpiece, self, cache_size)  # word -> pieces
+        self._word_ids = _WordCache(self._wordpiece_ids, self, cache_size)  # word -> ids
 
-    def _compute_word_tokens(self, word: str) -> List[str]:
-        """The faithful pipeline after cleaning, for one whitespace-delimited word."""
-        if word.isascii():
-            # ASCII: lower() is plain, NFD is the identity and there is no Mn;
-            # every non-alphanumeric printable character is punctuation.
-            if self.do_lower_case:
-                word = word.lower()
-            pieces = _ASCII_PIECES_RE.findall(word)
-        else:
-            pieces = []
-            for piece in self._slow.basic_tokenizer._normalize_word(word):
-                pieces.extend(whitespace_tokenize(piece))
-        return list(_chain(map(self._piece_tokens.__getitem__, pieces)))
+    # -- basic tokenization --------------------------------------------------
 
-    def _wordpiece(self, token: str) -> List[str]:
-        """``WordpieceTokenizer.tokenize_word`` with the search bounded by the longest vocab entry.
-
-        No vocab entry is longer than ``self._max_piece`` characters, so longer
-        candidates are never tried; the greedy result is unchanged.
-        """
-        n = len(token)
-        if n > self._slow.wordpiece_tokenizer.max_input_chars_per_word:
-            return [special_tokens.UNK]
-        vocab = self.vocab
-        if token in vocab:
-            return [token]
-        sub_tokens = []
-        start = 0
-        max_piece = self._max_piece
-        while start < n:
-            end = min(n, start + max_piece)
-            cur = None
-            while start < end:
-                substr = token[start:end]
-                if start > 0:
-                    substr = "##" + substr
-                if substr in vocab:
-                    cur = substr
-                    break
-                end -= 1
-            if cur is None:
-                return [special_tokens.UNK]
-            sub_tokens.append(cur)
-            start = end
-        return sub_tokens
+    def _normalize_word(self, word: str) -> List[str]:
+        """The basic tokens of one cleaned whitespace-delimited word (the faithful rules)."""
+        tokens: List[str] = []
+        for piece in self.basic_tokenizer._normalize_word(word):
+            tokens.extend(whitespace_tokenize(piece))
+        return tokens
 
     def _words(self, text: TextLike) -> List[str]:
-        """The cleaned line split on whitespace (as ``BasicTokenizer`` splits it)."""
+        """The cleaned line split on whitespace (ASCII lines already lower-cased if asked)."""
         if not isinstance(text, str):
             text = convert_to_unicode(text)
-        if text.isascii() and _ASCII_DROPPED_RE.search(text) is None:
-            return text.split()  # nothing to delete; tab, newline, CR split like spaces
+        if text.isascii():
+            if _ASCII_DROPPED_RE.search(text) is not None:
+                text = _ASCII_DROPPED_RE.sub("", text)  # deleted before split: \x0b is not a space here
+            return (text.lower() if self.do_lower_case else text).split()
         return text.translate(self._table).split()
 
+    # -- WordPiece -------------------------------------------------------------
+
+    def _wordpiece(self, token: str) -> List[str]:
+        """``WordpieceTokenizer.tokenize_word(token)``, greedy longest match first.
+
+        Candidates longer than the longest vocab entry of their kind are not
+        tried (they cannot match), and continuation candidates are looked up
+        without building their ``"##"`` form; the pieces are unchanged.
+        """
+        n = len(token)
+        if n > self._max_chars:
+            return [special_tokens.UNK]
+        if token in self.vocab:
+            return [token]
+        table, longest = self.vocab, self._max_start
+        sub_tokens = []
+        start = 0
+        while start < n:
+            end = min(n, start + longest)
+            while end > start and token[start:end] not in table:
+                end -= 1
+            if end == start:
+                return [special_tokens.UNK]
+            sub_tokens.append(token[:end] if start == 0 else "##" + token[start:end])
+            start = end
+            table, longest = self._suffixes, self._max_suffix
+        return sub_tokens
+
+    def _wordpiece_ids(self, token: str) -> List[int]:
+        """The ids of ``_wordpiece(token)``."""
+        if len(token) <= self._max_chars:
+            index = self.vocab.get(token)
+            if index is not None:
+                return [index]
+        vocab = self.vocab
+        return [vocab[piece] for piece in self._wordpiece(token)]
+
+    # -- public API --------------------------------------------------------------
+
     def tokenize(self, text: TextLike) -> List[str]:
-        return list(_chain(map(self._word_tokens.__getitem__, self._words(text))))
+        """``FullTokenizer.tokenize(text)``: the WordPiece tokens of a str or UTF-8 bytes."""
+        return list(_chain(map(self._word_pieces.__getitem__, self._words(text))))
 
     def tokenize_to_ids(self, text: TextLike) -> List[int]:
         """``convert_tokens_to_ids(tokenize(text))`` in one cached pass."""
