@@ -94,7 +94,10 @@ class ClassifierServingModule(tf.Module):
         super().__init__(name="classifier_serving")
         from data import graph_tokenization
 
-        self.model = model
+        # Only the variables are tracked: tracking the Keras model itself would make
+        # tf.saved_model.save trace every layer again (slow) for nothing TF Serving uses.
+        self._run_model = lambda inputs: model(inputs, training=False)
+        self.model_variables = list(model.variables)
         self.tokenizer = graph_tokenization.BertGraphTokenizer(vocab_file,
                                                               do_lower_case=do_lower_case)
         vocab = load_vocab(vocab_file)
@@ -105,7 +108,7 @@ class ClassifierServingModule(tf.Module):
         self.label_names = tf.constant(list(label_list) if label_list else [""], tf.string)
 
     def _outputs(self, inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-        out = self.model(inputs, training=False)
+        out = self._run_model(inputs)
         if self.regression:
             return {"predictions": tf.cast(out["predictions"], tf.float32)}
         probabilities = tf.cast(out["probabilities"], tf.float32)  # [B, K]

@@ -41,18 +41,18 @@ def _base_flags(data_dir, output_dir):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """One CLI run: train (4 steps) + eval + predict + export."""
+    """One CLI run (``main`` in this process, fresh flags): train (4 steps) + eval + predict +
+    export."""
     tmp = tmp_path_factory.mktemp("run_classifier")
     data_dir = _slice(MRPC, tmp / "mrpc", {"train": 32, "dev": 24, "test": 20})
     out = tmp / "out"
     export = tmp / "models" / "mrpc" / "1"
-    cmd = [sys.executable, os.path.join(ROOT, "run_classifier.py")] + _base_flags(data_dir, out) + [
+    code, err = _run_in_process(_base_flags(data_dir, out) + [
         "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"), "--do_train", "--do_eval",
         "--do_predict", "--train_batch_size=8", "--num_train_epochs=1", "--save_checkpoints_steps=2",
-        "--export_dir=%s" % export]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=400)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return {"data_dir": data_dir, "out": str(out), "export": str(export), "stderr": proc.stderr}
+        "--export_dir=%s" % export])
+    assert code == 0, err[-3000:]
+    return {"data_dir": data_dir, "out": str(out), "export": str(export), "stderr": err}
 
 
 def _count_records(path):

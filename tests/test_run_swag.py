@@ -1,10 +1,8 @@
-"""run_swag.py end to end on the tiny config: train on a slice of the swagaf CSV, evaluate and
+"""run_swag.py end to end (``main`` in this process, fresh flags) on the tiny config: train on a slice of the swagaf CSV, evaluate and
 predict on the JSONL sample; bad input is one line on stderr with nothing written."""
 
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,10 +11,8 @@ from absl import flags
 import run_swag
 from tests import paths
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
 SWAG = os.path.join(paths.DATA, "swag")
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 
 
 def _base(output_dir):
@@ -32,13 +28,12 @@ def test_train_eval_predict(tmp_path):
         (data_dir / "train.csv").write_text("".join(f.readlines()[:25]), encoding="utf-8")
     out = tmp_path / "out"
     jsonl = os.path.join(SWAG, "hf-transformers-tests-sample.jsonl")
-    cmd = [sys.executable, os.path.join(ROOT, "run_swag.py")] + _base(out) + [
+    code, err = _run_in_process(_base(out) + [
         "--data_dir=%s" % data_dir, "--eval_file=%s" % jsonl, "--predict_file=%s" % jsonl,
         "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"), "--do_train", "--do_eval",
-        "--do_predict", "--train_batch_size=8", "--num_train_epochs=1", "--eval_batch_size=4"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=400)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "train step 3/3" in proc.stderr
+        "--do_predict", "--train_batch_size=8", "--num_train_epochs=1", "--eval_batch_size=4"])
+    assert code == 0, err[-3000:]
+    assert "train step 3/3" in err
     for name in ("train.tf_record", "eval.tf_record", "predict.tf_record", "model.ckpt-3.index"):
         assert (out / name).exists(), name
     results = dict(line.split(" = ") for line in (out / "eval_results.txt").read_text().splitlines())
@@ -48,10 +43,9 @@ def test_train_eval_predict(tmp_path):
     probs = np.loadtxt(out / "test_results.tsv", delimiter="\t")
     assert probs.shape == (10, 4)
     np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-5)
-    labels = [0, 3]  # the first two labels of the JSONL sample
-    assert accuracy * 10 == pytest.approx(
-        sum(int(np.argmax(p)) == l for p, l in zip(probs, _jsonl_labels(jsonl))))
-    assert _jsonl_labels(jsonl)[:2] == labels
+    labels = _jsonl_labels(jsonl)
+    assert labels[:2] == [0, 3]
+    assert accuracy * 10 == pytest.approx(sum(int(np.argmax(p)) == l for p, l in zip(probs, labels)))
 
 
 def _jsonl_labels(path):
