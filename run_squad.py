@@ -26,7 +26,6 @@ import json
 import os
 import random
 import sys
-import time
 from typing import List, Optional
 
 from absl import app, flags, logging
@@ -74,9 +73,11 @@ def define_flags() -> None:
     flags.DEFINE_float("null_score_diff_threshold", 0.0,
                        "If null_score - best_non_null is greater than the threshold predict null.")
     # This port's flags.
-    flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "one_device", "tpu"],
+    from modeling import finetuning
+
+    flags.DEFINE_enum("strategy", "default", list(finetuning.STRATEGIES),
                       "tf.distribute strategy (default: TF's default, one device).")
-    flags.DEFINE_enum("precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
+    flags.DEFINE_enum("precision", "float32", list(finetuning.PRECISIONS),
                       "Keras dtype policy of the model (logits and losses stay float32).")
     flags.DEFINE_string("export_dir", None, "Write a raw-text SavedModel (question, context -> "
                         "answer text and span) here.")
@@ -117,30 +118,12 @@ def validate_flags_or_throw(bert_config) -> None:
 
 
 def make_strategy():
-    """The tf.distribute strategy named by --strategy / --use_tpu."""
-    import tensorflow as tf
+    """The tf.distribute strategy named by --strategy / --use_tpu (``modeling.finetuning``)."""
+    from modeling import finetuning
 
-    name = "tpu" if FLAGS.use_tpu else FLAGS.strategy
-    if name == "mirrored":
-        return tf.distribute.MirroredStrategy()
-    if name == "one_device":
-        gpus = tf.config.list_logical_devices("GPU")
-        return tf.distribute.OneDeviceStrategy("/gpu:0" if gpus else "/cpu:0")
-    if name == "tpu":
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-            tpu=FLAGS.tpu_name or FLAGS.master or "", zone=FLAGS.tpu_zone, project=FLAGS.gcp_project)
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        return tf.distribute.TPUStrategy(resolver)
-    return tf.distribute.get_strategy()
-
-
-def _progress(label: str, done: int, total: int, t0: float, extra: str = "") -> None:
-    elapsed = max(time.time() - t0, 1e-9)
-    rate = done / elapsed
-    eta = (total - done) / rate if rate > 0 else float("inf")
-    print("%s %d/%d, %.2f/s, ETA %.0fs%s" % (label, done, total, rate, eta, extra),
-          file=sys.stderr, flush=True)
+    return finetuning.make_strategy("tpu" if FLAGS.use_tpu else FLAGS.strategy,
+                                    tpu_name=FLAGS.tpu_name, tpu_zone=FLAGS.tpu_zone,
+                                    gcp_project=FLAGS.gcp_project, master=FLAGS.master)
 
 
 def build_model(bert_config, seq_length: int):
@@ -150,10 +133,10 @@ def build_model(bert_config, seq_length: int):
 
 
 def make_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int):
-    """The original's AdamWeightDecay schedule (``modeling.optimization.create_optimizer``)."""
-    from modeling import optimization
+    """The original's AdamWeightDecay schedule (via ``modeling.finetuning.make_optimizer``)."""
+    from modeling import finetuning
 
-    return optimization.create_optimizer(learning_rate, num_train_steps, num_warmup_steps)
+    return finetuning.make_optimizer(learning_rate, num_train_steps, num_warmup_steps)
 
 
 def train_squad(model, optimizer, train_file: str, seq_length: int, batch_size: int,
@@ -162,50 +145,25 @@ def train_squad(model, optimizer, train_file: str, seq_length: int, batch_size: 
                 strategy=None) -> List[float]:
     """Fine-tunes ``model`` on a training TFRecord for ``num_train_steps`` steps; returns the losses.
 
-    Loss: ``modeling.squad_head.squad_loss`` (mean of the start and end
-    cross-entropies). Progress (step, loss, steps/s, ETA) goes to stderr; with
-    ``output_dir`` a TF1-named checkpoint ``model.ckpt-<step>`` is written every
-    ``save_checkpoints_steps`` and at the end.
+    Runs ``modeling.finetuning.train`` with ``squad_head.per_example_squad_loss`` (batch mean =
+    the original's (start loss + end loss) / 2); progress (step, loss, steps/s, ETA) goes to
+    stderr. With ``output_dir`` a TF1-named checkpoint ``model.ckpt-<step>`` is written every
+    ``save_checkpoints_steps`` steps and at the end.
     """
-    import tensorflow as tf
-
     from data import squad_input
-    from modeling import checkpoints, squad_head
+    from modeling import checkpoints, finetuning, squad_head
 
-    strategy = strategy or tf.distribute.get_strategy()
-    dataset = squad_input.make_dataset(train_file, seq_length, True, batch_size, drop_remainder=True,
-                                       seed=seed)
-    dataset = strategy.experimental_distribute_dataset(dataset)
-    variables = model.trainable_variables
+    dataset = squad_input.make_dataset(train_file, seq_length, True, batch_size,
+                                       drop_remainder=True, seed=seed)
 
-    def step_fn(batch):
-        with tf.GradientTape() as tape:
-            out = model(squad_input.model_inputs(batch), training=True)
-            loss = squad_head.squad_loss(out["start_logits"], out["end_logits"],
-                                         batch["start_positions"], batch["end_positions"])
-            scaled = loss / strategy.num_replicas_in_sync
-        grads = tape.gradient(scaled, variables)
-        optimizer.apply_gradients(zip(grads, variables))
-        return loss
+    def save(step: int) -> None:
+        checkpoints.save_tf1_checkpoint(model, os.path.join(output_dir, "model.ckpt-%d" % step),
+                                        global_step=step)
 
-    @tf.function
-    def train_step(batch):
-        per_replica = strategy.run(step_fn, args=(batch,))
-        return strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
-
-    losses = []
-    t0 = time.time()
-    iterator = iter(dataset)
-    for step in range(1, num_train_steps + 1):
-        loss = float(train_step(next(iterator)))
-        losses.append(loss)
-        if step % log_every == 0 or step == num_train_steps:
-            _progress("train step", step, num_train_steps, t0, ", loss %.4f" % loss)
-        if output_dir and ((save_checkpoints_steps and step % save_checkpoints_steps == 0)
-                           or step == num_train_steps):
-            checkpoints.save_tf1_checkpoint(model, os.path.join(output_dir, "model.ckpt-%d" % step),
-                                            global_step=step)
-    return losses
+    return finetuning.train(model, optimizer, dataset, num_train_steps,
+                            squad_head.per_example_squad_loss, strategy=strategy,
+                            log_every=log_every, on_save=save if output_dir else None,
+                            save_every=save_checkpoints_steps)
 
 
 def predict_raw_results(model, eval_file: str, seq_length: int, batch_size: int, strategy=None):
@@ -214,27 +172,16 @@ def predict_raw_results(model, eval_file: str, seq_length: int, batch_size: int,
     import tensorflow as tf
 
     from data import squad, squad_input
+    from modeling import finetuning
 
-    strategy = strategy or tf.distribute.get_strategy()
     dataset = squad_input.make_dataset(eval_file, seq_length, False, batch_size, drop_remainder=False)
     total = sum(1 for _ in tf.data.TFRecordDataset(eval_file))
-
-    @tf.function
-    def forward(batch):
-        out = model(squad_input.model_inputs(batch), training=False)
-        return batch["unique_ids"], out["start_logits"], out["end_logits"]
-
-    results = []
-    t0 = time.time()
-    for batch in dataset:
-        unique_ids, start_logits, end_logits = forward(batch)
-        for u, s, e in zip(unique_ids.numpy(), start_logits.numpy().astype(np.float32),
-                           end_logits.numpy().astype(np.float32)):
-            results.append(squad.RawResult(unique_id=int(u), start_logits=s.tolist(),
-                                           end_logits=e.tolist()))
-        if len(results) % (batch_size * 50) < batch_size or len(results) == total:
-            _progress("predict", len(results), total, t0)
-    return results
+    out = finetuning.predict(model, dataset, ["start_logits", "end_logits"], total=total,
+                             strategy=strategy)
+    start_logits = out["start_logits"].astype(np.float32)  # [N, S]
+    end_logits = out["end_logits"].astype(np.float32)  # [N, S]
+    return [squad.RawResult(unique_id=int(u), start_logits=s.tolist(), end_logits=e.tolist())
+            for u, s, e in zip(out["unique_ids"], start_logits, end_logits)]
 
 
 def _has_answers(input_file: str) -> bool:
@@ -245,7 +192,7 @@ def _has_answers(input_file: str) -> bool:
                for qa in paragraph["qas"])
 
 
-def run_predict(model, tokenizer, eval_examples, output_dir: str) -> Optional[dict]:
+def run_predict(model, tokenizer, eval_examples, output_dir: str, strategy=None) -> Optional[dict]:
     """--do_predict: features, logits, the three JSON files, and the official scores if possible."""
     from data import squad, squad_eval
     from data.io_utils import atomic_open
@@ -265,7 +212,7 @@ def run_predict(model, tokenizer, eval_examples, output_dir: str) -> Optional[di
     logging.info("  Batch size = %d", FLAGS.predict_batch_size)
 
     all_results = predict_raw_results(model, writer.filename, FLAGS.max_seq_length,
-                                      FLAGS.predict_batch_size)
+                                      FLAGS.predict_batch_size, strategy=strategy)
     prediction_file = os.path.join(output_dir, "predictions.json")
     null_odds_file = os.path.join(output_dir, "null_odds.json")
     squad.write_predictions(
@@ -324,7 +271,7 @@ def run(_argv) -> None:
         eval_examples = squad.read_squad_examples(
             FLAGS.predict_file, is_training=False, version_2_with_negative=FLAGS.version_2_with_negative)
     os.makedirs(FLAGS.output_dir, exist_ok=True)
-    tf.random.set_seed(FLAGS.random_seed)
+    keras.utils.set_random_seed(FLAGS.random_seed)  # python, numpy, TF and Keras initializers/dropout
     keras.mixed_precision.set_global_policy(FLAGS.precision)
     tokenizer_class = FastFullTokenizer if FLAGS.fast_tokenizer else FullTokenizer
     tokenizer = tokenizer_class(vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
@@ -371,7 +318,7 @@ def run(_argv) -> None:
                     strategy=strategy)
 
     if FLAGS.do_predict:
-        run_predict(model, tokenizer, eval_examples, FLAGS.output_dir)
+        run_predict(model, tokenizer, eval_examples, FLAGS.output_dir, strategy=strategy)
 
     if FLAGS.export_dir:
         from data import squad_serving

@@ -6,12 +6,8 @@ so it can be exported as a SavedModel signature:
 
 1. the context is split into words on run_squad's whitespace set
    (' ', '\\t', '\\r', '\\n', U+202F), keeping each word's byte offsets;
-2. every word and the question are WordPiece-tokenized in graph
-   (``data/graph_tokenization.py`` when present, else the original's
-   cleaning/lower-casing/accent stripping as string ops followed by
-   tensorflow-text's ``BertTokenizer(lower_case=False)``: equal to the
-   original on all golden SQuAD inputs; it still differs on some exotic
-   characters of the tokenization golden set, 57 of 293 strings);
+2. every word and the question are WordPiece-tokenized in graph by
+   ``data.graph_tokenization.BertGraphTokenizer`` (``FullTokenizer``'s output);
 3. ``[CLS] question[:max_query_length] [SEP] doc[:room] [SEP]``, zero-padded
    to ``max_seq_length``: ONE window per question (the context is truncated
    to what fits; run_squad's sliding windows are not reproduced here);
@@ -34,60 +30,10 @@ from typing import Dict
 
 import tensorflow as tf
 
-from data import special_tokens
-from data.tokenization import load_vocab
+from data import graph_tokenization, special_tokens
 
 # run_squad's doc_tokens whitespace: space, tab, CR, LF and U+202F.
 _SPLIT_PATTERN = "[ \t\r\n\u202f]+"
-
-
-def _clean_and_lower(strings: tf.Tensor, do_lower_case: bool) -> tf.Tensor:
-    """The original's cleaning (tab/CR/LF -> space; Cc, Cf, U+0000, U+FFFD dropped) and, with
-    ``do_lower_case``, ``lower()`` + NFD + dropping Mn characters, in graph."""
-    import tensorflow_text as tf_text
-
-    strings = tf.strings.regex_replace(strings, "[\t\n\r]", " ")
-    strings = tf.strings.regex_replace(strings, "[\\p{Cc}\\p{Cf}\\x{FFFD}]", "")
-    if do_lower_case:
-        strings = tf.strings.lower(strings, encoding="utf-8")
-        strings = tf_text.normalize_utf8(strings, "NFD")
-        strings = tf.strings.regex_replace(strings, "\\p{Mn}", "")
-    return strings
-
-
-def _make_wordpiece(vocab_file: str, do_lower_case: bool):
-    """A callable strings [N] -> RaggedTensor int32 [N, (pieces)] of WordPiece ids."""
-    try:
-        from data import graph_tokenization  # colleague's faithful in-graph tokenizer
-    except ImportError:
-        graph_tokenization = None
-    if graph_tokenization is not None and hasattr(graph_tokenization, "GraphTokenizer"):
-        tokenizer = graph_tokenization.GraphTokenizer(vocab_file, do_lower_case=do_lower_case)
-
-        def tokenize(strings):
-            ids = tokenizer.tokenize_to_ids(strings)
-            if ids.shape.rank == 3:
-                ids = ids.merge_dims(-2, -1)
-            return tf.cast(ids, tf.int32)
-
-        return tokenizer, tokenize
-
-    import tensorflow_text as tf_text
-
-    vocab = list(load_vocab(vocab_file))
-    table = tf.lookup.StaticVocabularyTable(
-        tf.lookup.KeyValueTensorInitializer(vocab, tf.range(len(vocab), dtype=tf.int64)),
-        num_oov_buckets=1)
-    # lower_case=False: tensorflow-text's own lower-casing is NFKC case folding, which
-    # rewrites e.g. U+2033 into two U+2032; the original's rules are applied here instead.
-    tokenizer = tf_text.BertTokenizer(table, token_out_type=tf.int64, lower_case=False,
-                                      unknown_token=special_tokens.UNK)
-
-    def tokenize(strings):
-        strings = _clean_and_lower(strings, do_lower_case)
-        return tf.cast(tokenizer.tokenize(strings).merge_dims(-2, -1), tf.int32)  # [N, (P)]
-
-    return (tokenizer, table), tokenize
 
 
 class SquadServingModule(tf.Module):
@@ -101,8 +47,8 @@ class SquadServingModule(tf.Module):
             raise ValueError("The max_seq_length (%d) must be greater than max_query_length (%d) + 3"
                              % (max_seq_length, max_query_length))
         self.model = model
-        self._tokenizer_objects, self._tokenize = _make_wordpiece(vocab_file, do_lower_case)
-        vocab = load_vocab(vocab_file)
+        self.tokenizer = graph_tokenization.BertGraphTokenizer(vocab_file, do_lower_case=do_lower_case)
+        vocab = self.tokenizer.vocab
         self._cls_id = vocab[special_tokens.CLS]
         self._sep_id = vocab[special_tokens.SEP]
         self.max_seq_length = max_seq_length
@@ -110,6 +56,10 @@ class SquadServingModule(tf.Module):
         self.max_answer_length = max_answer_length
         self.version_2_with_negative = version_2_with_negative
         self.null_score_diff_threshold = null_score_diff_threshold
+
+    def _tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
+        """strings [N] -> WordPiece ids int32 [N, (P)] (the faithful in-graph FullTokenizer)."""
+        return tf.cast(self.tokenizer.tokenize(strings), tf.int32)
 
     def features(self, question: tf.Tensor, context: tf.Tensor) -> Dict[str, tf.Tensor]:
         """Model inputs [B, S] plus the doc-token -> word map and word byte offsets."""

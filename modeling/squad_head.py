@@ -54,12 +54,29 @@ class SquadHead(keras.layers.Layer):
         return config
 
 
-def position_loss(logits: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
-    """Mean over the batch of -log_softmax(logits)[position]: logits [B, S] float, positions [B] int."""
+def per_example_position_loss(logits: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
+    """-log_softmax(logits)[position] per example: logits [B, S] float, positions [B] int -> [B]."""
     seq_length = tf.shape(logits)[1]
-    one_hot = tf.one_hot(tf.cast(positions, tf.int32), depth=seq_length, dtype=tf.float32)  # [B, S]
+    positions = tf.reshape(tf.cast(positions, tf.int32), [-1])  # [B]
+    one_hot = tf.one_hot(positions, depth=seq_length, dtype=tf.float32)  # [B, S]
     log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [B, S]
-    return -tf.reduce_mean(tf.reduce_sum(one_hot * log_probs, axis=-1))  # []
+    return -tf.reduce_sum(one_hot * log_probs, axis=-1)  # [B]
+
+
+def position_loss(logits: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
+    """Mean over the batch of ``per_example_position_loss`` (the original's ``compute_loss``)."""
+    return tf.reduce_mean(per_example_position_loss(logits, positions))  # []
+
+
+def per_example_squad_loss(outputs, batch) -> tf.Tensor:
+    """(start + end cross-entropy) / 2 per example [B]; its batch mean is ``squad_loss``.
+
+    ``outputs``: the model's dict (``start_logits``/``end_logits`` [B, S]);
+    ``batch``: the input dict (``start_positions``/``end_positions`` [B]).
+    This is the ``loss_fn`` of ``modeling.finetuning.train``.
+    """
+    return (per_example_position_loss(outputs["start_logits"], batch["start_positions"])
+            + per_example_position_loss(outputs["end_logits"], batch["end_positions"])) / 2.0
 
 
 def squad_loss(start_logits: tf.Tensor, end_logits: tf.Tensor, start_positions: tf.Tensor,

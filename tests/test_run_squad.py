@@ -7,7 +7,9 @@ import sys
 
 import pytest
 import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the ops the exported signature uses)
 
+from data import squad
 from tests import paths
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
@@ -69,16 +71,18 @@ def test_train_predict_export_v2(tmp_path):
     assert "best null_score_diff_threshold" in proc.stdout
 
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".export")]  # no temporary left
-    loaded = tf.saved_model.load(str(export))
-    context = "The Normans were the people who in the 10th and 11th centuries gave their name to Normandy."
-    result = loaded.signatures["serving_default"](
-        question=tf.constant(["Who gave their name to Normandy?"]), context=tf.constant([context]))
+    serve = tf.saved_model.load(str(export)).signatures["serving_default"]
+    contexts = ["Caf\u00e9 owners in   Paris\u202fsold 1,000 cups (in 2019).", ""]
+    result = serve(question=tf.constant(["How many cups?", "Anything?"]), context=tf.constant(contexts))
     text = result["answer_text"].numpy()[0].decode("utf-8")
     start, end = int(result["answer_start"][0]), int(result["answer_end"][0])
-    if text:
-        assert context[start:end] == text
-    else:
+    if text:  # a span of whole words (character offsets into the context)
+        assert contexts[0][start:end] == text
+        words, _ = squad.split_doc_tokens(contexts[0])
+        assert text.split()[0] in words and text.split()[-1] in words
+    else:  # the null answer won
         assert (start, end) == (-1, -1)
+    assert result["answer_text"].numpy()[1] == b"" and int(result["answer_start"][1]) == -1
 
 
 def test_predict_only_from_checkpoint_v1(tmp_path):
