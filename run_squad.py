@@ -37,52 +37,61 @@ class SquadFlagError(ValueError):
     """An invalid flag combination; the message names the flag."""
 
 
-def define_flags() -> None:
-    """The original's flags plus this port's (defined only when run as a script)."""
-    flags.DEFINE_string("bert_config_file", None, "The config json file of the pre-trained BERT model.")
-    flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
-    flags.DEFINE_string("output_dir", None, "Where checkpoints, TFRecords and predictions are written.")
-    flags.DEFINE_string("train_file", None, "SQuAD json for training. E.g., train-v1.1.json")
-    flags.DEFINE_string("predict_file", None, "SQuAD json for predictions. E.g., dev-v1.1.json")
-    flags.DEFINE_string("init_checkpoint", None, "Initial checkpoint: TF1 prefix/folder, HF folder, "
-                        ".keras or .weights.h5 (usually a pre-trained BERT model).")
-    flags.DEFINE_bool("do_lower_case", True, "Lower case the input text (uncased models).")
-    flags.DEFINE_integer("max_seq_length", 384, "Maximum total input length after WordPiece.")
-    flags.DEFINE_integer("doc_stride", 128, "Stride between the windows of a long document.")
-    flags.DEFINE_integer("max_query_length", 64, "Questions longer than this are truncated.")
-    flags.DEFINE_bool("do_train", False, "Whether to run training.")
-    flags.DEFINE_bool("do_predict", False, "Whether to run eval on the dev set.")
-    flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
-    flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predictions.")
-    flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
-    flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
-    flags.DEFINE_float("warmup_proportion", 0.1, "Proportion of training for linear warmup.")
-    flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
-    flags.DEFINE_integer("iterations_per_loop", 1000, "Steps per compiled loop call (TPU); kept "
-                         "for compatibility, progress is logged at this interval at most.")
-    flags.DEFINE_integer("n_best_size", 20, "The number of n-best predictions in nbest_predictions.json.")
-    flags.DEFINE_integer("max_answer_length", 30, "The maximum length of an answer, in tokens.")
-    flags.DEFINE_bool("use_tpu", False, "Whether to use TPU (same as --strategy=tpu).")
-    flags.DEFINE_string("tpu_name", None, "The Cloud TPU to use for training.")
-    flags.DEFINE_string("tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located in.")
-    flags.DEFINE_string("gcp_project", None, "[Optional] Project name for the Cloud TPU project.")
-    flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.")
-    flags.DEFINE_integer("num_tpu_cores", 8, "Only used if `use_tpu` is True.")
-    flags.DEFINE_bool("verbose_logging", False, "Print all data-processing warnings.")
-    flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: some questions have no answer.")
-    flags.DEFINE_float("null_score_diff_threshold", 0.0,
-                       "If null_score - best_non_null is greater than the threshold predict null.")
+def define_flags(flag_values: Optional[flags.FlagValues] = None) -> None:
+    """The original's flags plus this port's, on ``flag_values`` (default: the global FLAGS).
+
+    Called only when run as a script (or by tests on a fresh ``FlagValues``), so importing this
+    module never collides with other entry points' flags.
+    """
+    target = FLAGS if flag_values is None else flag_values
+
+    def define(kind: str, *args, **kwargs) -> None:
+        getattr(flags, "DEFINE_" + kind)(*args, flag_values=target, **kwargs)
+
+    define("string", "bert_config_file", None, "The config json file of the pre-trained BERT model.")
+    define("string", "vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+    define("string", "output_dir", None, "Where checkpoints, TFRecords and predictions are written.")
+    define("string", "train_file", None, "SQuAD json for training. E.g., train-v1.1.json")
+    define("string", "predict_file", None, "SQuAD json for predictions. E.g., dev-v1.1.json")
+    define("string", "init_checkpoint", None, "Initial checkpoint: TF1 prefix/folder, HF folder, "
+           ".keras or .weights.h5 (usually a pre-trained BERT model).")
+    define("bool", "do_lower_case", True, "Lower case the input text (uncased models).")
+    define("integer", "max_seq_length", 384, "Maximum total input length after WordPiece.")
+    define("integer", "doc_stride", 128, "Stride between the windows of a long document.")
+    define("integer", "max_query_length", 64, "Questions longer than this are truncated.")
+    define("bool", "do_train", False, "Whether to run training.")
+    define("bool", "do_predict", False, "Whether to run eval on the dev set.")
+    define("integer", "train_batch_size", 32, "Total batch size for training.")
+    define("integer", "predict_batch_size", 8, "Total batch size for predictions.")
+    define("float", "learning_rate", 5e-5, "The initial learning rate for Adam.")
+    define("float", "num_train_epochs", 3.0, "Total number of training epochs to perform.")
+    define("float", "warmup_proportion", 0.1, "Proportion of training for linear warmup.")
+    define("integer", "save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+    define("integer", "iterations_per_loop", 1000, "Steps per compiled loop call (TPU); kept "
+           "for compatibility, progress is logged at this interval at most.")
+    define("integer", "n_best_size", 20, "The number of n-best predictions in nbest_predictions.json.")
+    define("integer", "max_answer_length", 30, "The maximum length of an answer, in tokens.")
+    define("bool", "use_tpu", False, "Whether to use TPU (same as --strategy=tpu).")
+    define("string", "tpu_name", None, "The Cloud TPU to use for training.")
+    define("string", "tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located in.")
+    define("string", "gcp_project", None, "[Optional] Project name for the Cloud TPU project.")
+    define("string", "master", None, "[Optional] TensorFlow master URL.")
+    define("integer", "num_tpu_cores", 8, "Only used if `use_tpu` is True.")
+    define("bool", "verbose_logging", False, "Print all data-processing warnings.")
+    define("bool", "version_2_with_negative", False, "SQuAD 2.0: some questions have no answer.")
+    define("float", "null_score_diff_threshold", 0.0,
+           "If null_score - best_non_null is greater than the threshold predict null.")
     # This port's flags.
     from modeling import finetuning
 
-    flags.DEFINE_enum("strategy", "default", list(finetuning.STRATEGIES),
-                      "tf.distribute strategy (default: TF's default, one device).")
-    flags.DEFINE_enum("precision", "float32", list(finetuning.PRECISIONS),
-                      "Keras dtype policy of the model (logits and losses stay float32).")
-    flags.DEFINE_string("export_dir", None, "Write a raw-text SavedModel (question, context -> "
-                        "answer text and span) here.")
-    flags.DEFINE_bool("fast_tokenizer", True, "Use FastFullTokenizer (same output as FullTokenizer).")
-    flags.DEFINE_integer("random_seed", 12345, "Seed of the training-example shuffle and the TF ops.")
+    define("enum", "strategy", "default", list(finetuning.STRATEGIES),
+           "tf.distribute strategy (default: TF's default, one device).")
+    define("enum", "precision", "float32", list(finetuning.PRECISIONS),
+           "Keras dtype policy of the model (logits and losses stay float32).")
+    define("string", "export_dir", None, "Write a raw-text SavedModel (question, context -> "
+           "answer text and span) here.")
+    define("bool", "fast_tokenizer", True, "Use FastFullTokenizer (same output as FullTokenizer).")
+    define("integer", "random_seed", 12345, "Seed of the training-example shuffle and the TF ops.")
 
 
 # ---------------------------------------------------------------------------------- checks

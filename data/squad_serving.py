@@ -31,6 +31,7 @@ from typing import Dict
 import tensorflow as tf
 
 from data import graph_tokenization, special_tokens
+from data.tokenization import load_vocab
 
 # run_squad's doc_tokens whitespace: space, tab, CR, LF and U+202F.
 _SPLIT_PATTERN = "[ \t\r\n\u202f]+"
@@ -46,9 +47,12 @@ class SquadServingModule(tf.Module):
         if max_seq_length <= max_query_length + 3:
             raise ValueError("The max_seq_length (%d) must be greater than max_query_length (%d) + 3"
                              % (max_seq_length, max_query_length))
-        self.model = model
+        # Only the variables are tracked: tracking the Keras model would make
+        # tf.saved_model.save trace every layer again (slow) for nothing the signature uses.
+        self._run_model = lambda inputs: model(inputs, training=False)
+        self.model_variables = list(model.variables)
         self.tokenizer = graph_tokenization.BertGraphTokenizer(vocab_file, do_lower_case=do_lower_case)
-        vocab = self.tokenizer.vocab
+        vocab = load_vocab(vocab_file)
         self._cls_id = vocab[special_tokens.CLS]
         self._sep_id = vocab[special_tokens.SEP]
         self.max_seq_length = max_seq_length
@@ -124,7 +128,7 @@ class SquadServingModule(tf.Module):
                                   tf.TensorSpec([None], tf.string, name="context")])
     def serve(self, question, context):
         f = self.features(question, context)
-        out = self.model({k: f[k] for k in ("input_ids", "input_mask", "segment_ids")}, training=False)
+        out = self._run_model({k: f[k] for k in ("input_ids", "input_mask", "segment_ids")})
         start_logits = tf.cast(out["start_logits"], tf.float32)  # [B, S]
         end_logits = tf.cast(out["end_logits"], tf.float32)  # [B, S]
         start, end, score = self.best_span(start_logits, end_logits, f["in_doc"])

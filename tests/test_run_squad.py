@@ -1,14 +1,17 @@
-"""run_squad.py end to end on the tiny golden checkpoint and small SQuAD slices (subprocesses)."""
+"""run_squad.py end to end on the tiny golden checkpoint and small SQuAD slices (main in-process)."""
 
+import contextlib
+import io
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops the exported signature uses)
 
+from absl import flags
+
+import run_squad
 from data import squad
 from tests import paths
 
@@ -16,15 +19,34 @@ TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
 SQUAD = os.path.join(paths.GOLDEN, "squad")
 
 
+class _Proc:
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
 def _run(tmp_path, *extra, out="out"):
-    args = [sys.executable, "run_squad.py",
+    """Runs run_squad.main in this process on fresh flags; returns code, stdout, stderr."""
+    argv = ["run_squad.py",
             "--bert_config_file=%s" % os.path.join(TINY, "bert_config.json"),
             "--vocab_file=%s" % paths.GOLDEN_VOCAB,
             "--output_dir=%s" % (tmp_path / out),
             "--max_seq_length=64", "--doc_stride=24", "--max_query_length=16",
             "--predict_batch_size=64", *extra]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    return subprocess.run(args, cwd=paths.ROOT, capture_output=True, text=True, timeout=300, env=env)
+    values = flags.FlagValues()
+    run_squad.define_flags(values)
+    values(argv)
+    saved = run_squad.FLAGS
+    run_squad.FLAGS = values
+    stdout, stderr = io.StringIO(), io.StringIO()
+    code = 0
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            run_squad.main([])
+    except SystemExit as e:
+        code = e.code
+    finally:
+        run_squad.FLAGS = saved
+    return _Proc(code, stdout.getvalue(), stderr.getvalue())
 
 
 def _slice(src, dst, num_questions):
