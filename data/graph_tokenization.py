@@ -37,11 +37,22 @@ How each rule of the original is reproduced:
   are not its line positions (duplicate tokens) uses the hash-table based
   ``tf_text.WordpieceTokenizer`` instead, with a logged message.
 
-Known limits (documented, tested): the tables follow the Unicode version of
-the Python that builds the tokenizer (a SavedModel keeps the tables it was
-exported with, ``unicode_version`` records it). Nothing in the golden set or
-the property tests needs a host fallback; ``host_fallback_reason`` reports
-when the running interpreter differs from the one the tables were built for.
+Where tensorflow-text cannot match, and what happens then:
+
+* ``FastWordpieceTokenizer`` numbers tokens by their position in the list it
+  is given; a vocab file with duplicate or blank lines (``load_vocab`` keeps
+  the *last* line of a duplicate) therefore falls back, with a logged
+  warning, to ``WordpieceTokenizer`` over a hash table holding exactly
+  ``load_vocab``'s ids (``wordpiece_kind`` says which one is in use).
+* tensorflow-text's limit is in bytes; the original's is in characters, so
+  the character limit is applied here and the byte limit set out of reach.
+* Everything else is computed from Python's own Unicode data, so the tables
+  follow the Unicode version of the Python that builds them (3.11:
+  ``unicodedata`` 14.0.0, the golden files' version); a SavedModel keeps the
+  tables it was exported with (``unicode_version`` variable). If a future
+  Unicode version broke an assumption of the graph (a lower-case mapping
+  that yields a separator, a CJK ideograph that maps to several code
+  points), building the tables raises instead of tokenizing differently.
 """
 
 from __future__ import annotations
@@ -128,6 +139,22 @@ def _lower_nfd(char: str) -> str:
     return unicodedata.normalize("NFD", char.lower())
 
 
+@functools.lru_cache(maxsize=1)
+def _code_point_values() -> np.ndarray:
+    """int64 [0x110000]: ``flags | ccc << 8`` of every code point (both casing modes)."""
+    values = np.zeros(_NUM_CODE_POINTS, dtype=np.int64)
+    for lo, hi in tokenization._CJK_RANGES:  # by number, assigned or not, as the original
+        values[lo:hi + 1] = CJK
+    for cp in range(_NUM_CODE_POINTS):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue  # surrogates never come out of UTF-8 decoding
+        char = chr(cp)
+        if unicodedata.category(char) in ("Cn", "Co"):
+            continue  # unassigned / private use: word characters (or CJK, above)
+        values[cp] = _code_point_flags(cp) | unicodedata.combining(char) << _CCC_SHIFT
+    return values
+
+
 class CharTables:
     """Per-code-point tables for one casing mode, as numpy arrays.
 
@@ -138,34 +165,39 @@ class CharTables:
       map_offsets: int32 [num_mappings + 1]: start of mapping i in ``map_values``.
       map_values: int32 [total]: the code points of every mapping.
       unicode_version: ``unicodedata.unidata_version`` the tables were built with.
+
+    Raises:
+      RuntimeError: this Unicode version breaks a rule the graph relies on
+        (a mapping yields a separator or a dropped character; a CJK ideograph
+        maps to several code points).
     """
 
     def __init__(self, do_lower_case: bool):
-        packed = np.zeros(_NUM_CODE_POINTS, dtype=np.int64)
+        packed = _code_point_values().copy()
         offsets: List[int] = [0, 0]  # mapping 0 (identity) is empty
         values: List[int] = []
-        for cp in range(_NUM_CODE_POINTS):
-            if 0xD800 <= cp <= 0xDFFF:
-                continue
-            char = chr(cp)
-            category = unicodedata.category(char)
-            if category in ("Cn", "Co"):
-                # Unassigned / private use: word characters, except inside the
-                # CJK ranges, which the original tests by number only.
-                packed[cp] = CJK if tokenization._is_chinese_char(cp) else 0
-                continue
-            value = _code_point_flags(cp)
-            value |= unicodedata.combining(char) << _CCC_SHIFT
-            if do_lower_case and not value & (DROP | SPACE):  # separators never reach lower()
+        if do_lower_case:
+            # Separators and dropped characters never reach lower(); unassigned
+            # and private-use code points (value 0 or CJK only) map to themselves.
+            candidates = np.nonzero((packed & (DROP | SPACE)) == 0)[0]
+            for cp in candidates.tolist():
+                char = chr(cp)
+                if 0xD800 <= cp <= 0xDFFF or unicodedata.category(char) in ("Cn", "Co"):
+                    continue
                 mapped = _lower_nfd(char)
-                if mapped != char:
-                    values.extend(ord(c) for c in mapped)
-                    offsets.append(len(values))
-                    value |= (len(offsets) - 2) << _MAP_SHIFT
-            packed[cp] = value
+                if mapped == char:
+                    continue
+                for out in mapped:
+                    if out.isspace() or _code_point_flags(ord(out)) & DROP:
+                        raise RuntimeError("lower/NFD of U+%04X yields separator U+%04X"
+                                           % (cp, ord(out)))
+                if packed[cp] & CJK and len(mapped) != 1:
+                    raise RuntimeError("CJK U+%04X maps to %d code points" % (cp, len(mapped)))
+                values.extend(ord(c) for c in mapped)
+                offsets.append(len(values))
+                packed[cp] |= (len(offsets) - 2) << _MAP_SHIFT
         if len(offsets) - 1 >= 1 << (31 - _MAP_SHIFT):
             raise RuntimeError("too many lower-case mappings for the packed table")
-        self._check_assumptions(do_lower_case, values)
         pages = packed.reshape(-1, _BLOCK)
         unique, page_index = np.unique(pages, axis=0, return_inverse=True)
         self.page_index = page_index.reshape(-1).astype(np.int32)
@@ -174,19 +206,6 @@ class CharTables:
         self.map_values = np.asarray(values, dtype=np.int32)
         self.unicode_version = unicodedata.unidata_version
         self.do_lower_case = do_lower_case
-
-    @staticmethod
-    def _check_assumptions(do_lower_case: bool, values: List[int]) -> None:
-        """Fails loudly if this Unicode version breaks a rule the graph relies on."""
-        for cp in values:
-            char = chr(cp)
-            if char.isspace() or _code_point_flags(cp) & DROP:
-                raise RuntimeError("lower/NFD produced a separator U+%04X" % cp)
-        if do_lower_case:
-            for lo, hi in tokenization._CJK_RANGES:
-                for cp in range(lo, hi + 1):
-                    if len(_lower_nfd(chr(cp))) != 1:
-                        raise RuntimeError("CJK U+%04X does not map to one code point" % cp)
 
     def lookup(self, cps: np.ndarray) -> np.ndarray:
         """Packed values of code points (numpy, for tests)."""
@@ -198,6 +217,11 @@ class CharTables:
 def char_tables(do_lower_case: bool) -> CharTables:
     """The (cached) tables of one casing mode for the running interpreter."""
     return CharTables(do_lower_case)
+
+
+# Straight-line TensorFlow code: AutoGraph has nothing to convert, so skipping
+# it keeps tracing (tf.function, tf.data, SavedModel export) fast.
+_plain_ops = tf.autograph.experimental.do_not_convert
 
 
 # --------------------------------------------------------------------------
@@ -221,6 +245,7 @@ def _shift_left(flags: tf.Tensor) -> tf.Tensor:
     return tf.concat([flags[1:], [False]], axis=0)
 
 
+@_plain_ops
 def truncated_pair_lengths(len_a: tf.Tensor, len_b: tf.Tensor,
                            max_length: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
     """Lengths left by the original's ``_truncate_seq_pair`` (closed form).
@@ -247,13 +272,14 @@ def truncated_pair_lengths(len_a: tf.Tensor, len_b: tf.Tensor,
     return new_a, new_b
 
 
-def _truncate_rows(ids: tf.RaggedTensor, lengths: tf.Tensor) -> tf.RaggedTensor:
-    """Keeps the first ``lengths[b]`` values of each row b of ``ids`` [B, (N)]."""
-    positions = tf.ragged.range(ids.row_lengths())  # [B, (N)]
-    keep = positions < tf.expand_dims(tf.cast(lengths, positions.dtype), 1)
-    return tf.ragged.boolean_mask(ids, keep)
+def _row_values(ids: tf.RaggedTensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """(values + one trailing 0, row starts, row lengths) of int ids [B, (N)], as int32."""
+    values = tf.concat([tf.cast(ids.values, tf.int32), [0]], axis=0)  # [N + 1]
+    return (values, tf.cast(ids.row_starts(), tf.int32),  # [B]
+            tf.cast(ids.row_lengths(), tf.int32))  # [B]
 
 
+@_plain_ops
 def pack_inputs(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor], max_seq_length: int,
                 cls_id: int, sep_id: int) -> Dict[str, tf.Tensor]:
     """Packs ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` into fixed-length model inputs.
@@ -261,45 +287,56 @@ def pack_inputs(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor], max_se
     Truncation is the original's: a single sequence keeps its first
     ``max_seq_length - 2`` ids; a pair is cut by ``truncated_pair_lengths``
     to ``max_seq_length - 3`` ids in all (from the end of the longer, ``b`` on
-    ties). Works in eager mode and inside ``tf.function``.
+    ties). Built with dense ops over the output positions (no ragged concat),
+    so it traces small and runs in eager mode, ``tf.function`` and ``tf.data``.
 
     Args:
-      ids_a: int [B, (Na)] ragged token ids. ids_b: int [B, (Nb)] or None.
+      ids_a: int [B, (Na)] ragged token ids (ragged rank 1).
+      ids_b: int [B, (Nb)] or None.
       max_seq_length: the output length S (>= 2, >= 3 for pairs).
       cls_id, sep_id: ids of ``[CLS]`` and ``[SEP]``.
     Returns:
       dict of int32 [B, S]: ``input_ids`` (0-padded), ``input_mask`` (1 on real
-      tokens), ``segment_ids`` (0 for ``[CLS] a [SEP]``, 1 for ``b [SEP]``).
+      tokens), ``segment_ids`` (0 for ``[CLS] a [SEP]``, 1 for ``b [SEP]``, 0
+      on padding).
     """
     specials = 3 if ids_b is not None else 2
     if max_seq_length < specials:
         raise ValueError("max_seq_length=%d is too short for %d special tokens"
                          % (max_seq_length, specials))
-    ids_a = tf.cast(ids_a, tf.int32)  # [B, (Na)]
-    batch = ids_a.nrows()
-    len_a = tf.cast(ids_a.row_lengths(), tf.int32)  # [B]
+    values_a, starts_a, len_a = _row_values(ids_a)
     if ids_b is None:
-        ids_a = _truncate_rows(ids_a, tf.minimum(len_a, max_seq_length - specials))
+        len_a = tf.minimum(len_a, max_seq_length - specials)  # [B]
+        len_b = tf.zeros_like(len_a)
     else:
-        ids_b = tf.cast(ids_b, tf.int32)  # [B, (Nb)]
-        len_b = tf.cast(ids_b.row_lengths(), tf.int32)
-        new_a, new_b = truncated_pair_lengths(len_a, len_b, tf.constant(max_seq_length - specials))
-        ids_a = _truncate_rows(ids_a, new_a)
-        ids_b = _truncate_rows(ids_b, new_b)
-    cls = tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), tf.constant(cls_id, tf.int32)))
-    sep = tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), tf.constant(sep_id, tf.int32)))
-    pieces = [cls, ids_a, sep]
-    segments = [tf.zeros_like(cls), tf.zeros_like(ids_a), tf.zeros_like(sep)]
+        values_b, starts_b, len_b = _row_values(ids_b)
+        len_a, len_b = truncated_pair_lengths(len_a, len_b, tf.constant(max_seq_length - specials))
+    pos = tf.range(max_seq_length)[tf.newaxis, :]  # [1, S]
+    la = len_a[:, tf.newaxis]  # [B, 1]
+    lb = len_b[:, tf.newaxis]
+    in_a = (pos >= 1) & (pos <= la)  # [B, S]
+    last_a = tf.size(values_a) - 1  # index of the trailing 0
+    from_a = tf.gather(values_a, tf.clip_by_value(starts_a[:, tf.newaxis] + pos - 1, 0, last_a))
+    input_ids = tf.where(in_a, from_a, 0)  # [B, S]
+    input_ids = tf.where(tf.equal(pos, 0), cls_id, input_ids)
+    is_sep = tf.equal(pos, la + 1)
+    length = la + 2  # [B, 1] real tokens
+    segment_ids = tf.zeros_like(input_ids)
     if ids_b is not None:
-        pieces += [ids_b, sep]
-        segments += [tf.ones_like(ids_b), tf.ones_like(sep)]
-    input_ids = tf.concat(pieces, axis=1)  # [B, (n)] with n <= S
-    segment_ids = tf.concat(segments, axis=1)
-    shape = tf.stack([batch, max_seq_length])
+        in_b = (pos >= la + 2) & (pos <= la + 1 + lb)
+        last_b = tf.size(values_b) - 1
+        from_b = tf.gather(values_b,
+                           tf.clip_by_value(starts_b[:, tf.newaxis] + pos - la - 2, 0, last_b))
+        input_ids = tf.where(in_b, from_b, input_ids)
+        second_sep = tf.equal(pos, la + lb + 2)
+        is_sep |= second_sep
+        length += lb + 1
+        segment_ids = tf.cast(in_b | second_sep, tf.int32)
+    input_ids = tf.where(is_sep, sep_id, input_ids)
     return {
-        "input_ids": input_ids.to_tensor(0, shape=shape),  # [B, S]
-        "input_mask": tf.ones_like(input_ids).to_tensor(0, shape=shape),
-        "segment_ids": segment_ids.to_tensor(0, shape=shape),
+        "input_ids": input_ids,  # [B, S] int32
+        "input_mask": tf.cast(pos < length, tf.int32),  # [B, S]
+        "segment_ids": segment_ids,  # [B, S]
     }
 
 
@@ -329,15 +366,17 @@ class BertGraphTokenizer(tf.Module):
         self.vocab_file = vocab_file
         self.do_lower_case = bool(do_lower_case)
         self.max_input_chars_per_word = int(max_input_chars_per_word)
+        # Not kept as an attribute: tf.Module would track (and walk) the 30k-entry dict.
         vocab = tokenization.load_vocab(vocab_file)
-        self.vocab = vocab
         self.vocab_size = max(vocab.values()) + 1
         self.cls_id = vocab.get(special_tokens.CLS, -1)
         self.sep_id = vocab.get(special_tokens.SEP, -1)
         self.unk_id = vocab[special_tokens.UNK]
 
         tables = char_tables(self.do_lower_case)
-        self.unicode_version = tables.unicode_version
+        # Saved with the module: the Unicode version the baked-in tables follow.
+        self.unicode_version = tf.Variable(tables.unicode_version, trainable=False,
+                                           name="unicode_version")
         self._page_index = tf.constant(tables.page_index)  # [0x110000 / 128]
         self._blocks = tf.constant(tables.blocks)  # [num_blocks * 128]
         self._map_offsets = tf.constant(tables.map_offsets)  # [num_mappings + 1]
@@ -494,11 +533,13 @@ class BertGraphTokenizer(tf.Module):
 
     # -- public API ---------------------------------------------------------
 
+    @_plain_ops
     def basic_tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
         """``BasicTokenizer.tokenize`` in-graph: string [B] -> string [B, (T)] (UTF-8)."""
         tokens = self._basic_tokens(strings)
         return tokens.with_values(tf.strings.unicode_encode(tokens.values, "UTF-8"))
 
+    @_plain_ops
     def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
         """``FullTokenizer`` ids in-graph: string [B] -> int64 [B, (P)] WordPiece ids."""
         tokens = self._basic_tokens(strings)  # [B, (T), (C)]
@@ -509,11 +550,17 @@ class BertGraphTokenizer(tf.Module):
         pieces = self._wordpiece.tokenize(words)  # [T, (P)]
         return tokens.with_values(pieces).merge_dims(1, 2)  # [B, (P)]
 
+    @_plain_ops
     def tokenize_and_pack(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor] = None,
                           max_seq_length: int = 128) -> Dict[str, tf.Tensor]:
         """Tokenizes raw strings [B] (and pairs) into int32 [B, S] model inputs (``pack_inputs``)."""
         if self.cls_id < 0 or self.sep_id < 0:
             raise tokenization.VocabError("vocab file %s lacks %s or %s" % (
                 self.vocab_file, special_tokens.CLS, special_tokens.SEP))
-        ids_b = self.tokenize(text_b) if text_b is not None else None
-        return pack_inputs(self.tokenize(text_a), ids_b, max_seq_length, self.cls_id, self.sep_id)
+        if text_b is None:
+            return pack_inputs(self.tokenize(text_a), None, max_seq_length,
+                               self.cls_id, self.sep_id)
+        text_a = tf.convert_to_tensor(text_a, tf.string)  # [B]
+        both = self.tokenize(tf.concat([text_a, tf.convert_to_tensor(text_b, tf.string)], 0))
+        batch = tf.shape(text_a)[0]
+        return pack_inputs(both[:batch], both[batch:], max_seq_length, self.cls_id, self.sep_id)
