@@ -344,13 +344,15 @@ def run(_argv) -> None:
 def main(argv) -> None:
     """Runs ``run``; bad input becomes one line on stderr and exit code 1."""
     from data.squad import SquadFormatError
+    from data.squad_eval import SquadEvalError
     from modeling.checkpoints import CheckpointError
     from modeling.config import ConfigError
     from data.tokenization import VocabError
 
     try:
         run(argv)
-    except (SquadFlagError, SquadFormatError, CheckpointError, ConfigError, VocabError) as e:
+    except (SquadFlagError, SquadFormatError, SquadEvalError, CheckpointError, ConfigError,
+            VocabError) as e:
         print("run_squad.py: error: %s" % e, file=sys.stderr)
         sys.exit(1)
     except OSError as e:

@@ -149,6 +149,7 @@ def run_ours(args, plan) -> None:
     print(report.summary(), file=sys.stderr)
     optimizer = run_squad.make_optimizer(args.learning_rate, plan["num_train_steps"],
                                          plan["num_warmup_steps"])
+    print("optimizer: %s.%s" % (type(optimizer).__module__, type(optimizer).__name__), file=sys.stderr)
     t0 = time.time()
     run_squad.train_squad(model, optimizer, os.path.join(args.work_dir, "train.tf_record"),
                           args.max_seq_length, args.train_batch_size, plan["num_train_steps"],

@@ -141,3 +141,18 @@ def test_bad_input_is_one_line_error_and_writes_nothing(tmp_path, case, expected
     out = tmp_path / "out"
     assert not out.exists() or not any(n.endswith(".json") or n.endswith(".tf_record")
                                        for n in os.listdir(out))
+
+
+def test_script_entry_point_reports_flag_errors(tmp_path):
+    # The real `python run_squad.py` path (flags defined under __main__, absl app.run).
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "run_squad.py", "--bert_config_file=%s" % os.path.join(TINY, "bert_config.json"),
+         "--vocab_file=%s" % paths.GOLDEN_VOCAB, "--output_dir=%s" % (tmp_path / "out"), "--do_predict"],
+        cwd=paths.ROOT, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert proc.returncode == 1
+    assert "run_squad.py: error: If `do_predict` is True, then `predict_file` must be specified." in proc.stderr
+    assert not (tmp_path / "out").exists()
