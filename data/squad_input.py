@@ -31,7 +31,3 @@ def make_dataset(input_files: Union[str, Sequence[str]], seq_length: int, is_tra
     d = d.batch(batch_size, drop_remainder=drop_remainder)
     return d.prefetch(tf.data.AUTOTUNE)
 
-
-def model_inputs(batch: dict) -> dict:
-    """The three encoder inputs of a batch (``bert_model.INPUT_NAMES``)."""
-    return {name: batch[name] for name in squad_schema.SEQUENCE_FEATURES}
