@@ -7,9 +7,10 @@
   batch, loss = mean of ``loss_fn(outputs, batch)`` [B] (the original's
   ``tf.reduce_mean(per_example_loss)``), gradients averaged over replicas; progress (step,
   loss, steps/s, ETA) on stderr; an optional callback every ``save_every`` steps and at the end.
-* ``predict(model, dataset, output_names)``: runs the model (``training=False``) over every
-  batch and returns numpy arrays of the chosen outputs plus the batch's non-model features
-  (``label_ids``, ``is_real_example``, ``example_index``), concatenated in dataset order.
+* ``Predictor(model, output_names).run(dataset)`` / ``predict(...)``: runs the model
+  (``training=False``) over every batch and returns numpy arrays of the chosen outputs plus the
+  batch's non-model features (``label_ids``, ``is_real_example``, ``example_index``),
+  concatenated in dataset order.
 
 Batches may differ in sequence length (length-aware batching): the step functions are traced
 with ``reduce_retracing`` so that a new length does not build a new graph.
@@ -136,46 +137,70 @@ def train(model, optimizer, dataset: tf.data.Dataset, num_train_steps: int,
     return losses
 
 
-def predict(model, dataset: tf.data.Dataset, output_names: Sequence[str],
-            total: Optional[int] = None, strategy=None,
-            label: str = "predict") -> Dict[str, np.ndarray]:
-    """Outputs ``output_names`` and the batches' other features over ``dataset`` (see above)."""
-    strategy = strategy or tf.distribute.get_strategy()
-    distributed = strategy.num_replicas_in_sync > 1 or isinstance(strategy, tf.distribute.TPUStrategy)
+class Predictor:
+    """Runs ``model`` (``training=False``) over datasets, one compiled step reused by every call.
 
-    def forward(batch):
-        outputs = model(model_inputs(batch), training=False)
-        result = {name: outputs[name] for name in output_names}
+    ``run(dataset)`` returns numpy arrays of ``output_names`` and of the batches' other features
+    (``label_ids``, ``is_real_example``, ``example_index``), concatenated in dataset order.
+    """
+
+    def __init__(self, model, output_names: Sequence[str], strategy=None):
+        self.model = model
+        self.output_names = list(output_names)
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self.distributed = (self.strategy.num_replicas_in_sync > 1
+                            or isinstance(self.strategy, tf.distribute.TPUStrategy))
+        self._steps = {}
+
+    def _forward(self, batch):
+        outputs = self.model(model_inputs(batch), training=False)
+        result = {name: outputs[name] for name in self.output_names}
         for name, value in batch.items():
             if name not in MODEL_INPUT_NAMES:
                 result[name] = value
         return result
 
-    if distributed:
-        dataset = strategy.experimental_distribute_dataset(dataset)
+    def _step(self, element_spec):
+        key = repr(relaxed_spec(element_spec))
+        if key not in self._steps:
+            if self.distributed:
+                self._steps[key] = tf.function(
+                    lambda batch: self.strategy.run(self._forward, args=(batch,)),
+                    reduce_retracing=True)
+            else:
+                self._steps[key] = tf.function(self._forward,
+                                               input_signature=[relaxed_spec(element_spec)])
+        return self._steps[key]
 
-        @tf.function(reduce_retracing=True)
-        def step(batch):
-            return strategy.run(forward, args=(batch,))
-    else:
-        step = tf.function(forward, input_signature=[relaxed_spec(dataset.element_spec)])
+    def run(self, dataset: tf.data.Dataset, total: Optional[int] = None,
+            label: str = "predict") -> Dict[str, np.ndarray]:
+        step = self._step(dataset.element_spec)
+        if self.distributed:
+            dataset = self.strategy.experimental_distribute_dataset(dataset)
+        chunks: Dict[str, List[np.ndarray]] = {}
+        done = 0
+        start = time.time()
+        next_report = 0
+        for batch in dataset:
+            out = step(batch)
+            for name, value in out.items():
+                parts = (self.strategy.experimental_local_results(value) if self.distributed
+                         else [value])
+                chunks.setdefault(name, []).extend(np.asarray(p) for p in parts)
+            done = sum(len(c) for c in chunks[self.output_names[0]])
+            if total and done >= next_report:
+                progress(label, done, total, start)
+                next_report = done + max(1, total // 10)
+        if total and done != total:
+            logging.info("%s: %d of %d examples", label, done, total)
+        return {name: np.concatenate(parts, axis=0) for name, parts in chunks.items()}
 
-    chunks: Dict[str, List[np.ndarray]] = {}
-    done = 0
-    start = time.time()
-    next_report = 0
-    for batch in dataset:
-        out = step(batch)
-        for name, value in out.items():
-            parts = strategy.experimental_local_results(value) if distributed else [value]
-            chunks.setdefault(name, []).extend(np.asarray(p) for p in parts)
-        done = sum(len(c) for c in chunks[output_names[0]])
-        if total and done >= next_report:
-            progress(label, done, total, start)
-            next_report = done + max(1, total // 10)
-    if total and done != total:
-        logging.info("%s: %d of %d examples", label, done, total)
-    return {name: np.concatenate(parts, axis=0) for name, parts in chunks.items()}
+
+def predict(model, dataset: tf.data.Dataset, output_names: Sequence[str],
+            total: Optional[int] = None, strategy=None,
+            label: str = "predict") -> Dict[str, np.ndarray]:
+    """``Predictor(model, output_names, strategy).run(dataset, total, label)`` (one-off)."""
+    return Predictor(model, output_names, strategy).run(dataset, total, label)
 
 
 STRATEGIES = ("default", "mirrored", "one_device", "tpu")

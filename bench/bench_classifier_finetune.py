@@ -1,0 +1,208 @@
+"""Benchmark (not CI): GLUE fine-tuning quality of run_classifier vs HF transformers, same weights.
+
+Both sides start from the real all-MiniLM-L6-v2 weights (``../shared/data/minilm``: encoder and
+pooler; fresh classifier), see the same features (``run_classifier``'s converter, max_seq_length
+128) of the train split and are scored on the dev split with the same metric code
+(``data/glue_metrics.py``), with the paper's recipe: batch 32, ``--epochs`` 3, warmup 10%,
+learning rate from {2e-5, 3e-5, 5e-5} (``--learning_rates``):
+
+* ``ours``: ``run_classifier.py --do_train --do_eval`` as a subprocess (its own optimizer,
+  input pipeline and eval_results.txt; training time from its progress lines);
+* ``hf``: ``BertForSequenceClassification`` + torch AdamW in the PyTorch venv
+  ``bench/.venvs/hf`` (``torch==2.13.0`` CPU wheel + transformers; git-ignored), via
+  ``bench/bench_classifier_finetune_hf.py``.
+
+Prints every run and then, per task and learning rate, the mean over seeds side by side with
+the gap and the training times (target: ours within 1.0 point of HF). Tasks: mrpc, rte,
+sts-b, cola. Runs are cached in ``--work_dir`` (a finished run is not repeated).
+
+    .venv/bin/python bench/bench_classifier_finetune.py --tasks mrpc,rte --seeds 1,2,3
+
+Set up the PyTorch venv once:
+
+    python3 -m venv bench/.venvs/hf
+    bench/.venvs/hf/bin/pip install torch==2.13.0 transformers safetensors numpy
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+MODEL_DIR = os.path.join(SHARED, "data", "minilm")
+GLUE = os.path.join(SHARED, "data", "glue")
+HF_PYTHON = os.path.join(ROOT, "bench", ".venvs", "hf", "bin", "python")
+DATA_DIRS = {"mrpc": "MRPC", "rte": "RTE", "sts-b": "STS-B", "cola": "CoLA"}
+MAIN_METRIC = {"mrpc": ("accuracy", "f1"), "rte": ("accuracy",), "sts-b": ("pearson", "spearmanr"),
+               "cola": ("mcc",)}
+SEQ = 128
+
+from data import classifier, classifier_features, glue_metrics, tokenization  # noqa: E402
+
+
+def prepare(task: str, work_dir: str) -> dict:
+    """train.npz / dev.npz of run_classifier's features for the HF side."""
+    out = {"train": os.path.join(work_dir, "train.npz"), "dev": os.path.join(work_dir, "dev.npz")}
+    processor = classifier.get_processor(task)
+    labels = processor.get_labels()
+    out["num_labels"] = 1 if processor.is_regression else len(labels)
+    if all(os.path.exists(out[s]) for s in ("train", "dev")):
+        return out
+    tokenizer = tokenization.FastFullTokenizer(os.path.join(MODEL_DIR, "vocab.txt"), True)
+    data_dir = os.path.join(GLUE, DATA_DIRS[task])
+    for split in ("train", "dev"):
+        examples = classifier.get_examples(processor, split, data_dir)
+        features = classifier_features.convert_examples_to_features(examples, labels, SEQ,
+                                                                    tokenizer)
+        arrays = {k: np.array([getattr(f, k) for f in features], np.int32)
+                  for k in ("input_ids", "input_mask", "segment_ids")}
+        arrays["label_ids"] = np.array([f.label_id for f in features],
+                                       np.float32 if processor.is_regression else np.int32)
+        np.savez(out[split], **arrays)
+    return out
+
+
+def score(task: str, logits: np.ndarray, labels: np.ndarray) -> dict:
+    preds = logits[:, 0] if task == "sts-b" else np.argmax(logits, axis=-1)
+    return {k: 100.0 * v for k, v in glue_metrics.task_metrics(task, preds, labels).items()}
+
+
+def run_ours(task: str, seed: int, lr: float, epochs: float, run_dir: str) -> dict:
+    result_file = os.path.join(run_dir, "result.json")
+    if os.path.exists(result_file):
+        return json.load(open(result_file))
+    os.makedirs(run_dir, exist_ok=True)
+    cmd = [sys.executable, os.path.join(ROOT, "run_classifier.py"), "--task_name=%s" % task,
+           "--data_dir=%s" % os.path.join(GLUE, DATA_DIRS[task]),
+           "--vocab_file=%s" % os.path.join(MODEL_DIR, "vocab.txt"),
+           "--bert_config_file=%s" % os.path.join(MODEL_DIR, "config.json"),
+           "--init_checkpoint=%s" % MODEL_DIR, "--output_dir=%s" % run_dir, "--do_train",
+           "--do_eval", "--max_seq_length=%d" % SEQ, "--train_batch_size=32",
+           "--eval_batch_size=32", "--learning_rate=%g" % lr, "--num_train_epochs=%g" % epochs,
+           "--save_checkpoints_steps=1000000", "--random_seed=%d" % seed,
+           "--iterations_per_loop=20"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    start = time.time()
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    last = ""
+    for line in proc.stderr:
+        if line.startswith("train step"):
+            last = line.strip()
+            print("  ours %s seed %d lr %g: %s" % (task, seed, lr, last), file=sys.stderr,
+                  flush=True)
+    if proc.wait() != 0:
+        raise RuntimeError("run_classifier failed for %s seed %d" % (task, seed))
+    wall = time.time() - start
+    match = re.match(r"train step (\d+)/\d+, ([\d.]+)/s", last)
+    train_seconds = int(match.group(1)) / float(match.group(2)) if match else float("nan")
+    results = dict(line.split(" = ") for line in
+                   open(os.path.join(run_dir, "eval_results.txt")).read().splitlines())
+    metrics = {k[len("eval_"):]: 100.0 * float(v) for k, v in results.items()
+               if k.startswith("eval_") and k != "eval_loss"}
+    out = {"metrics": metrics, "train_seconds": train_seconds, "wall_seconds": wall}
+    json.dump(out, open(result_file, "w"))
+    for name in os.listdir(run_dir):  # keep results only: records and checkpoints are large
+        if name.endswith((".tf_record", ".index", ".data-00000-of-00001")):
+            os.remove(os.path.join(run_dir, name))
+    return out
+
+
+def run_hf(task: str, seed: int, lr: float, epochs: float, data: dict, run_dir: str) -> dict:
+    result_file = os.path.join(run_dir, "result.json")
+    if os.path.exists(result_file):
+        return json.load(open(result_file))
+    os.makedirs(run_dir, exist_ok=True)
+    output = os.path.join(run_dir, "dev_logits.npz")
+    cmd = [HF_PYTHON, os.path.join(ROOT, "bench", "bench_classifier_finetune_hf.py"),
+           "--model_dir=%s" % MODEL_DIR, "--train=%s" % data["train"], "--dev=%s" % data["dev"],
+           "--output=%s" % output, "--num_labels=%d" % data["num_labels"],
+           "--epochs=%g" % epochs, "--learning_rate=%g" % lr, "--seed=%d" % seed]
+    start = time.time()
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    for line in proc.stderr:
+        if line.startswith("hf train step"):
+            print("  hf %s seed %d lr %g: %s" % (task, seed, lr, line.strip()), file=sys.stderr,
+                  flush=True)
+    if proc.wait() != 0:
+        raise RuntimeError("HF run failed for %s seed %d" % (task, seed))
+    got = np.load(output)
+    labels = np.load(data["dev"])["label_ids"]
+    out = {"metrics": score(task, got["logits"], labels),
+           "train_seconds": float(got["train_seconds"]), "wall_seconds": time.time() - start}
+    json.dump(out, open(result_file, "w"))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", default="mrpc,rte")
+    parser.add_argument("--seeds", default="1")
+    parser.add_argument("--learning_rates", default="5e-5")
+    parser.add_argument("--epochs", type=float, default=3.0)
+    parser.add_argument("--sides", default="ours,hf")
+    parser.add_argument("--work_dir", default=os.path.join(ROOT, "bench", "out",
+                                                           "classifier_finetune"))
+    args = parser.parse_args()
+    tasks = [classifier.canonical_task_name(t) for t in args.tasks.split(",")]
+    seeds = [int(s) for s in args.seeds.split(",")]
+    rates = [float(r) for r in args.learning_rates.split(",")]
+    sides = args.sides.split(",")
+    if "hf" in sides and not os.path.exists(HF_PYTHON):
+        sys.exit("missing %s: create the PyTorch venv (see the module docstring)" % HF_PYTHON)
+    print("load average at start: %.2f %.2f %.2f" % os.getloadavg(), file=sys.stderr)
+    runs = {}
+    for task in tasks:
+        task_dir = os.path.join(args.work_dir, task)
+        os.makedirs(task_dir, exist_ok=True)
+        data = prepare(task, task_dir)
+        for lr in rates:
+            for seed in seeds:
+                tag = "lr%g_seed%d_ep%g" % (lr, seed, args.epochs)
+                for side in sides:
+                    run_dir = os.path.join(task_dir, "%s_%s" % (side, tag))
+                    if side == "ours":
+                        r = run_ours(task, seed, lr, args.epochs, run_dir)
+                    else:
+                        r = run_hf(task, seed, lr, args.epochs, data, run_dir)
+                    runs[(task, lr, seed, side)] = r
+                    print("%s %s %s: %s, train %.0fs" % (
+                        task, tag, side, ", ".join("%s %.2f" % kv for kv in
+                                                   sorted(r["metrics"].items())),
+                        r["train_seconds"]), flush=True)
+
+    print("\nall-MiniLM-L6-v2, batch 32, %g epochs, seq %d, warmup 10%%; dev scores x100, mean "
+          "over %d seed(s); load average now %.2f" % (args.epochs, SEQ, len(seeds),
+                                                    os.getloadavg()[0]))
+    print("%-6s %-8s %-10s %8s %8s %8s %10s %10s" % ("task", "lr", "metric", "ours", "HF",
+                                                     "ours-HF", "ours s", "HF s"))
+    summary = []
+    for task in tasks:
+        for lr in rates:
+            for metric in MAIN_METRIC[task]:
+                row = {"task": task, "lr": lr, "metric": metric, "seeds": seeds}
+                for side in ("ours", "hf"):
+                    got = [runs[(task, lr, s, side)] for s in seeds if (task, lr, s, side) in runs]
+                    row[side] = float(np.mean([g["metrics"][metric] for g in got])) if got \
+                        else float("nan")
+                    row[side + "_train_s"] = float(np.mean([g["train_seconds"] for g in got])) \
+                        if got else float("nan")
+                summary.append(row)
+                print("%-6s %-8g %-10s %8.2f %8.2f %+8.2f %10.0f %10.0f" % (
+                    task, lr, metric, row["ours"], row["hf"], row["ours"] - row["hf"],
+                    row["ours_train_s"], row["hf_train_s"]))
+    with open(os.path.join(args.work_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""HF transformers side of bench_classifier_finetune.py (runs in the PyTorch venv, not in CI).
+
+Reads the features bench_classifier_finetune.py wrote with run_classifier's converter
+(``train.npz``/``dev.npz``: input_ids, input_mask, segment_ids [N, S] and label_ids [N]),
+fine-tunes ``BertForSequenceClassification`` from the all-MiniLM-L6-v2 safetensors (encoder and
+pooler; fresh classifier) with the paper's recipe as HF runs it: torch AdamW (weight decay 0.01
+except biases and LayerNorm weights, epsilon 1e-6), linear warmup over ``--warmup_proportion``
+then linear decay to 0, global-norm clipping 1.0, dropout 0.1, a fresh shuffle per epoch, each
+batch cut to its longest example. Writes the dev logits and the training time to ``--output``
+(``.npz``, temporary name then rename). Progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+from safetensors.torch import load_file
+from transformers import BertConfig, BertForSequenceClassification
+
+
+def _batch(arrays, index, regression):
+    length = int(arrays["input_mask"][index].sum(1).max())
+    out = {
+        "input_ids": torch.from_numpy(arrays["input_ids"][index, :length].astype(np.int64)),
+        "attention_mask": torch.from_numpy(arrays["input_mask"][index, :length].astype(np.int64)),
+        "token_type_ids": torch.from_numpy(arrays["segment_ids"][index, :length].astype(np.int64)),
+    }
+    labels = arrays["label_ids"][index]
+    out["labels"] = torch.from_numpy(labels.astype(np.float32 if regression else np.int64))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model_dir", required=True)
+    parser.add_argument("--train", required=True)
+    parser.add_argument("--dev", required=True)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--num_labels", type=int, required=True)
+    parser.add_argument("--epochs", type=float, default=3.0)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--eval_batch_size", type=int, default=64)
+    parser.add_argument("--learning_rate", type=float, default=5e-5)
+    parser.add_argument("--warmup_proportion", type=float, default=0.1)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    regression = args.num_labels == 1
+    with open(os.path.join(args.model_dir, "config.json"), encoding="utf-8") as f:
+        config = BertConfig(**json.load(f))
+    config.num_labels = args.num_labels
+    config.problem_type = "regression" if regression else "single_label_classification"
+    model = BertForSequenceClassification(config)
+    state = load_file(os.path.join(args.model_dir, "model.safetensors"))
+    state = {k: v for k, v in state.items() if k != "embeddings.position_ids"}
+    missing, unexpected = model.bert.load_state_dict(state, strict=False)
+    missing = [k for k in missing if "position_ids" not in k]
+    if missing or unexpected:
+        sys.exit("weights do not fit: missing %s unexpected %s" % (missing, unexpected))
+
+    train = dict(np.load(args.train))
+    dev = dict(np.load(args.dev))
+    n = len(train["input_ids"])
+    steps_per_epoch = n // args.batch_size  # drop_remainder, as run_classifier
+    num_train_steps = int(n / args.batch_size * args.epochs)
+    num_warmup_steps = int(num_train_steps * args.warmup_proportion)
+    no_decay = ("bias", "LayerNorm.weight")
+    groups = [
+        {"params": [p for name, p in model.named_parameters()
+                    if not any(nd in name for nd in no_decay)], "weight_decay": 0.01},
+        {"params": [p for name, p in model.named_parameters()
+                    if any(nd in name for nd in no_decay)], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-6)
+
+    def schedule(step):
+        if step < num_warmup_steps:
+            return step / max(1, num_warmup_steps)
+        return max(0.0, (num_train_steps - step) / max(1, num_train_steps - num_warmup_steps))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    generator = np.random.RandomState(args.seed)
+    model.train()
+    start = time.time()
+    step = 0
+    while step < num_train_steps:
+        order = generator.permutation(n)
+        for b in range(steps_per_epoch):
+            if step >= num_train_steps:
+                break
+            batch = _batch(train, order[b * args.batch_size:(b + 1) * args.batch_size],
+                           regression)
+            loss = model(**batch).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            step += 1
+            if step % 20 == 0 or step == num_train_steps:
+                elapsed = time.time() - start
+                print("hf train step %d/%d, %.2f/s, ETA %.0fs, loss %.4f"
+                      % (step, num_train_steps, step / elapsed,
+                         (num_train_steps - step) * elapsed / step, float(loss)),
+                      file=sys.stderr, flush=True)
+    train_seconds = time.time() - start
+
+    model.eval()
+    logits = []
+    with torch.inference_mode():
+        for i in range(0, len(dev["input_ids"]), args.eval_batch_size):
+            index = np.arange(i, min(i + args.eval_batch_size, len(dev["input_ids"])))
+            batch = _batch(dev, index, regression)
+            batch.pop("labels")
+            logits.append(model(**batch).logits.float().numpy())
+    tmp = args.output + ".tmp.npz"
+    np.savez(tmp, logits=np.concatenate(logits), train_seconds=train_seconds,
+             num_train_steps=num_train_steps)
+    os.replace(tmp, args.output)
+
+
+if __name__ == "__main__":
+    main()
