@@ -1,0 +1,79 @@
+"""The original BERT learning-rate schedule: linear warmup, then linear (power 1) decay to 0.
+
+``schedule(s)`` (float32, computed op for op as the original ``create_optimizer``)::
+
+    decayed(s) = init_lr * (1 - min(s, N) * (1/N))      # tf.train.polynomial_decay, power 1
+    warmup(s)  = (init_lr * (1/W)) * s
+    schedule(s) = (1 - w) * decayed(s) + w * warmup(s)   # w = 1.0 if s < W else 0.0 (W > 0)
+
+with N = ``num_train_steps`` and W = ``num_warmup_steps`` (no warmup term when W = 0); every
+value is float32, rounded as the original graph rounds it (see ``bert_schedule_value``).
+
+**One step ahead (google-research/bert #1050).** In the original the global step is incremented
+in the same ``tf.group`` as the update with no control dependency, and the learning-rate tensor
+reads the variable lazily: in practice the update made at global step t uses ``schedule(t + 1)``
+(the first update uses ``init_lr / W``, the update at step N-1 uses 0). ``BertSchedule`` maps
+the optimizer's iteration counter t to the rate *used* by that update: ``schedule(t + 1)`` by
+default (``one_step_ahead=True``, faithful), ``schedule(t)`` with ``one_step_ahead=False`` (the
+corrected schedule: the first update uses 0).
+"""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+
+def _reciprocal32(n: int) -> np.float32:
+    return np.float32(1.0) / np.float32(n)
+
+
+def bert_schedule_value(step, init_lr: float, num_train_steps: int,
+                        num_warmup_steps: int) -> tf.Tensor:
+    """schedule(step) as a float32 scalar tensor (``step``: int scalar tensor or Python int).
+
+    Rounded as the original graph computes it: TensorFlow's graph optimizer turns the divisions
+    by the constant step counts into multiplications by float32 reciprocals and folds
+    ``init_lr * (s * (1/W))`` into ``(init_lr * (1/W)) * s``; checked bit for bit against the
+    original graph (tf.compat.v1 session) on 25 random (init_lr, N, W) and the golden files.
+    """
+    step = tf.convert_to_tensor(step)
+    lr = tf.constant(init_lr, tf.float32)
+    step_f = tf.cast(step, tf.float32)
+    # Polynomial decay, power 1, end 0.
+    p = tf.minimum(step_f, float(num_train_steps)) * _reciprocal32(num_train_steps)
+    decayed = lr * (1.0 - p)
+    if not num_warmup_steps:
+        return decayed
+    warmup_lr = (lr * _reciprocal32(num_warmup_steps)) * step_f
+    is_warmup = tf.cast(tf.cast(step, tf.int64) < num_warmup_steps, tf.float32)
+    return (1.0 - is_warmup) * decayed + is_warmup * warmup_lr
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class BertSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Iteration t (updates done so far) -> learning rate used by the next update (see module)."""
+
+    def __init__(self, init_lr: float, num_train_steps: int, num_warmup_steps: int,
+                 one_step_ahead: bool = True):
+        if num_train_steps <= 0:
+            raise ValueError("num_train_steps must be > 0, got %r" % (num_train_steps,))
+        if num_warmup_steps < 0:
+            raise ValueError("num_warmup_steps must be >= 0, got %r" % (num_warmup_steps,))
+        self.init_lr = float(init_lr)
+        self.num_train_steps = int(num_train_steps)
+        self.num_warmup_steps = int(num_warmup_steps)
+        self.one_step_ahead = bool(one_step_ahead)
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.int64)
+        if self.one_step_ahead:
+            step = step + 1
+        return bert_schedule_value(step, self.init_lr, self.num_train_steps,
+                                   self.num_warmup_steps)
+
+    def get_config(self):
+        return {"init_lr": self.init_lr, "num_train_steps": self.num_train_steps,
+                "num_warmup_steps": self.num_warmup_steps,
+                "one_step_ahead": self.one_step_ahead}

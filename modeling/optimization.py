@@ -1,0 +1,347 @@
+"""The original BERT optimizer as a Keras 3 optimizer: clip by global norm 1.0, AdamWeightDecay.
+
+``create_optimizer(init_lr, num_train_steps, num_warmup_steps)`` returns an ``AdamWeightDecay``
+whose ``apply_gradients(zip(grads, variables))`` performs exactly the original train step's
+update (google-research/bert ``optimization.create_optimizer``):
+
+1. ``tf.clip_by_global_norm(grads, 1.0)`` on the raw gradients. A ``tf.IndexedSlices`` gradient
+   (from ``tf.gather``) is measured by its values, i.e. each occurrence of a repeated id counts
+   separately, as the original. The slices are densified (repeated rows summed) after clipping.
+2. For every variable (``m``, ``v`` slots start at 0; no bias correction)::
+
+       m <- 0.9 m + 0.1 g
+       v <- 0.999 v + 0.001 g^2
+       update = m / (sqrt(v) + 1e-6)  [+ 0.01 * param unless excluded]
+       param <- param - lr * update
+
+   Weight decay is skipped when ``re.search`` finds "LayerNorm", "layer_norm" or "bias" anywhere
+   in the variable's name (``variable.path`` for Keras variables): ``uses_weight_decay``.
+3. ``lr`` comes from ``modeling.lr_schedules.BertSchedule``: by default the update made when the
+   iteration counter is t uses schedule(t + 1), as the original does in practice (#1050);
+   ``one_step_ahead=False`` gives the corrected schedule(t). ``float(optimizer.learning_rate)``
+   read before ``apply_gradients`` is the rate that update will use.
+
+**Replicas.** ``apply_gradients`` may be called in a replica context (``strategy.run``) with
+per-replica gradients of a loss already divided by the number of replicas:
+
+* ``gradient_reduction="mean_then_clip"`` (default): the gradients are summed across replicas
+  first (giving the gradient of the global-batch mean), then clipped: identical to one replica
+  at the same global batch.
+* ``gradient_reduction="clip_then_sum"``: what the original does on TPU (``CrossShardOptimizer``
+  after ``clip_by_global_norm``): each replica clips its own gradients, then they are summed.
+  Pass the per-replica loss *undivided* to get the original's TPU numbers.
+
+**Loss scaling** (``loss_scale="dynamic"`` or a number; for float16): ``scale_loss(loss)``
+multiplies the loss; gradients are divided back before clipping; with non-finite gradients the
+update is skipped (variables and slots unchanged, the iteration counter still advances) and the
+dynamic scale halves; it doubles after 2000 finite steps.
+
+``Lamb`` (``create_optimizer(..., optimizer="lamb")``) shares steps 1 and 3 and uses the LAMB
+update (You et al. 2019): bias-corrected Adam direction plus decoupled weight decay, scaled per
+variable by the trust ratio ||param|| / ||update|| (1 when either is 0 or the variable is
+excluded from weight decay).
+
+``clip_and_apply(grads, variables)`` is ``apply_gradients`` returning ``{"global_norm",
+"grads_finite"}`` (the norm before clipping, after the cross-replica sum in mean_then_clip mode)
+for logging.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, Iterable, Optional, Sequence, Tuple, Union
+
+import keras
+import tensorflow as tf
+
+from modeling.lr_schedules import BertSchedule
+
+WEIGHT_DECAY_EXCLUSIONS: Tuple[str, ...] = ("LayerNorm", "layer_norm", "bias")
+GRADIENT_REDUCTIONS = ("mean_then_clip", "clip_then_sum")
+OPTIMIZERS = ("adamw", "lamb")
+
+_INITIAL_LOSS_SCALE = 2.0 ** 15
+_LOSS_SCALE_GROWTH_STEPS = 2000
+
+
+def variable_name(variable) -> str:
+    """The name the exclusion rules read: ``variable.path`` (Keras) or ``name`` minus ``:0``."""
+    path = getattr(variable, "path", None)
+    if isinstance(path, str) and path:
+        return path
+    name = str(variable.name)
+    match = re.match(r"^(.*):\d+$", name)
+    return match.group(1) if match else name
+
+
+def uses_weight_decay(name: str, weight_decay_rate: float = 0.01,
+                      exclude_from_weight_decay: Optional[Sequence[str]] = WEIGHT_DECAY_EXCLUSIONS
+                      ) -> bool:
+    """The original ``_do_use_weight_decay``: False when the rate is 0 or any exclusion pattern
+    is found (``re.search``) anywhere in ``name``."""
+    if not weight_decay_rate:
+        return False
+    for pattern in exclude_from_weight_decay or ():
+        if re.search(pattern, name) is not None:
+            return False
+    return True
+
+
+def _scale_gradient(grad, factor):
+    if isinstance(grad, tf.IndexedSlices):
+        return tf.IndexedSlices(grad.values * factor, grad.indices, grad.dense_shape)
+    return grad * factor
+
+
+class _ClippedOptimizer(keras.optimizers.Optimizer):
+    """Shared machinery: cross-replica reduction, loss scaling, global-norm clipping, decay flags.
+
+    Subclasses implement ``_build_slots(variables)`` and ``_update(var, grad, lr, index)``
+    (per-device, in an update context; must return nothing and only assign).
+    """
+
+    def __init__(self, learning_rate, weight_decay_rate: float = 0.01,
+                 exclude_from_weight_decay: Optional[Sequence[str]] = WEIGHT_DECAY_EXCLUSIONS,
+                 clip_norm: Optional[float] = 1.0, gradient_reduction: str = "mean_then_clip",
+                 loss_scale: Union[None, str, float] = None, name: str = "optimizer",
+                 **kwargs):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        if gradient_reduction not in GRADIENT_REDUCTIONS:
+            raise ValueError("gradient_reduction must be one of %s, got %r"
+                             % (", ".join(GRADIENT_REDUCTIONS), gradient_reduction))
+        if loss_scale is not None and loss_scale != "dynamic" and not float(loss_scale) > 0:
+            raise ValueError("loss_scale must be None, 'dynamic' or > 0, got %r" % (loss_scale,))
+        self.weight_decay_rate = float(weight_decay_rate)
+        self.exclude_patterns = tuple(exclude_from_weight_decay or ())
+        self.clip_norm = None if clip_norm is None else float(clip_norm)
+        self.gradient_reduction = gradient_reduction
+        self.loss_scale_mode = loss_scale
+        self._decay_flags = []
+        self._last_stats: Dict[str, tf.Tensor] = {}
+        self._loss_scale_var = None
+        self._good_steps = None
+
+    # ------------------------------------------------------------------------------------ build
+    def build(self, variables):
+        if self.built:
+            return
+        super().build(variables)
+        self._decay_flags = [uses_weight_decay(variable_name(v), self.weight_decay_rate,
+                                               self.exclude_patterns) for v in variables]
+        self._build_slots(variables)
+        if self.loss_scale_mode is not None:
+            initial = (_INITIAL_LOSS_SCALE if self.loss_scale_mode == "dynamic"
+                       else float(self.loss_scale_mode))
+            self._loss_scale_var = self.add_variable(
+                (), initializer=keras.initializers.Constant(initial), dtype="float32",
+                aggregation="only_first_replica", name="loss_scale")
+            self._good_steps = self.add_variable((), initializer="zeros", dtype="int64",
+                                                 aggregation="only_first_replica",
+                                                 name="loss_scale_good_steps")
+
+    def _build_slots(self, variables):
+        raise NotImplementedError
+
+    def decays(self, variable) -> bool:
+        """Whether weight decay applies to ``variable`` (the optimizer must be built)."""
+        return self._decay_flags[self._get_variable_index(variable)]
+
+    # ------------------------------------------------------------------------------ loss scale
+    @property
+    def loss_scale(self):
+        """The current loss scale (a float32 variable), or None without loss scaling."""
+        return self._loss_scale_var
+
+    def scale_loss(self, loss):
+        """``loss * loss_scale`` (identity without loss scaling)."""
+        if self._loss_scale_var is None:
+            if self.loss_scale_mode is None:
+                return loss
+            raise ValueError("build the optimizer before scale_loss (optimizer.build(vars))")
+        return loss * tf.cast(self._loss_scale_var.value, loss.dtype)
+
+    # ------------------------------------------------------------------------------ apply path
+    def clip_and_apply(self, grads: Iterable, variables: Iterable) -> Dict[str, tf.Tensor]:
+        """``apply_gradients`` that returns ``{"global_norm", "grads_finite"}`` (see module)."""
+        self._last_stats = {}
+        self.apply(list(grads), list(variables))
+        stats, self._last_stats = self._last_stats, {}
+        return stats
+
+    def _backend_apply_gradients(self, grads, trainable_variables):
+        context = tf.distribute.get_replica_context()
+        cross_replica = context is not None and context.num_replicas_in_sync > 1
+        grads = list(grads)
+        if cross_replica and self.gradient_reduction == "mean_then_clip":
+            grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        if self._loss_scale_var is not None:
+            inverse = 1.0 / self._loss_scale_var.value
+            grads = [_scale_gradient(g, inverse) for g in grads]
+        global_norm = tf.linalg.global_norm(grads)  # [] (IndexedSlices: per occurrence)
+        if self.clip_norm is not None:
+            grads, _ = tf.clip_by_global_norm(grads, self.clip_norm, use_norm=global_norm)
+        if cross_replica and self.gradient_reduction == "clip_then_sum":
+            grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(
+            g.values if isinstance(g, tf.IndexedSlices) else g)) for g in grads])
+        grads = [tf.convert_to_tensor(g) for g in grads]  # dense: repeated rows summed
+        learning_rate = self.learning_rate
+        variables = [v.value if isinstance(v, keras.Variable) else v
+                     for v in trainable_variables]
+        indices = [self._get_variable_index(v) for v in trainable_variables]
+        strategy = tf.distribute.get_strategy()
+        tf.__internal__.distribute.interim.maybe_merge_call(
+            self._distributed_update, strategy, list(zip(grads, variables, indices)),
+            learning_rate, finite)
+        self._last_stats = {"global_norm": global_norm, "grads_finite": finite}
+
+    def _distributed_update(self, distribution, grads_vars_indices, learning_rate, finite):
+        skip_nonfinite = self._loss_scale_var is not None
+
+        def update_one(var, grad, lr, ok, index):
+            if skip_nonfinite:
+                def apply_update():
+                    self._update(var, grad, lr, index)
+
+                tf.cond(ok, apply_update, lambda: None)
+            else:
+                self._update(var, grad, lr, index)
+
+        for grad, var, index in grads_vars_indices:
+            distribution.extended.update(var, update_one,
+                                         args=(grad, learning_rate, finite, index), group=False)
+        if self.loss_scale_mode == "dynamic":
+            distribution.extended.update(self._loss_scale_var.value, self._update_loss_scale,
+                                         args=(finite,), group=False)
+
+    def _update_loss_scale(self, scale_var, finite):
+        good = self._good_steps
+
+        def on_finite():
+            grown = good.value + 1
+            grow = grown >= _LOSS_SCALE_GROWTH_STEPS
+            scale_var.assign(tf.where(grow, scale_var * 2.0, scale_var))
+            good.assign(tf.where(grow, tf.zeros_like(grown), grown))
+
+        def on_overflow():
+            scale_var.assign(tf.maximum(scale_var * 0.5, 1.0))
+            good.assign(tf.zeros_like(good.value))
+
+        tf.cond(finite, on_finite, on_overflow)
+
+    def update_step(self, gradient, variable, learning_rate):
+        """Keras' per-variable hook (no clipping, no reduction): the bare update."""
+        self._update(variable, tf.convert_to_tensor(gradient), learning_rate,
+                     self._get_variable_index(variable))
+
+    def _update(self, var, grad, lr, index):
+        raise NotImplementedError
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(weight_decay_rate=self.weight_decay_rate,
+                      exclude_from_weight_decay=list(self.exclude_patterns),
+                      clip_norm=self.clip_norm, gradient_reduction=self.gradient_reduction,
+                      loss_scale=self.loss_scale_mode)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class AdamWeightDecay(_ClippedOptimizer):
+    """The original ``AdamWeightDecayOptimizer`` (no bias correction, eps outside the sqrt,
+    decoupled decay) behind global-norm clipping. Slots: ``adam_m``, ``adam_v``."""
+
+    def __init__(self, learning_rate, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
+                 beta_2: float = 0.999, epsilon: float = 1e-6,
+                 name: str = "AdamWeightDecayOptimizer", **kwargs):
+        super().__init__(learning_rate, weight_decay_rate=weight_decay_rate, name=name, **kwargs)
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+
+    def _build_slots(self, variables):
+        self._m = [self.add_variable_from_reference(v, "adam_m") for v in variables]
+        self._v = [self.add_variable_from_reference(v, "adam_v") for v in variables]
+
+    def _update(self, var, grad, lr, index):
+        m, v = self._m[index], self._v[index]
+        lr = tf.cast(lr, var.dtype)
+        next_m = tf.multiply(self.beta_1, m.value) + tf.multiply(1.0 - self.beta_1, grad)
+        next_v = (tf.multiply(self.beta_2, v.value)
+                  + tf.multiply(1.0 - self.beta_2, tf.square(grad)))
+        update = next_m / (tf.sqrt(next_v) + self.epsilon)
+        if self._decay_flags[index]:
+            update += self.weight_decay_rate * var
+        next_param = var - lr * update
+        var.assign(next_param)
+        m.value.assign(next_m)
+        v.value.assign(next_v)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class Lamb(_ClippedOptimizer):
+    """LAMB behind the same clipping and schedule (see module). Slots: ``lamb_m``, ``lamb_v``."""
+
+    def __init__(self, learning_rate, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
+                 beta_2: float = 0.999, epsilon: float = 1e-6, name: str = "Lamb", **kwargs):
+        super().__init__(learning_rate, weight_decay_rate=weight_decay_rate, name=name, **kwargs)
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+
+    def _build_slots(self, variables):
+        self._m = [self.add_variable_from_reference(v, "lamb_m") for v in variables]
+        self._v = [self.add_variable_from_reference(v, "lamb_v") for v in variables]
+
+    def _update(self, var, grad, lr, index):
+        m, v = self._m[index], self._v[index]
+        lr = tf.cast(lr, var.dtype)
+        t = tf.cast(self._iterations.value + 1, var.dtype)
+        next_m = self.beta_1 * m.value + (1.0 - self.beta_1) * grad
+        next_v = self.beta_2 * v.value + (1.0 - self.beta_2) * tf.square(grad)
+        m_hat = next_m / (1.0 - tf.pow(tf.cast(self.beta_1, var.dtype), t))
+        v_hat = next_v / (1.0 - tf.pow(tf.cast(self.beta_2, var.dtype), t))
+        update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
+        if self._decay_flags[index]:
+            update += self.weight_decay_rate * var
+            w_norm = tf.norm(var)
+            u_norm = tf.norm(update)
+            ratio = tf.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, 1.0)
+        else:
+            ratio = tf.constant(1.0, var.dtype)
+        var.assign(var - lr * ratio * update)
+        m.value.assign(next_m)
+        v.value.assign(next_v)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
+        return config
+
+
+def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int,
+                     optimizer: str = "adamw", one_step_ahead: bool = True,
+                     gradient_reduction: str = "mean_then_clip",
+                     loss_scale: Union[None, str, float] = None,
+                     weight_decay_rate: float = 0.01, clip_norm: Optional[float] = 1.0,
+                     use_tpu: bool = False) -> _ClippedOptimizer:
+    """The original ``create_optimizer`` as a Keras optimizer (see the module docstring).
+
+    ``use_tpu=True`` is shorthand for ``gradient_reduction="clip_then_sum"`` (the original's TPU
+    semantics); ``optimizer`` is "adamw" (the original) or "lamb".
+    """
+    if optimizer not in OPTIMIZERS:
+        raise ValueError("optimizer must be one of %s, got %r" % (", ".join(OPTIMIZERS),
+                                                                  optimizer))
+    if use_tpu:
+        gradient_reduction = "clip_then_sum"
+    schedule = BertSchedule(init_lr, num_train_steps, num_warmup_steps,
+                            one_step_ahead=one_step_ahead)
+    cls = AdamWeightDecay if optimizer == "adamw" else Lamb
+    return cls(schedule, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm,
+               gradient_reduction=gradient_reduction, loss_scale=loss_scale)
