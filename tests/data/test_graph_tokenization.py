@@ -69,7 +69,9 @@ def test_golden_basic_tokens_and_ids(graph_tok):
 def test_hard_strings_match_full_tokenizer(graph_tok):
     full = tokenization.FullTokenizer(paths.GOLDEN_VOCAB, do_lower_case=graph_tok.do_lower_case)
     ids = graph_tok.tokenize(_utf8(HARD_STRINGS)).to_list()
-    for text, got in zip(HARD_STRINGS, ids):
+    basic = graph_tok.basic_tokenize(_utf8(HARD_STRINGS)).to_list()
+    for text, got, got_basic in zip(HARD_STRINGS, ids, basic):
+        assert [t.decode("utf-8") for t in got_basic] == full.basic_tokenizer.tokenize(text)
         assert got == full.convert_tokens_to_ids(full.tokenize(text)), repr(text[:40])
 
 
