@@ -33,17 +33,16 @@ How each rule of the original is reproduced:
 * **WordPiece**: ``tf_text.FastWordpieceTokenizer`` (greedy longest match
   first, ``##`` suffixes, whole word -> ``[UNK]`` when a piece is missing);
   the 200-*character* limit is applied before it (tensorflow-text only knows a
-  byte limit, set here high enough never to trigger). A vocabulary whose ids
-  are not its line positions (duplicate tokens) uses the hash-table based
-  ``tf_text.WordpieceTokenizer`` instead, with a logged message.
+  byte limit, set here high enough never to trigger).
 
 Where tensorflow-text cannot match, and what happens then:
 
 * ``FastWordpieceTokenizer`` numbers tokens by their position in the list it
-  is given; a vocab file with duplicate or blank lines (``load_vocab`` keeps
-  the *last* line of a duplicate) therefore falls back, with a logged
-  warning, to ``WordpieceTokenizer`` over a hash table holding exactly
-  ``load_vocab``'s ids (``wordpiece_kind`` says which one is in use).
+  is given; a vocab file with duplicate lines (``load_vocab`` keeps the
+  *last* line of a duplicate), or one it rejects, therefore falls back, with
+  a logged warning, to ``WordpieceTokenizer`` over a hash table holding
+  exactly ``load_vocab``'s ids (``wordpiece_kind`` says which one is in use:
+  ``"fast"`` or ``"table"``).
 * tensorflow-text's limit is in bytes; the original's is in characters, so
   the character limit is applied here and the byte limit set out of reach.
 * Everything else is computed from Python's own Unicode data, so the tables
@@ -59,7 +58,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import sys
 import unicodedata
 from typing import Dict, List, Optional, Tuple
 
@@ -240,11 +238,6 @@ def _shift_right(flags: tf.Tensor) -> tf.Tensor:
     return tf.concat([[False], flags[:-1]], axis=0)
 
 
-def _shift_left(flags: tf.Tensor) -> tf.Tensor:
-    """bool [N]: ``flags[i + 1]`` (False at the end)."""
-    return tf.concat([flags[1:], [False]], axis=0)
-
-
 @_plain_ops
 def truncated_pair_lengths(len_a: tf.Tensor, len_b: tf.Tensor,
                            max_length: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
@@ -390,12 +383,17 @@ class BertGraphTokenizer(tf.Module):
         tokens = list(vocab)
         max_bytes = 4 * self.max_input_chars_per_word + 4  # never binds: chars are checked first
         if [vocab[t] for t in tokens] == list(range(len(tokens))):
-            return tf_text.FastWordpieceTokenizer(
-                vocab=tokens, suffix_indicator="##", max_bytes_per_word=max_bytes,
-                token_out_type=tf.int64, unknown_token=special_tokens.UNK,
-                no_pretokenization=True), "fast"
-        logger.warning("vocab %s: ids are not line positions (duplicate or blank lines); "
-                       "using the hash-table WordpieceTokenizer", self.vocab_file)
+            try:
+                return tf_text.FastWordpieceTokenizer(
+                    vocab=tokens, suffix_indicator="##", max_bytes_per_word=max_bytes,
+                    token_out_type=tf.int64, unknown_token=special_tokens.UNK,
+                    no_pretokenization=True), "fast"
+            except (tf.errors.OpError, ValueError, RuntimeError) as e:
+                reason = "FastWordpieceTokenizer rejected it (%s)" % str(e).splitlines()[0]
+        else:
+            reason = "ids are not line positions (duplicate lines)"
+        logger.warning("vocab %s: %s; using the hash-table WordpieceTokenizer",
+                       self.vocab_file, reason)
         table = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(
                 tf.constant(tokens), tf.constant([vocab[t] for t in tokens], tf.int64)),

@@ -270,3 +270,30 @@ def test_saved_model_round_trip_in_fresh_process(uncased_tok, tmp_path):
                            fast.vocab[special_tokens.CLS], fast.vocab[special_tokens.SEP])
     assert [loaded["packed"][k][0] for k in ("input_ids", "input_mask", "segment_ids")] == list(want)
     assert loaded["unicode_version"] == tokenization.unicodedata.unidata_version
+
+
+def test_code_point_tables_follow_the_faithful_rules():
+    lower = graph_tokenization.char_tables(True)
+    cased = graph_tokenization.char_tables(False)
+    cps = [0xFADF, 0x2028, 0x00AD, 0x0301, 0x1D16D, 0x00C9, 0x0130, 0x03A3, 0x0345, 0x0041, 0xAC00]
+    flags = {cp: int(v) for cp, v in zip(cps, lower.lookup(cps))}
+    g = graph_tokenization
+    assert flags[0xFADF] & g.CJK  # unassigned, but inside the original's CJK ranges
+    assert flags[0x2028] & g.SPACE and not flags[0x2028] & g.DROP  # str.split splits on it
+    assert flags[0x00AD] & g.DROP  # Cf
+    assert flags[0x0301] & g.MN and (flags[0x0301] >> 8) & 0xFF == 230
+    assert not flags[0x1D16D] & g.MN and (flags[0x1D16D] >> 8) & 0xFF == 226  # Mc, reordered
+    assert flags[0x03A3] & g.CASED and flags[0x0345] & g.CASE_IGNORABLE
+
+    def mapping(tables, cp):
+        index = int(tables.lookup([cp])[0]) >> 16
+        if index == 0:
+            return chr(cp)
+        start, end = tables.map_offsets[index], tables.map_offsets[index + 1]
+        return "".join(map(chr, tables.map_values[start:end]))
+
+    assert mapping(lower, 0x00C9) == "e\u0301"  # lower, then NFD (the mark is dropped later)
+    assert mapping(lower, 0x0130) == "i\u0307"
+    assert mapping(lower, 0xAC00) == "\u1100\u1161"  # Hangul syllable -> jamo
+    assert mapping(lower, 0x0041) == "a" and mapping(cased, 0x0041) == "A"
+    assert cased.map_values.size == 0
