@@ -3,7 +3,6 @@ eval_results.txt, test_results.tsv, the GLUE submission file, and a SavedModel t
 process (``import tensorflow_text`` first) serves through all three signatures with the
 in-process model's probabilities. Bad input: one line on stderr, exit 1, nothing written."""
 
-import json
 import os
 import subprocess
 import sys
@@ -240,3 +239,37 @@ def test_bad_flags(tmp_path):
     argv[-2] = "--max_seq_length=512"
     _expect_error(argv, r"Cannot use sequence length 512 because the BERT model was only "
                         r"trained up to sequence length 128", out)
+
+
+# ------------------------------------------------------------------ metrics and result files
+
+
+def test_eval_metrics_classification_and_regression():
+    logits = np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    probs = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    result = {"logits": logits, "probabilities": probs, "label_ids": np.array([0, 1, 1])}
+    m = run_classifier.eval_metrics("mrpc", result, regression=False)
+    assert m["eval_accuracy"] == pytest.approx(2 / 3) and m["eval_f1"] == pytest.approx(2 / 3)
+    expected_loss = np.mean([np.log(1 + np.exp(-2.0)), np.log(1 + np.exp(-1.0)),
+                             np.log(1 + np.exp(1.0))])
+    assert m["eval_loss"] == pytest.approx(expected_loss) and m["loss"] == m["eval_loss"]
+    reg = run_classifier.eval_metrics("sts-b", {"predictions": np.array([1.0, 2.0, 4.0]),
+                                                "label_ids": np.array([1.5, 2.0, 3.0])}, True)
+    assert set(reg) == {"eval_pearson", "eval_spearmanr", "eval_corr", "eval_loss", "loss"}
+    assert reg["eval_spearmanr"] == pytest.approx(1.0)
+    assert reg["eval_loss"] == pytest.approx((0.25 + 0 + 1) / 3)
+
+
+def test_regression_result_files(tmp_path):
+    from data import classifier
+
+    processor = classifier.get_processor("sts-b")
+    examples = [classifier.InputExample("test-1", "a", "b", 0.0, index="7"),
+                classifier.InputExample("test-2", "c", "d", 0.0, index="8")]
+    paths_written = run_classifier.write_test_results(
+        str(tmp_path), processor, examples, {"predictions": np.array([6.2, 1.23456], np.float32)},
+        [], True, "sts-b")
+    assert [os.path.basename(p) for p in paths_written] == ["test_results.tsv", "STS-B.tsv"]
+    assert (tmp_path / "test_results.tsv").read_text().split() == ["6.2", "1.23456"]
+    # GLUE submission: the file's id column, scores clipped to the 0..5 scale
+    assert (tmp_path / "STS-B.tsv").read_text() == "index\tprediction\n7\t5.000\n8\t1.235\n"

@@ -4,7 +4,6 @@
 import os
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from data import classifier, classifier_features as cf, classifier_serving, tokenization
