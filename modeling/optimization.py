@@ -49,6 +49,7 @@ for logging.
 from __future__ import annotations
 
 import re
+import threading
 from typing import Dict, Iterable, Optional, Sequence, Tuple, Union
 
 import keras
@@ -117,7 +118,7 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
         self.gradient_reduction = gradient_reduction
         self.loss_scale_mode = loss_scale
         self._decay_flags = []
-        self._last_stats: Dict[str, tf.Tensor] = {}
+        self._stats = threading.local()  # per replica thread (MirroredStrategy runs threads)
         self._loss_scale_var = None
         self._good_steps = None
 
@@ -163,9 +164,9 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
     # ------------------------------------------------------------------------------ apply path
     def clip_and_apply(self, grads: Iterable, variables: Iterable) -> Dict[str, tf.Tensor]:
         """``apply_gradients`` that returns ``{"global_norm", "grads_finite"}`` (see module)."""
-        self._last_stats = {}
+        self._stats.last = {}
         self.apply(list(grads), list(variables))
-        stats, self._last_stats = self._last_stats, {}
+        stats, self._stats.last = self._stats.last, {}
         return stats
 
     def _backend_apply_gradients(self, grads, trainable_variables):
@@ -193,7 +194,7 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
         tf.__internal__.distribute.interim.maybe_merge_call(
             self._distributed_update, strategy, list(zip(grads, variables, indices)),
             learning_rate, finite)
-        self._last_stats = {"global_norm": global_norm, "grads_finite": finite}
+        self._stats.last = {"global_norm": global_norm, "grads_finite": finite}
 
     def _distributed_update(self, distribution, grads_vars_indices, learning_rate, finite):
         skip_nonfinite = self._loss_scale_var is not None
