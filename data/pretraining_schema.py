@@ -1,0 +1,36 @@
+"""The pre-training TFRecord schema: feature names, dtypes and lengths (one definition).
+
+Each record is a ``tf.train.Example`` with the 7 features the original create_pretraining_data
+writes: ``input_ids``, ``input_mask``, ``segment_ids`` (int64 [max_seq_length]),
+``masked_lm_positions``, ``masked_lm_ids`` (int64 [max_predictions_per_seq]),
+``masked_lm_weights`` (float [max_predictions_per_seq]) and ``next_sentence_labels`` (int64 [1]).
+Readers cast the int64 features to int32 (as the original ``_decode_record``).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+SEQUENCE_FEATURES: Tuple[str, ...] = ("input_ids", "input_mask", "segment_ids")
+PREDICTION_FEATURES: Tuple[str, ...] = ("masked_lm_positions", "masked_lm_ids",
+                                        "masked_lm_weights")
+FLOAT_FEATURES: Tuple[str, ...] = ("masked_lm_weights",)
+LABEL_FEATURE = "next_sentence_labels"
+FEATURE_NAMES: Tuple[str, ...] = SEQUENCE_FEATURES + PREDICTION_FEATURES + (LABEL_FEATURE,)
+
+
+def feature_lengths(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str, int]:
+    """Feature name -> number of values per record."""
+    lengths = {name: max_seq_length for name in SEQUENCE_FEATURES}
+    lengths.update({name: max_predictions_per_seq for name in PREDICTION_FEATURES})
+    lengths[LABEL_FEATURE] = 1
+    return lengths
+
+
+def FEATURE_SPEC(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str, object]:
+    """``tf.io.parse_example`` spec: name -> ``FixedLenFeature([n], int64 | float32)``."""
+    import tensorflow as tf
+
+    return {name: tf.io.FixedLenFeature([n], tf.float32 if name in FLOAT_FEATURES
+                                        else tf.int64)
+            for name, n in feature_lengths(max_seq_length, max_predictions_per_seq).items()}
