@@ -24,7 +24,8 @@ regression task (``get_labels()`` is ``[]``, labels are floats). ``tsv`` is a ge
 your own data: a header naming ``text_a``, optional ``text_b`` and ``label`` (labels are the
 sorted distinct labels of ``train.tsv``).
 
-Test examples get the original's dummy label (the first label, ``0.0`` for regression) and keep
+QQP skips (with a warning) lines too short for its columns, as other loaders do for GLUE's few
+broken QQP lines; every other task fails on them. Test examples get the original's dummy label (the first label, ``0.0`` for regression) and keep
 the file's id column in ``InputExample.index`` (for a GLUE submission file). Every example also
 records ``origin`` (``path:line``), so that an error about it can name the file and line. Bad
 input raises ``ClassifierDataError`` (a ``ValueError``) with one line naming the file and line.
@@ -35,6 +36,8 @@ from __future__ import annotations
 import csv
 import os
 from typing import Callable, Dict, List, Optional, Sequence, Union
+
+from absl import logging
 
 Label = Union[str, float]
 
@@ -377,6 +380,9 @@ class HeaderTsvProcessor(DataProcessor):
     labels: Sequence[str] = ()
     hf_label_names: Sequence[str] = ()
     file_names = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+    #: Skip (with a warning) rows too short to hold the needed columns instead of failing:
+    #: GLUE's QQP train file has a few broken lines, which other loaders skip too.
+    skip_short_rows = False
 
     def get_train_examples(self, data_dir: str) -> List[InputExample]:
         return self._create_examples(data_dir, "train")
@@ -438,8 +444,14 @@ class HeaderTsvProcessor(DataProcessor):
                                       % (path, "\t".join(header), "s" if len(missing) > 1 else "",
                                          ", ".join(missing)))
         examples = []
+        needed = max(c for c in (col_a, col_b, col_label if set_type != "test" else None)
+                     if c is not None)
+        skipped = []
         for i, line in enumerate(rows):
             if i == 0 or not line:
+                continue
+            if self.skip_short_rows and len(line) <= needed:
+                skipped.append(_origin(path, i))
                 continue
             text_a = _column(line, col_a, path, i, header[col_a])
             text_b = _column(line, col_b, path, i, header[col_b]) if col_b is not None else None
@@ -458,6 +470,9 @@ class HeaderTsvProcessor(DataProcessor):
             examples.append(InputExample(guid="%s-%s" % (set_type, i), text_a=text_a,
                                          text_b=text_b, label=label, index=index,
                                          origin=_origin(path, i)))
+        if skipped:
+            logging.warning("%s: skipped %d line(s) with missing columns (first: %s)",
+                            path, len(skipped), skipped[0])
         return examples
 
 
@@ -470,6 +485,7 @@ class Sst2Processor(HeaderTsvProcessor):
 
 class QqpProcessor(HeaderTsvProcessor):
     submission_name = "QQP"
+    skip_short_rows = True
     text_a_names = ("question1",)
     text_b_names = ("question2",)
     label_names = ("is_duplicate", "label")

@@ -124,7 +124,7 @@ def test_stsb_regression_sst2_qnli_wnli_real_files():
 
 def test_qqp_layouts(tmp_path):
     _write(tmp_path / "train.tsv", "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n"
-           "5\t1\t2\tWhy?\tHow?\t1\n")
+           "5\t1\t2\tWhy?\tHow?\t1\n6\t3\t4\tbroken line\n")  # broken lines are skipped
     _write(tmp_path / "test.tsv", "id\tquestion1\tquestion2\n9\tWhat?\tWho?\n")
     p = classifier.get_processor("qqp")
     (ex,) = p.get_train_examples(str(tmp_path))
