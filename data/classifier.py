@@ -25,10 +25,11 @@ your own data: a header naming ``text_a``, optional ``text_b`` and ``label`` (la
 sorted distinct labels of ``train.tsv``).
 
 QQP skips (with a warning) lines too short for its columns, as other loaders do for GLUE's few
-broken QQP lines; every other task fails on them. Test examples get the original's dummy label (the first label, ``0.0`` for regression) and keep
-the file's id column in ``InputExample.index`` (for a GLUE submission file). Every example also
-records ``origin`` (``path:line``), so that an error about it can name the file and line. Bad
-input raises ``ClassifierDataError`` (a ``ValueError``) with one line naming the file and line.
+broken QQP lines; every other task fails on them. Test examples get the original's dummy label
+(the first label, ``0.0`` for regression) and keep the file's id column in
+``InputExample.index`` (for a GLUE submission file). Every example also records ``origin``
+(``path:line``), so that an error about it can name the file and line. Bad input raises
+``ClassifierDataError`` (a ``ValueError``) with one line naming the file and line.
 """
 
 from __future__ import annotations
