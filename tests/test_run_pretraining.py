@@ -1,0 +1,227 @@
+"""run_pretraining.py in-process: golden eval losses, the original's train trajectory replayed,
+and bad input stopped before training.
+
+The distributed runs (mirrored, multi-worker), kill -9 resume and the real-data run are in
+test_run_pretraining_distributed.py / test_run_pretraining_real_data.py.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags
+
+import run_pretraining
+from data import pretraining_dataset
+from data.io_utils import float_feature, int64_feature
+from modeling import checkpoints, training_loop
+from modeling.config import ConfigError
+from tests import paths
+
+TRAJ = os.path.join(paths.GOLDEN, "pretraining_trajectory")
+TRAJ_RECORDS = os.path.join(TRAJ, "seq64_seed12345_dupe1.tfrecord")
+NOISE_MARGIN = 5.0  # tolerances: 5x the original's own float noise floor (README section 7)
+
+
+def parse_flags(argv):
+    """A fresh FlagValues with run_pretraining's flags, parsed from ``argv``."""
+    values = flags.FlagValues()
+    run_pretraining.define_flags(values)
+    values(["run_pretraining.py"] + list(argv))
+    return values
+
+
+def trajectory_args(output_dir, *extra):
+    return ["--bert_config_file=%s" % os.path.join(TRAJ, "init", "bert_config.json"),
+            "--init_checkpoint=%s" % os.path.join(TRAJ, "init", "bert_model.ckpt"),
+            "--input_file=%s" % TRAJ_RECORDS, "--output_dir=%s" % output_dir,
+            "--max_seq_length=64", "--max_predictions_per_seq=10", "--train_batch_size=8",
+            "--eval_batch_size=8", "--max_eval_steps=2", "--learning_rate=1e-3",
+            "--num_train_steps=40", "--num_warmup_steps=4"] + list(extra)
+
+
+def read_eval_results(output_dir):
+    results = {}
+    with open(os.path.join(output_dir, "eval_results.txt")) as f:
+        for line in f:
+            key, value = line.strip().split(" = ")
+            results[key] = float(value)
+    return results
+
+
+# ------------------------------------------------------------------------------ golden eval
+
+
+def _write_golden_batch(golden, path):
+    names = {"input_ids": "input_ids", "input_mask": "input_mask",
+             "segment_ids": "token_type_ids", "masked_lm_positions": "masked_lm_positions",
+             "masked_lm_ids": "masked_lm_ids", "next_sentence_labels": "next_sentence_labels"}
+    with tf.io.TFRecordWriter(path) as writer:
+        for i in range(golden["input_ids"].shape[0]):
+            feature = {name: int64_feature(golden[key][i]) for name, key in names.items()}
+            feature["masked_lm_weights"] = float_feature(golden["masked_lm_weights"][i])
+            writer.write(tf.train.Example(features=tf.train.Features(
+                feature=feature)).SerializeToString())
+
+
+@pytest.mark.parametrize("name", ["tiny", "tiny_wide_init"])
+def test_eval_reproduces_golden_losses(name, tmp_path):
+    folder = os.path.join(paths.GOLDEN, "modeling", name)
+    golden = dict(np.load(os.path.join(folder, "outputs.npz")))
+    records = str(tmp_path / "golden_batch.tfrecord")
+    _write_golden_batch(golden, records)
+    batch, seq = golden["input_ids"].shape
+    predictions = golden["masked_lm_ids"].shape[1]
+    out = tmp_path / "out"
+    results = run_pretraining.run(parse_flags([
+        "--bert_config_file=%s" % os.path.join(folder, "bert_config.json"),
+        "--init_checkpoint=%s" % os.path.join(folder, "bert_model.ckpt"),
+        "--input_file=%s" % records, "--output_dir=%s" % out, "--do_eval",
+        "--max_seq_length=%d" % seq, "--max_predictions_per_seq=%d" % predictions,
+        "--eval_batch_size=%d" % batch, "--max_eval_steps=1"]))
+    # The original's metric_fn on the golden outputs (one batch).
+    w = golden["masked_lm_weights"].reshape(-1).astype(np.float64)
+    ids = golden["masked_lm_ids"].reshape(-1)
+    expected = {
+        "loss": float(golden["total_loss"]),
+        "masked_lm_loss": float((w * golden["masked_lm_example_loss"]).sum() / w.sum()),
+        "masked_lm_accuracy": float((w * (golden["masked_lm_log_probs"].argmax(-1) == ids)
+                                     ).sum() / w.sum()),
+        "next_sentence_loss": float(golden["next_sentence_loss"]),
+        "next_sentence_accuracy": float((golden["next_sentence_log_probs"].argmax(-1)
+                                         == golden["next_sentence_labels"][:, 0]).mean()),
+        "global_step": 0,
+    }
+    written = read_eval_results(out)
+    assert set(written) == set(expected)
+    for key, value in expected.items():
+        assert results[key] == pytest.approx(value, abs=1e-5), key
+        assert written[key] == pytest.approx(value, abs=1e-5), key
+
+
+def test_eval_of_the_trajectory_initial_checkpoint(tmp_path):
+    with open(os.path.join(TRAJ, "eval_results.json")) as f:
+        golden = json.load(f)["init"]
+    results = run_pretraining.run(parse_flags(trajectory_args(tmp_path, "--do_eval")))
+    for key, value in golden.items():
+        assert results[key] == pytest.approx(value, abs=1e-5), key
+
+
+# ------------------------------------------------------------------------- trajectory replay
+
+
+def test_deterministic_training_replays_the_original_trajectory(tmp_path):
+    """README section 7: same checkpoint, same batches, 40 train steps of the original."""
+    with open(os.path.join(TRAJ, "float_noise_floor.json")) as f:
+        floor = json.load(f)["float_noise_floor_same_lr"]
+    traj = np.load(os.path.join(TRAJ, "trajectory.npz"))
+    results = run_pretraining.run(parse_flags(trajectory_args(
+        tmp_path, "--do_train", "--do_eval", "--deterministic", "--save_checkpoints_steps=1",
+        "--keep_checkpoint_max=40", "--iterations_per_loop=10")))
+
+    log = training_loop.read_step_log(str(tmp_path))
+    assert [r["step"] for r in log] == list(range(1, 41))
+    # The learning rate of every update: schedule(t + 1), bit for bit.
+    np.testing.assert_array_equal(np.float32([r["learning_rate"] for r in log]),
+                                  traj["lr_used"])
+    loss_diff = np.abs(np.float32([r["loss"] for r in log]) - traj["total_loss"])
+    norm_diff = np.abs(np.float32([r["global_norm"] for r in log]) - traj["global_norm"])
+    diffs = floor["trajectory_max_abs_diff"]
+    assert loss_diff.max() <= NOISE_MARGIN * diffs["total_loss"], loss_diff.max()
+    assert norm_diff.max() <= NOISE_MARGIN * diffs["global_norm"], norm_diff.max()
+
+    # Parameters after steps 1 and 10 (snapshots) and after step 40 (the final checkpoint).
+    def ours_after(step):
+        model = _fresh_model()
+        run_pretraining.restore_own_weights(model, str(tmp_path / ("ckpt-%d" % step)))
+        return checkpoints.model_tf1_arrays(model)
+
+    for step in (1, 10):
+        snapshot = dict(np.load(os.path.join(TRAJ, "params_after_step_%d.npz" % step)))
+        ours = ours_after(step)
+        worst = 0.0
+        for name, value in snapshot.items():
+            if name.endswith("/rows"):
+                continue
+            if name.endswith("/values"):
+                table = name[: -len("/values")]
+                rows = snapshot[table + "/rows"]
+                worst = max(worst, np.abs(ours[table][rows] - value).max())
+            else:
+                worst = max(worst, np.abs(ours[name] - value).max())
+        assert worst <= NOISE_MARGIN * floor["params_after_step_%d_max_abs_diff" % step], worst
+    final = checkpoints.read_tf1_checkpoint(os.path.join(TRAJ, "after_step_40",
+                                                         "bert_model.ckpt"))
+    exported = checkpoints.read_tf1_checkpoint(str(tmp_path / "export" / "bert_model.ckpt"))
+    worst = max(np.abs(exported[name] - value).max() for name, value in final.items())
+    assert worst <= NOISE_MARGIN * floor["final_params_max_abs_diff"], worst
+    assert int(exported["global_step"]) == 40
+
+    with open(os.path.join(TRAJ, "eval_results.json")) as f:
+        golden_eval = json.load(f)["final"]
+    for key, value in golden_eval.items():
+        assert results[key] == pytest.approx(value, abs=1e-5), key
+
+
+def _fresh_model():
+    from modeling.config import BertConfig
+    from modeling.pretraining_model import BertPretrainingModel
+
+    config = BertConfig.from_json_file(os.path.join(TRAJ, "init", "bert_config.json"))
+    return BertPretrainingModel(config, seq_length=64, max_predictions_per_seq=10)
+
+
+# -------------------------------------------------------------------------------- bad input
+
+
+def test_bad_input_is_stopped_before_training(tmp_path):
+    def run(*extra, output=tmp_path / "out"):
+        return run_pretraining.run(parse_flags(trajectory_args(output, "--do_train", *extra)))
+
+    with pytest.raises(pretraining_dataset.PretrainingDataError,
+                       match=r"seq64.*input_ids has 64 values per record but "
+                             r"--max_seq_length=60"):
+        run("--max_seq_length=60")
+    with pytest.raises(pretraining_dataset.PretrainingDataError,
+                       match="--max_predictions_per_seq=20"):
+        run("--max_predictions_per_seq=20")
+    with pytest.raises(pretraining_dataset.PretrainingDataError, match="no file matched"):
+        run("--input_file=%s" % (tmp_path / "missing-*.tfrecord"))
+    # Config/checkpoint mismatch: the tiny (H=64) checkpoint into a wider model.
+    wide = tmp_path / "wide_config.json"
+    with open(os.path.join(TRAJ, "init", "bert_config.json")) as f:
+        config = json.load(f)
+    config.update(hidden_size=128, intermediate_size=256)
+    wide.write_text(json.dumps(config))
+    with pytest.raises(checkpoints.CheckpointError, match="shape"):
+        run("--bert_config_file=%s" % wide)
+    with pytest.raises(ConfigError):
+        bad = tmp_path / "bad_config.json"
+        bad.write_text("{not json")
+        run("--bert_config_file=%s" % bad)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    with pytest.raises(run_pretraining.PretrainingFlagError, match="--output_dir=.*writable"):
+        run(output=blocker / "sub")
+    with pytest.raises(run_pretraining.PretrainingFlagError, match="do_train"):
+        run_pretraining.run(parse_flags(trajectory_args(tmp_path)))
+    with pytest.raises(run_pretraining.PretrainingFlagError, match="--num_train_steps=0"):
+        run("--num_train_steps=0")
+    # Nothing was trained, nothing written.
+    assert not any(name.startswith("ckpt") for name in os.listdir(tmp_path / "out"))
+
+
+def test_cli_error_is_one_line_and_exit_2(tmp_path):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.run(
+        [sys.executable, os.path.join(paths.ROOT, "run_pretraining.py")]
+        + trajectory_args(tmp_path / "out", "--do_train", "--max_seq_length=32"),
+        capture_output=True, text=True, env=env, cwd=paths.ROOT, timeout=300)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("run_pretraining")]
+    assert len(lines) == 1 and "--max_seq_length=32" in lines[0], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
