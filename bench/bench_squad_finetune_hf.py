@@ -4,7 +4,9 @@ Reads the features that bench_squad_finetune.py wrote (``train.npz``: input_ids,
 input_mask, segment_ids, start_positions, end_positions; ``eval.npz``:
 unique_ids, input_ids, input_mask, segment_ids), fine-tunes
 ``BertForQuestionAnswering`` from the all-MiniLM-L6-v2 safetensors (encoder
-weights; fresh span head) with AdamW + linear warmup/decay and global-norm
+weights; fresh span head) with AdamW (``--optimizer=adamw``, bias-corrected) or
+the original BERT update (``--optimizer=bert_adam``, no bias correction) +
+linear warmup/decay, weight decay 0.01 except LayerNorm/bias, global-norm
 clipping 1.0, and writes the eval start/end logits to ``--output``.
 
 Progress goes to stderr; the result file is written under a temporary name,
@@ -26,6 +28,33 @@ from safetensors.torch import load_file
 from transformers import BertConfig, BertForQuestionAnswering
 
 
+class BertAdamWeightDecay(torch.optim.Optimizer):
+    """The original BERT's AdamWeightDecayOptimizer update in torch: Adam moments WITHOUT bias
+    correction, epsilon added to sqrt(v), decoupled weight decay added to the update."""
+
+    def __init__(self, params, lr: float, betas=(0.9, 0.999), eps: float = 1e-6):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=0.0))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["m"] = torch.zeros_like(p)
+                    state["v"] = torch.zeros_like(p)
+                m, v = state["m"], state["v"]
+                m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
+                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                update = m / (v.sqrt() + group["eps"])
+                if group["weight_decay"]:
+                    update = update + group["weight_decay"] * p
+                p.add_(update, alpha=-group["lr"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model_dir", required=True)
@@ -39,6 +68,9 @@ def main() -> None:
     parser.add_argument("--learning_rate", type=float, default=1e-4)
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--optimizer", choices=["adamw", "bert_adam"], default="adamw",
+                        help="torch AdamW (bias-corrected, HF's usual) or the original BERT update "
+                        "(no bias correction), as this port's create_optimizer")
     args = parser.parse_args()
 
     torch.manual_seed(args.seed)
@@ -64,7 +96,10 @@ def main() -> None:
         {"params": [p for name, p in model.named_parameters() if any(s in name for s in no_decay)],
          "weight_decay": 0.0},
     ]
-    optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-6)
+    if args.optimizer == "adamw":
+        optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-6)
+    else:
+        optimizer = BertAdamWeightDecay(groups, lr=args.learning_rate)
 
     def lr_lambda(step: int) -> float:
         if step < args.num_warmup_steps:
