@@ -169,6 +169,7 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
         stats, self._stats.last = self._stats.last, {}
         return stats
 
+    @tf.autograph.experimental.do_not_convert
     def _backend_apply_gradients(self, grads, trainable_variables):
         context = tf.distribute.get_replica_context()
         cross_replica = context is not None and context.num_replicas_in_sync > 1
@@ -181,10 +182,13 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
         global_norm = tf.linalg.global_norm(grads)  # [] (IndexedSlices: per occurrence)
         if self.clip_norm is not None:
             grads, _ = tf.clip_by_global_norm(grads, self.clip_norm, use_norm=global_norm)
+        finite = tf.math.is_finite(global_norm)  # any inf/nan gradient makes the norm so
         if cross_replica and self.gradient_reduction == "clip_then_sum":
             grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(
-            g.values if isinstance(g, tf.IndexedSlices) else g)) for g in grads])
+            if self._loss_scale_var is not None:  # every replica must skip together
+                bad = context.all_reduce(tf.distribute.ReduceOp.SUM,
+                                         tf.cast(tf.logical_not(finite), tf.float32))
+                finite = tf.equal(bad, 0.0)
         grads = [tf.convert_to_tensor(g) for g in grads]  # dense: repeated rows summed
         learning_rate = self.learning_rate
         variables = [v.value if isinstance(v, keras.Variable) else v
@@ -196,9 +200,11 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
             learning_rate, finite)
         self._stats.last = {"global_norm": global_norm, "grads_finite": finite}
 
+    @tf.autograph.experimental.do_not_convert
     def _distributed_update(self, distribution, grads_vars_indices, learning_rate, finite):
         skip_nonfinite = self._loss_scale_var is not None
 
+        @tf.autograph.experimental.do_not_convert
         def update_one(var, grad, lr, ok, index):
             if skip_nonfinite:
                 def apply_update():
@@ -215,6 +221,7 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
             distribution.extended.update(self._loss_scale_var.value, self._update_loss_scale,
                                          args=(finite,), group=False)
 
+    @tf.autograph.experimental.do_not_convert
     def _update_loss_scale(self, scale_var, finite):
         good = self._good_steps
 
@@ -264,6 +271,7 @@ class AdamWeightDecay(_ClippedOptimizer):
         self._m = [self.add_variable_from_reference(v, "adam_m") for v in variables]
         self._v = [self.add_variable_from_reference(v, "adam_v") for v in variables]
 
+    @tf.autograph.experimental.do_not_convert
     def _update(self, var, grad, lr, index):
         m, v = self._m[index], self._v[index]
         lr = tf.cast(lr, var.dtype)
@@ -299,6 +307,7 @@ class Lamb(_ClippedOptimizer):
         self._m = [self.add_variable_from_reference(v, "lamb_m") for v in variables]
         self._v = [self.add_variable_from_reference(v, "lamb_v") for v in variables]
 
+    @tf.autograph.experimental.do_not_convert
     def _update(self, var, grad, lr, index):
         m, v = self._m[index], self._v[index]
         lr = tf.cast(lr, var.dtype)

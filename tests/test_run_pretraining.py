@@ -114,14 +114,23 @@ def test_eval_of_the_trajectory_initial_checkpoint(tmp_path):
 # ------------------------------------------------------------------------- trajectory replay
 
 
-def test_deterministic_training_replays_the_original_trajectory(tmp_path):
+@pytest.fixture(scope="session")
+def trajectory_run(tmp_path_factory):
+    """40 deterministic train steps from the trajectory's initial checkpoint (a checkpoint after
+    every step), then eval; shared with the kill -9 resume test as its uninterrupted run."""
+    output_dir = tmp_path_factory.mktemp("trajectory_run")
+    results = run_pretraining.run(parse_flags(trajectory_args(
+        output_dir, "--do_train", "--do_eval", "--deterministic", "--save_checkpoints_steps=1",
+        "--keep_checkpoint_max=40", "--iterations_per_loop=10")))
+    return output_dir, results
+
+
+def test_deterministic_training_replays_the_original_trajectory(trajectory_run):
     """README section 7: same checkpoint, same batches, 40 train steps of the original."""
     with open(os.path.join(TRAJ, "float_noise_floor.json")) as f:
         floor = json.load(f)["float_noise_floor_same_lr"]
     traj = np.load(os.path.join(TRAJ, "trajectory.npz"))
-    results = run_pretraining.run(parse_flags(trajectory_args(
-        tmp_path, "--do_train", "--do_eval", "--deterministic", "--save_checkpoints_steps=1",
-        "--keep_checkpoint_max=40", "--iterations_per_loop=10")))
+    tmp_path, results = trajectory_run
 
     log = training_loop.read_step_log(str(tmp_path))
     assert [r["step"] for r in log] == list(range(1, 41))

@@ -1,0 +1,160 @@
+"""run_pretraining.py across processes: MirroredStrategy over 2 logical CPUs and
+MultiWorkerMirroredStrategy with 2 workers on 127.0.0.1 match one replica; kill -9 and resume.
+
+Same global batch (8 records, file order) as the original's one-replica trajectory
+(README section 7): 2 replicas x 4 records. Tolerance: 5x the original's own float noise floor.
+The sums differ from one replica only in float32 association order (each replica sums its 4
+examples, then the two partial gradients are added), which Adam turns into parameter changes of
+the same order as the thread-order noise of the original itself (float_noise_floor.json).
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import run_pretraining
+from modeling import checkpoints, training_loop
+from tests import paths
+from tests.test_run_pretraining import (NOISE_MARGIN, TRAJ, parse_flags, trajectory_args,
+                                        trajectory_run)  # noqa: F401 (session fixture)
+
+SCRIPT = os.path.join(paths.ROOT, "run_pretraining.py")
+
+
+def _env(**extra):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("TF_CONFIG", None)
+    env.update(extra)
+    return env
+
+
+def _free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def _popen(args, env, log_path):
+    log = open(log_path, "w")
+    return subprocess.Popen([sys.executable, SCRIPT] + args, cwd=paths.ROOT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT), log
+
+
+@pytest.fixture(scope="module")
+def distributed_runs(tmp_path_factory):
+    """The mirrored run and the two multi-worker processes, started together."""
+    root = tmp_path_factory.mktemp("distributed")
+    common = ["--do_train", "--deterministic", "--iterations_per_loop=20",
+              "--save_checkpoints_steps=20"]
+    procs = {}
+    mirrored = root / "mirrored"
+    procs["mirrored"] = _popen(trajectory_args(mirrored, *common, "--strategy=mirrored",
+                                               "--num_cpu_devices=2"), _env(),
+                               root / "mirrored.log")
+    worker_dir = root / "multi_worker"
+    ports = _free_ports(2)
+    cluster = {"worker": ["127.0.0.1:%d" % p for p in ports]}
+    for index in range(2):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        procs["worker%d" % index] = _popen(
+            trajectory_args(worker_dir, *common, "--strategy=multi_worker"),
+            _env(TF_CONFIG=tf_config), root / ("worker%d.log" % index))
+    codes = {}
+    for name, (proc, log) in procs.items():
+        try:
+            codes[name] = proc.wait(timeout=540)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            codes[name] = "timeout"
+        log.close()
+    logs = {name: (root / ("%s.log" % name)).read_text() for name in procs}
+    return {"mirrored": mirrored, "multi_worker": worker_dir, "codes": codes, "logs": logs}
+
+
+def _check_against_one_replica(output_dir):
+    with open(os.path.join(TRAJ, "float_noise_floor.json")) as f:
+        floor = json.load(f)["float_noise_floor_same_lr"]
+    traj = np.load(os.path.join(TRAJ, "trajectory.npz"))
+    log = training_loop.read_step_log(str(output_dir))
+    assert len(log) == 40
+    loss_diff = np.abs(np.float32([r["loss"] for r in log]) - traj["total_loss"]).max()
+    assert loss_diff <= NOISE_MARGIN * floor["trajectory_max_abs_diff"]["total_loss"], loss_diff
+    norm_diff = np.abs(np.float32([r["global_norm"] for r in log]) - traj["global_norm"]).max()
+    assert norm_diff <= NOISE_MARGIN * floor["trajectory_max_abs_diff"]["global_norm"], norm_diff
+    final = checkpoints.read_tf1_checkpoint(os.path.join(TRAJ, "after_step_40",
+                                                         "bert_model.ckpt"))
+    ours = checkpoints.read_tf1_checkpoint(str(output_dir / "export" / "bert_model.ckpt"))
+    worst = max(np.abs(ours[name] - value).max() for name, value in final.items())
+    assert worst <= NOISE_MARGIN * floor["final_params_max_abs_diff"], worst
+
+
+def test_mirrored_two_cpus_matches_one_replica(distributed_runs):
+    assert distributed_runs["codes"]["mirrored"] == 0, distributed_runs["logs"]["mirrored"][-3000:]
+    assert "2 replicas" in distributed_runs["logs"]["mirrored"]
+    _check_against_one_replica(distributed_runs["mirrored"])
+
+
+def test_multi_worker_two_processes_matches_one_replica(distributed_runs):
+    for index in range(2):
+        name = "worker%d" % index
+        assert distributed_runs["codes"][name] == 0, distributed_runs["logs"][name][-3000:]
+    assert "num_workers = 2" in distributed_runs["logs"]["worker0"]
+    _check_against_one_replica(distributed_runs["multi_worker"])
+    # Only the chief wrote into --output_dir; the other worker's temporary folder is gone.
+    names = os.listdir(distributed_runs["multi_worker"])
+    assert not [n for n in names if n.startswith(".worker_")], names
+
+
+def test_kill_9_after_a_checkpoint_then_resume_equals_uninterrupted(tmp_path, request):
+    """The uninterrupted run is ``trajectory_run`` (same flags except checkpoint/loop sizes,
+    which do not change the math); it runs here while the process to kill runs beside it."""
+    args = ["--do_train", "--deterministic", "--iterations_per_loop=5",
+            "--save_checkpoints_steps=5"]
+    killed_dir = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, SCRIPT] + trajectory_args(killed_dir, *args),
+                            cwd=paths.ROOT, env=_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    seen = []
+
+    def kill_after_first_checkpoint():
+        for line in proc.stderr:
+            seen.append(line)
+            if line.startswith("Saved checkpoint for step"):
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+
+    watcher = threading.Thread(target=kill_after_first_checkpoint, daemon=True)
+    watcher.start()
+    reference_dir, _ = request.getfixturevalue("trajectory_run")
+    watcher.join(timeout=540)
+    proc.wait(timeout=60)
+    proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL, "".join(seen[-20:])
+    assert not (killed_dir / "export").exists()  # it did not finish
+    step_at_kill = int(tf.train.latest_checkpoint(str(killed_dir)).rsplit("-", 1)[-1])
+    assert 5 <= step_at_kill < 40
+
+    # Restart the same command (in-process here): it resumes and finishes.
+    run_pretraining.run(parse_flags(trajectory_args(killed_dir, *args)))
+
+    resumed = checkpoints.read_tf1_checkpoint(str(killed_dir / "export" / "bert_model.ckpt"))
+    reference = checkpoints.read_tf1_checkpoint(str(reference_dir / "export" /
+                                                    "bert_model.ckpt"))
+    assert set(resumed) == set(reference)
+    for name, value in reference.items():
+        np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+    log_resumed = training_loop.read_step_log(str(killed_dir))
+    log_reference = training_loop.read_step_log(str(reference_dir))
+    assert [r["loss"] for r in log_resumed] == [r["loss"] for r in log_reference]
