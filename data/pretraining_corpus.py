@@ -1,0 +1,313 @@
+"""Reads pre-training text into documents of sentences of WordPiece ids, as the original does.
+
+Input format (the original create_pretraining_data's): one sentence per line, a blank line
+between documents. Reading follows the original's ``tf.gfile.GFile(path, "r").readline()``
+loop exactly:
+
+* lines end at ``\\n`` only; every ``\\r`` byte is dropped wherever it is (GFile's line reader
+  does that), so ``\\r\\n`` files read like ``\\n`` files;
+* a last line without ``\\n`` is a line, unless it is empty once its ``\\r`` are dropped;
+* each line is UTF-8 (invalid bytes are an error naming the file and line: the original
+  crashes with a ``UnicodeDecodeError`` there) and ``str.strip()``-ped; an empty line starts a
+  new document; any other line is tokenized and, if it has tokens, appended to the current
+  document as one sentence;
+* documents are NOT reset between input files: a file that does not end with a blank line
+  continues its last document into the next file; empty documents are dropped at the end.
+
+``--input_file`` is a comma-separated list of glob patterns, expanded in order like
+``tf.gfile.Glob`` (directory order, hidden files included, no sorting); a pattern that matches
+no file is an error here (the original silently skips it).
+
+The corpus is kept compact (``Corpus``): one int32 array of all token ids and two offset
+arrays, instead of one Python string per token.
+"""
+
+from __future__ import annotations
+
+import array
+import glob
+import os
+import sys
+import time
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+
+class CorpusError(ValueError):
+    """Unusable input text; the message names the file (and line)."""
+
+
+class Corpus:
+    """Documents of sentences of token ids, flattened.
+
+    Attributes:
+      tokens: int32 [T], every token id, documents and sentences in reading order.
+      sentence_starts: int64 [S + 1], offset in ``tokens`` of each sentence (last = T).
+      document_starts: int64 [D + 1], index of each document's first sentence (last = S).
+    Every document has at least one sentence and every sentence at least one token.
+    """
+
+    def __init__(self, tokens: np.ndarray, sentence_starts: np.ndarray,
+                 document_starts: np.ndarray):
+        self.tokens = np.ascontiguousarray(tokens, dtype=np.int32)
+        self.sentence_starts = np.ascontiguousarray(sentence_starts, dtype=np.int64)
+        self.document_starts = np.ascontiguousarray(document_starts, dtype=np.int64)
+
+    @property
+    def num_documents(self) -> int:
+        return len(self.document_starts) - 1
+
+    @property
+    def num_sentences(self) -> int:
+        return len(self.sentence_starts) - 1
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.tokens)
+
+    def document_sentence_counts(self) -> np.ndarray:
+        return np.diff(self.document_starts)
+
+    def documents(self) -> List[List[List[int]]]:
+        """The original's ``all_documents`` (before its shuffle): lists of lists of ids."""
+        toks = self.tokens.tolist()
+        starts = self.sentence_starts.tolist()
+        docs = []
+        d = self.document_starts.tolist()
+        for lo, hi in zip(d[:-1], d[1:]):
+            docs.append([toks[starts[s]:starts[s + 1]] for s in range(lo, hi)])
+        return docs
+
+    @classmethod
+    def from_documents(cls, documents: Sequence[Sequence[Sequence[int]]]) -> "Corpus":
+        """Builds a corpus from nested lists, dropping empty sentences and documents."""
+        tokens: List[int] = []
+        sentence_starts = [0]
+        document_starts = [0]
+        for doc in documents:
+            for sentence in doc:
+                if len(sentence):
+                    tokens.extend(sentence)
+                    sentence_starts.append(len(tokens))
+            if len(sentence_starts) - 1 > document_starts[-1]:
+                document_starts.append(len(sentence_starts) - 1)
+        return cls(np.array(tokens, np.int32), np.array(sentence_starts, np.int64),
+                   np.array(document_starts, np.int64))
+
+
+# ------------------------------------------------------------------------------------------
+# Input files.
+# ------------------------------------------------------------------------------------------
+
+
+def expand_input_patterns(patterns: Union[str, Sequence[str]]) -> List[str]:
+    """``--input_file`` -> files: each comma-separated pattern globbed, in order.
+
+    Raises CorpusError naming the pattern when one matches nothing or matches a folder.
+    """
+    if isinstance(patterns, str):
+        patterns = patterns.split(",")
+    files: List[str] = []
+    for pattern in patterns:
+        if not pattern:
+            raise CorpusError("--input_file has an empty entry (stray comma?)")
+        if glob.has_magic(pattern):
+            try:
+                matches = glob.glob(pattern, include_hidden=True)
+            except TypeError:  # Python < 3.11
+                matches = glob.glob(pattern)
+        else:
+            matches = [pattern] if os.path.exists(pattern) else []
+        if not matches:
+            raise CorpusError("input file %s: no such file" % pattern if not glob.has_magic(
+                pattern) else "input pattern %s matches no file" % pattern)
+        for path in matches:
+            if os.path.isdir(path):
+                raise CorpusError("input file %s is a folder, not a text file" % path)
+        files.extend(matches)
+    return files
+
+
+def _line_number(path: str, offset: int) -> int:
+    """1-based number of the line that starts at byte ``offset`` of ``path``."""
+    count = 1
+    with open(path, "rb") as f:
+        while offset > 0:
+            block = f.read(min(offset, 1 << 20))
+            if not block:
+                break
+            count += block.count(b"\n")
+            offset -= len(block)
+    return count
+
+
+def iter_lines(path: str, start: int = 0, stop: Optional[int] = None) -> Iterator[str]:
+    """Yields each line of ``path`` as the original reads it (``\\r`` dropped, UTF-8 decoded,
+    not stripped; see the module docstring).
+
+    ``start``/``stop`` restrict it to the lines that start in bytes ``[start, stop)``
+    (``start`` must be a line start). Raises CorpusError naming the file and line for invalid
+    UTF-8 or an unreadable file.
+    """
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise CorpusError("input file %s: %s" % (path, e.strerror or e)) from None
+    with f:
+        if start:
+            f.seek(start)
+        offset = start
+        for raw in f:
+            if stop is not None and offset >= stop:
+                break
+            line_start = offset
+            offset += len(raw)
+            if b"\r" in raw:
+                raw = raw.replace(b"\r", b"")
+                if not raw:  # only \r after the last newline: end of file for GFile
+                    continue
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise CorpusError(
+                    "input file %s, line %d: invalid UTF-8 (byte 0x%02x at column %d)"
+                    % (path, _line_number(path, line_start), raw[e.start], e.start + 1)
+                ) from None
+
+
+Piece = Tuple[str, int, Optional[int]]  # (path, start byte, stop byte or None = end of file)
+
+
+class _ReadProgress:
+    """``reading: <MB>/<MB> MB, <docs> documents, <lines> lines, <rate> MB/s, ETA`` on stderr."""
+
+    def __init__(self, total_bytes: int, enabled: bool, every_s: float = 2.0):
+        self.total = max(1, total_bytes)
+        self.enabled = enabled
+        self.every_s = every_s
+        self.start = self.last = time.perf_counter()
+
+    def update(self, done_bytes: int, docs: int, lines: int, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if not force and now - self.last < self.every_s:
+            return
+        self.last = now
+        elapsed = max(now - self.start, 1e-9)
+        rate = done_bytes / elapsed
+        eta = (self.total - done_bytes) / rate if rate > 0 else 0.0
+        print("reading: %.1f/%.1f MB, %d documents, %d lines, %.1f MB/s, ETA %.0fs"
+              % (done_bytes / 1e6, self.total / 1e6, docs, lines, rate / 1e6, eta),
+              file=sys.stderr, flush=True)
+
+
+def _ids_function(tokenizer) -> Callable[[str], List[int]]:
+    fast = getattr(tokenizer, "tokenize_to_ids", None)
+    if fast is not None:
+        return fast
+    return lambda text: tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))
+
+
+def read_corpus(input_files: Sequence[Union[str, Piece]], tokenizer,
+                show_progress: bool = False) -> Corpus:
+    """Reads and tokenizes ``input_files`` (in order) into a ``Corpus``.
+
+    Each entry is a path or a ``(path, start, stop)`` piece of a file (``start`` at a line
+    start, ``stop`` None for the end); pieces are how a corpus is split across workers.
+    ``tokenizer`` needs ``tokenize_to_ids`` (``FastFullTokenizer``) or ``tokenize`` +
+    ``convert_tokens_to_ids``.
+    """
+    to_ids = _ids_function(tokenizer)
+    pieces: List[Piece] = [(p, 0, None) if isinstance(p, str) else tuple(p)
+                           for p in input_files]
+    sizes = []
+    for path, start, stop in pieces:
+        size = os.path.getsize(path) if os.path.isfile(path) else 0
+        sizes.append(max(0, (size if stop is None else min(stop, size)) - start))
+    tokens = array.array("i")
+    sentence_starts = array.array("q", [0])
+    document_starts = array.array("q", [0])
+    progress = _ReadProgress(sum(sizes), show_progress)
+    done_bytes = 0
+    lines = 0
+    for (path, start, stop), size in zip(pieces, sizes):
+        for text in iter_lines(path, start, stop):
+            lines += 1
+            text = text.strip()
+            if not text:
+                if len(sentence_starts) - 1 > document_starts[-1]:
+                    document_starts.append(len(sentence_starts) - 1)
+            else:
+                ids = to_ids(text)
+                if ids:
+                    tokens.extend(ids)
+                    sentence_starts.append(len(tokens))
+            if not lines & 4095:
+                progress.update(done_bytes, len(document_starts) - 1, lines)
+        done_bytes += size
+    if len(sentence_starts) - 1 > document_starts[-1]:
+        document_starts.append(len(sentence_starts) - 1)
+    progress.update(done_bytes, len(document_starts) - 1, lines, force=True)
+    return Corpus(np.frombuffer(tokens, dtype=np.int32) if len(tokens)
+                  else np.empty(0, np.int32),
+                  np.frombuffer(sentence_starts, dtype=np.int64),
+                  np.frombuffer(document_starts, dtype=np.int64))
+
+
+def split_at_documents(input_files: Sequence[str], parts: int) -> List[List[Piece]]:
+    """Splits the files (read in order, as one stream) into up to ``parts`` runs of pieces of
+    about equal size, each cut right after a blank line, so no document is split.
+
+    A run may span files (documents continue across files). Fewer runs come back when the
+    text has fewer document boundaries than needed.
+    """
+    sizes = [os.path.getsize(p) for p in input_files]
+    total = sum(sizes)
+    cuts: List[Tuple[int, int]] = []  # (file index, byte offset): start of a new run
+    for k in range(1, parts):
+        target = total * k // parts
+        cut = _next_boundary(input_files, sizes, target)
+        if cut is not None and (not cuts or cut > cuts[-1]) and cut != (0, 0):
+            cuts.append(cut)
+    runs: List[List[Piece]] = []
+    bounds = [(0, 0)] + cuts + [(len(input_files), 0)]
+    for (f0, o0), (f1, o1) in zip(bounds[:-1], bounds[1:]):
+        run: List[Piece] = []
+        for f in range(f0, min(f1, len(input_files) - 1) + 1):
+            start = o0 if f == f0 else 0
+            stop = o1 if f == f1 else None
+            if f == f1 and o1 == 0:
+                continue
+            run.append((input_files[f], start, stop))
+        if run:
+            runs.append(run)
+    return runs
+
+
+def _next_boundary(files: Sequence[str], sizes: Sequence[int], target: int):
+    """The (file, offset) of the first line after the first blank line at or after the
+    global byte ``target``; None when there is none."""
+    f = 0
+    while f < len(files) and target >= sizes[f]:
+        target -= sizes[f]
+        f += 1
+    first = True
+    while f < len(files):
+        with open(files[f], "rb") as fh:
+            fh.seek(target)
+            offset = target
+            if first and target:
+                skipped = fh.readline()  # finish the line the target falls in
+                offset += len(skipped)
+            for raw in fh:
+                offset += len(raw)
+                if not raw.replace(b"\r", b"").decode("utf-8", "replace").strip():
+                    if offset >= sizes[f]:
+                        return (f + 1, 0) if f + 1 < len(files) else None
+                    return (f, offset)
+        first = False
+        f += 1
+        target = 0
+    return None
