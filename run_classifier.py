@@ -5,7 +5,8 @@ The original ``run_classifier.py``'s flags (``--data_dir``, ``--bert_config_file
 ``--max_seq_length=128``, ``--do_train``/``--do_eval``/``--do_predict``, batch sizes 32/8/8,
 ``--learning_rate=5e-5``, ``--num_train_epochs=3.0``, ``--warmup_proportion=0.1``,
 ``--save_checkpoints_steps``, ``--iterations_per_loop``, TPU flags) plus ``--xnli_language``,
-``--strategy``, ``--precision``, ``--length_aware_batching``, ``--export_dir``,
+the project's shared ``--strategy`` / ``--mixed_precision`` / ``--use_xla`` flags
+(``modeling/distribution.py``), ``--length_aware_batching``, ``--export_dir``,
 ``--fast_tokenizer`` and ``--random_seed``.
 
 Writes into ``--output_dir``: ``train.tf_record``/``eval.tf_record``/``predict.tf_record`` (one
@@ -36,7 +37,7 @@ class ClassifierFlagError(ValueError):
 def define_flags(flag_values: Optional[flags.FlagValues] = None) -> None:
     """The original's flags plus this port's (defined only when run as a script)."""
     from data import classifier
-    from modeling import finetuning
+    from modeling import distribution
 
     def define(kind, *args, **kwargs):
         target = FLAGS if flag_values is None else flag_values
@@ -72,18 +73,7 @@ def define_flags(flag_values: Optional[flags.FlagValues] = None) -> None:
            "checkpoint.")
     define("integer", "iterations_per_loop", 1000, "How many steps between progress lines "
            "(at most 100; the original's TPU loop size).")
-    define("bool", "use_tpu", False, "Whether to use TPU (same as --strategy=tpu).")
-    define("string", "tpu_name", None, "The Cloud TPU to use for training.")
-    define("string", "tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located.")
-    define("string", "gcp_project", None, "[Optional] Project name for the Cloud TPU.")
-    define("string", "master", None, "[Optional] TensorFlow master URL.")
-    define("integer", "num_tpu_cores", 8, "Only used if `use_tpu` is True.")
-    # This port's flags.
     define("string", "xnli_language", "zh", "XNLI language (the original hard-codes zh).")
-    define("enum", "strategy", "default", list(finetuning.STRATEGIES),
-           "tf.distribute strategy (default: TF's default, one device).")
-    define("enum", "precision", "float32", list(finetuning.PRECISIONS),
-           "Keras dtype policy of the model (logits and losses stay float32).")
     define("bool", "length_aware_batching", True, "Eval/predict: group examples of similar "
            "length and cut each batch to its longest example; train: cut each batch "
            "(same batches). Off on TPU (static shapes).")
@@ -92,6 +82,10 @@ def define_flags(flag_values: Optional[flags.FlagValues] = None) -> None:
     define("bool", "fast_tokenizer", True, "Use FastFullTokenizer (same output as "
            "FullTokenizer).")
     define("integer", "random_seed", 12345, "Seed of the shuffle, dropout and head init.")
+    # --strategy, --use_tpu and the original's TPU flags, --mixed_precision, --use_xla: shared.
+    target = FLAGS if flag_values is None else flag_values
+    distribution.define_distribution_flags(target)
+    distribution.define_precision_flags(target)
 
 
 # ------------------------------------------------------------------------------------ checks
@@ -170,9 +164,9 @@ def run_predictions(model, examples: List, label_list: List[str], tokenizer, rec
     import numpy as np
 
     from data import classifier_features, classifier_input
-    from modeling import finetuning
+    from modeling import distribution, finetuning
 
-    tpu = finetuning.is_tpu(strategy)
+    tpu = distribution.is_tpu(strategy)
     padded = _padded(examples, batch_size, tpu)
     classifier_features.file_based_convert_examples_to_features(
         padded, label_list, FLAGS.max_seq_length, tokenizer, record_file)
@@ -246,7 +240,7 @@ def run(_argv) -> None:
     import keras
 
     from data import classifier, classifier_features, tokenization
-    from modeling import checkpoints, classifier_head, finetuning
+    from modeling import checkpoints, classifier_head, distribution, finetuning
     from modeling.config import BertConfig
 
     logging.set_verbosity(logging.INFO)
@@ -266,17 +260,15 @@ def run(_argv) -> None:
                           ("test", FLAGS.do_predict)):
         if wanted:
             splits[split] = classifier.get_examples(processor, split, FLAGS.data_dir)
+    strategy = distribution.strategy_from_flags(FLAGS)  # before any other TF op
+    precision = distribution.precision_from_flags(FLAGS)  # sets the Keras dtype policy
+    tpu = distribution.is_tpu(strategy)
     os.makedirs(FLAGS.output_dir, exist_ok=True)
     keras.utils.set_random_seed(FLAGS.random_seed)
-    keras.mixed_precision.set_global_policy(FLAGS.precision)
     tokenizer_class = (tokenization.FastFullTokenizer if FLAGS.fast_tokenizer
                        else tokenization.FullTokenizer)
     tokenizer = tokenizer_class(vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
 
-    strategy = finetuning.make_strategy("tpu" if FLAGS.use_tpu else FLAGS.strategy,
-                                        FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project,
-                                        FLAGS.master)
-    tpu = finetuning.is_tpu(strategy)
     with strategy.scope():
         model = classifier_head.build_classifier_model(
             bert_config, 1 if regression else len(label_list),
@@ -311,7 +303,7 @@ def run(_argv) -> None:
         logging.info("  Num steps = %d", num_train_steps)
         with strategy.scope():
             optimizer = finetuning.make_optimizer(FLAGS.learning_rate, num_train_steps,
-                                                  num_warmup_steps)
+                                                  num_warmup_steps, precision.loss_scale, tpu)
 
         def save(step: int) -> None:
             checkpoints.save_tf1_checkpoint(
@@ -321,7 +313,7 @@ def run(_argv) -> None:
                          _dataset(train_file, FLAGS.train_batch_size, True, regression, tpu),
                          num_train_steps, _loss_fn(regression), strategy=strategy,
                          log_every=max(1, min(100, FLAGS.iterations_per_loop)), on_save=save,
-                         save_every=FLAGS.save_checkpoints_steps)
+                         save_every=FLAGS.save_checkpoints_steps, use_xla=FLAGS.use_xla)
         global_step = num_train_steps
 
     if FLAGS.do_eval:
@@ -360,11 +352,12 @@ def main(argv) -> None:
     from data.tokenization import VocabError
     from modeling.checkpoints import CheckpointError
     from modeling.config import ConfigError
+    from modeling.distribution import DistributionError
 
     try:
         run(argv)
     except (ClassifierFlagError, ClassifierDataError, CheckpointError, ConfigError,
-            VocabError, OSError) as e:
+            DistributionError, VocabError, OSError) as e:
         print("run_classifier.py: error: %s" % e, file=sys.stderr)
         sys.exit(1)
 

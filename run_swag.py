@@ -6,7 +6,8 @@ swagaf layout, or ``train.jsonl``/``val.jsonl``/``test.jsonl``) or explicit ``--
 ``--init_checkpoint``, ``--do_lower_case``, ``--max_seq_length=128``,
 ``--do_train``/``--do_eval``/``--do_predict``, batch sizes 16/8/8, ``--learning_rate=2e-5``,
 ``--num_train_epochs=3.0``, ``--warmup_proportion=0.1``, ``--save_checkpoints_steps``,
-``--strategy``, ``--precision``, ``--length_aware_batching``, ``--random_seed``.
+the shared ``--strategy``/``--use_tpu``/TPU flags, ``--mixed_precision``, ``--use_xla``
+(``modeling/distribution.py``), ``--length_aware_batching``, ``--random_seed``.
 
 Each example is 4 sequences ``[CLS] sent1 [SEP] sent2 endingN [SEP]`` (``data/swag.py``); the
 head scores each pooled output with one learned vector and takes a softmax over the 4
@@ -35,7 +36,7 @@ class SwagFlagError(ValueError):
 
 
 def define_flags(flag_values: Optional[flags.FlagValues] = None) -> None:
-    from modeling import finetuning
+    from modeling import distribution
 
     def define(kind, *args, **kwargs):
         target = FLAGS if flag_values is None else flag_values
@@ -63,19 +64,14 @@ def define_flags(flag_values: Optional[flags.FlagValues] = None) -> None:
     define("float", "warmup_proportion", 0.1, "Proportion of training for linear warmup.")
     define("integer", "save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
     define("integer", "iterations_per_loop", 1000, "Steps between progress lines (at most 100).")
-    define("bool", "use_tpu", False, "Whether to use TPU (same as --strategy=tpu).")
-    define("string", "tpu_name", None, "The Cloud TPU to use for training.")
-    define("string", "tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located.")
-    define("string", "gcp_project", None, "[Optional] Project name for the Cloud TPU.")
-    define("string", "master", None, "[Optional] TensorFlow master URL.")
-    define("integer", "num_tpu_cores", 8, "Only used if `use_tpu` is True.")
-    define("enum", "strategy", "default", list(finetuning.STRATEGIES), "tf.distribute strategy.")
-    define("enum", "precision", "float32", list(finetuning.PRECISIONS),
-           "Keras dtype policy of the model (logits and losses stay float32).")
     define("bool", "length_aware_batching", True, "Group eval/predict examples by length and "
            "cut every batch to its longest sequence (off on TPU).")
     define("bool", "fast_tokenizer", True, "Use FastFullTokenizer (same output).")
     define("integer", "random_seed", 12345, "Seed of the shuffle, dropout and head init.")
+    # --strategy, --use_tpu and the original's TPU flags, --mixed_precision, --use_xla: shared.
+    target = FLAGS if flag_values is None else flag_values
+    distribution.define_distribution_flags(target)
+    distribution.define_precision_flags(target)
 
 
 def split_file(split: str) -> str:
@@ -119,9 +115,9 @@ def predict_file(model, examples: List, tokenizer, record_file: str, batch_size:
                  strategy) -> Dict:
     """Writes ``record_file``; returns logits/probabilities/labels in example order."""
     from data import classifier_input, swag
-    from modeling import finetuning
+    from modeling import distribution, finetuning
 
-    tpu = finetuning.is_tpu(strategy)
+    tpu = distribution.is_tpu(strategy)
     n = len(examples)
     if tpu and n % batch_size:  # static shapes: repeat the last example, dropped below
         examples = list(examples) + [examples[-1]] * (-n % batch_size)
@@ -139,7 +135,7 @@ def run(_argv) -> None:
 
     from data import glue_metrics, swag, tokenization
     from data.io_utils import atomic_open
-    from modeling import checkpoints, finetuning, multiple_choice_head
+    from modeling import checkpoints, distribution, finetuning, multiple_choice_head
     from modeling.config import BertConfig
 
     logging.set_verbosity(logging.INFO)
@@ -160,16 +156,14 @@ def run(_argv) -> None:
         if unlabelled:
             raise SwagFlagError("%s: no label, but the %s split needs labels" % (unlabelled[0],
                                                                                 split))
+    strategy = distribution.strategy_from_flags(FLAGS)  # before any other TF op
+    precision = distribution.precision_from_flags(FLAGS)  # sets the Keras dtype policy
+    tpu = distribution.is_tpu(strategy)
     os.makedirs(FLAGS.output_dir, exist_ok=True)
     keras.utils.set_random_seed(FLAGS.random_seed)
-    keras.mixed_precision.set_global_policy(FLAGS.precision)
     tokenizer_class = (tokenization.FastFullTokenizer if FLAGS.fast_tokenizer
                        else tokenization.FullTokenizer)
     tokenizer = tokenizer_class(vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
-    strategy = finetuning.make_strategy("tpu" if FLAGS.use_tpu else FLAGS.strategy,
-                                        FLAGS.tpu_name, FLAGS.tpu_zone, FLAGS.gcp_project,
-                                        FLAGS.master)
-    tpu = finetuning.is_tpu(strategy)
     with strategy.scope():
         model = multiple_choice_head.build_multiple_choice_model(
             bert_config, swag.NUM_CHOICES, seq_length=FLAGS.max_seq_length if tpu else None)
@@ -200,7 +194,7 @@ def run(_argv) -> None:
         with strategy.scope():
             optimizer = finetuning.make_optimizer(
                 FLAGS.learning_rate, num_train_steps,
-                int(num_train_steps * FLAGS.warmup_proportion))
+                int(num_train_steps * FLAGS.warmup_proportion), precision.loss_scale, tpu)
 
         def save(step: int) -> None:
             checkpoints.save_tf1_checkpoint(
@@ -209,7 +203,7 @@ def run(_argv) -> None:
         finetuning.train(model, optimizer, _dataset(train_file, FLAGS.train_batch_size, True, tpu),
                          num_train_steps, _loss_fn, strategy=strategy,
                          log_every=max(1, min(100, FLAGS.iterations_per_loop)), on_save=save,
-                         save_every=FLAGS.save_checkpoints_steps)
+                         save_every=FLAGS.save_checkpoints_steps, use_xla=FLAGS.use_xla)
         global_step = num_train_steps
 
     if FLAGS.do_eval:
@@ -247,11 +241,12 @@ def main(argv) -> None:
     from data.tokenization import VocabError
     from modeling.checkpoints import CheckpointError
     from modeling.config import ConfigError
+    from modeling.distribution import DistributionError
 
     try:
         run(argv)
-    except (SwagFlagError, ClassifierDataError, CheckpointError, ConfigError, VocabError,
-            OSError) as e:
+    except (SwagFlagError, ClassifierDataError, CheckpointError, ConfigError, DistributionError,
+            VocabError, OSError) as e:
         print("run_swag.py: error: %s" % e, file=sys.stderr)
         sys.exit(1)
 

@@ -1,12 +1,13 @@
 """A small fine-tuning loop shared by run_classifier.py and run_swag.py.
 
-* ``make_optimizer(init_lr, num_train_steps, num_warmup_steps)``: the project's
-  ``modeling.optimization.create_optimizer`` (the original's AdamWeightDecay schedule); under
-  ``mixed_float16`` wrapped in Keras' ``LossScaleOptimizer``.
+* ``make_optimizer(init_lr, num_train_steps, num_warmup_steps, loss_scale, use_tpu)``: the
+  project's ``modeling.optimization.create_optimizer`` (the original's AdamWeightDecay).
 * ``train(model, optimizer, dataset, num_train_steps, loss_fn, ...)``: one optimizer update per
   batch, loss = mean of ``loss_fn(outputs, batch)`` [B] (the original's
   ``tf.reduce_mean(per_example_loss)``), gradients averaged over replicas; progress (step,
-  loss, steps/s, ETA) on stderr; an optional callback every ``save_every`` steps and at the end.
+  loss, steps/s, ETA) on stderr; an optional callback every ``save_every`` steps and at the end;
+  ``use_xla`` compiles the step (one replica). A deliberately small loop: fine-tuning runs are
+  short and not resumed (``modeling.training_loop.Trainer`` is the resumable pre-training loop).
 * ``Predictor(model, output_names).run(dataset)`` / ``predict(...)``: runs the model
   (``training=False``) over every batch and returns numpy arrays of the chosen outputs plus the
   batch's non-model features (``label_ids``, ``is_real_example``, ``example_index``),
@@ -26,51 +27,20 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from modeling import distribution
+
 MODEL_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 
-def make_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int):
-    """The fine-tuning optimizer (see the module docstring)."""
-    import keras
+def make_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int,
+                   loss_scale=None, use_tpu: bool = False):
+    """The original's optimizer and schedule: ``modeling.optimization.create_optimizer``
+    (AdamWeightDecay, clipping by global norm 1.0; ``loss_scale`` from
+    ``modeling.distribution.Precision`` for float16; ``use_tpu`` for the TPU reduction)."""
+    from modeling import optimization
 
-    try:
-        from modeling import optimization
-    except ImportError:
-        optimization = None
-    if optimization is not None and hasattr(optimization, "create_optimizer"):
-        optimizer = optimization.create_optimizer(init_lr, num_train_steps, num_warmup_steps)
-    else:
-        logging.warning("modeling.optimization.create_optimizer is not available: using Keras "
-                        "AdamW with the original's schedule instead (bias-corrected Adam)")
-        optimizer = _keras_adamw(init_lr, num_train_steps, num_warmup_steps)
-    if keras.mixed_precision.global_policy().name == "mixed_float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-    return optimizer
-
-
-def _keras_adamw(init_lr: float, num_train_steps: int, num_warmup_steps: int):
-    """Stand-in for ``create_optimizer`` while it is missing: AdamW, weight decay 0.01 except
-    LayerNorm/bias, epsilon 1e-6, global-norm clipping 1.0, linear warmup then linear decay."""
-    import keras
-
-    class Schedule(keras.optimizers.schedules.LearningRateSchedule):
-        def __call__(self, step):
-            step = tf.cast(step, tf.float32)
-            decayed = init_lr * tf.maximum(0.0, 1.0 - step / float(max(num_train_steps, 1)))
-            if num_warmup_steps:
-                warm = init_lr * step / float(num_warmup_steps)
-                return tf.where(step < num_warmup_steps, warm, decayed)
-            return decayed
-
-        def get_config(self):
-            return {}
-
-    optimizer = keras.optimizers.AdamW(learning_rate=Schedule(), weight_decay=0.01,
-                                       beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-                                       global_clipnorm=1.0)
-    # Keras matches on the last path component: LayerNorm weights are gamma/beta here.
-    optimizer.exclude_from_weight_decay(var_names=["gamma", "beta", "bias"])
-    return optimizer
+    return optimization.create_optimizer(init_lr, num_train_steps, num_warmup_steps,
+                                         loss_scale=loss_scale, use_tpu=use_tpu)
 
 
 def progress(label: str, done: int, total: int, start: float, extra: str = "") -> None:
@@ -96,7 +66,8 @@ def model_inputs(batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
 def train(model, optimizer, dataset: tf.data.Dataset, num_train_steps: int,
           loss_fn: Callable[[Dict[str, tf.Tensor], Dict[str, tf.Tensor]], tf.Tensor],
           strategy=None, log_every: int = 10,
-          on_save: Optional[Callable[[int], None]] = None, save_every: int = 0) -> List[float]:
+          on_save: Optional[Callable[[int], None]] = None, save_every: int = 0,
+          use_xla: bool = False) -> List[float]:
     """Runs ``num_train_steps`` updates; returns the loss of every step (see module doc)."""
     strategy = strategy or tf.distribute.get_strategy()
     spec = relaxed_spec(dataset.element_spec)
@@ -119,10 +90,11 @@ def train(model, optimizer, dataset: tf.data.Dataset, num_train_steps: int,
         per_replica = strategy.run(step_fn, args=(batch,))
         return strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
 
-    if strategy.num_replicas_in_sync > 1 or is_tpu(strategy):
+    if strategy.num_replicas_in_sync > 1 or distribution.is_tpu(strategy):
         train_step = tf.function(train_step_fn, reduce_retracing=True)
     else:
-        train_step = tf.function(train_step_fn, input_signature=[spec])
+        # One trace for every batch shape; with XLA one compilation per distinct length.
+        train_step = tf.function(train_step_fn, input_signature=[spec], jit_compile=use_xla)
 
     losses: List[float] = []
     start = time.time()
@@ -149,7 +121,7 @@ class Predictor:
         self.output_names = list(output_names)
         self.strategy = strategy or tf.distribute.get_strategy()
         self.distributed = (self.strategy.num_replicas_in_sync > 1
-                            or isinstance(self.strategy, tf.distribute.TPUStrategy))
+                            or distribution.is_tpu(self.strategy))
         self._steps = {}
 
     def _forward(self, batch):
@@ -202,33 +174,6 @@ def predict(model, dataset: tf.data.Dataset, output_names: Sequence[str],
     """``Predictor(model, output_names, strategy).run(dataset, total, label)`` (one-off)."""
     return Predictor(model, output_names, strategy).run(dataset, total, label)
 
-
-STRATEGIES = ("default", "mirrored", "one_device", "tpu")
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
-
-
-def make_strategy(name: str = "default", tpu_name: Optional[str] = None,
-                  tpu_zone: Optional[str] = None, gcp_project: Optional[str] = None,
-                  master: Optional[str] = None) -> tf.distribute.Strategy:
-    """The ``tf.distribute`` strategy called ``name`` (one of ``STRATEGIES``)."""
-    if name == "mirrored":
-        return tf.distribute.MirroredStrategy()
-    if name == "one_device":
-        gpus = tf.config.list_logical_devices("GPU")
-        return tf.distribute.OneDeviceStrategy("/gpu:0" if gpus else "/cpu:0")
-    if name == "tpu":
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-            tpu=tpu_name or master or "", zone=tpu_zone, project=gcp_project)
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        return tf.distribute.TPUStrategy(resolver)
-    if name != "default":
-        raise ValueError("unknown strategy %r (one of %s)" % (name, ", ".join(STRATEGIES)))
-    return tf.distribute.get_strategy()
-
-
-def is_tpu(strategy) -> bool:
-    return isinstance(strategy, tf.distribute.TPUStrategy)
 
 
 def write_eval_results(path: str, metrics: Dict) -> None:
