@@ -123,6 +123,7 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
     from data import pretraining_fast
 
     corpus = pretraining_corpus.read_corpus(input_files, tokenizer, fv.show_progress)
+    del tokenizer  # its caches are not needed any more (``vocab`` has the ids)
     _check_corpus(corpus)
     store, order = pretraining_fast.generate_records(
         corpus, vocab, show_progress=fv.show_progress, **settings)
@@ -153,21 +154,26 @@ def _log(fv, message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
-def main(argv) -> None:
-    """Runs ``run``; bad input is one line on stderr and exit code 1."""
+def execute(fv: flags.FlagValues = FLAGS) -> int:
+    """``run`` with bad input reported as one line on stderr; returns the exit code."""
     from data.pretraining import PretrainingDataError
     from data.pretraining_corpus import CorpusError
     from data.tokenization import VocabError
 
+    try:
+        run(fv)
+    except (FlagError, PretrainingDataError, CorpusError, VocabError, OSError) as e:
+        print("create_pretraining_data.py: error: %s" % e, file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv) -> None:
     if len(argv) > 1:
         print("create_pretraining_data.py: error: unexpected arguments: %s" % " ".join(argv[1:]),
               file=sys.stderr)
         sys.exit(1)
-    try:
-        run()
-    except (FlagError, PretrainingDataError, CorpusError, VocabError, OSError) as e:
-        print("create_pretraining_data.py: error: %s" % e, file=sys.stderr)
-        sys.exit(1)
+    sys.exit(execute(FLAGS))
 
 
 if __name__ == "__main__":

@@ -88,7 +88,6 @@ class PretrainingVocab:
         for token, index in vocab.items():
             if token.startswith("##"):
                 self.is_subword[index] = True
-        self.id_to_token: Dict[int, str] = {i: t for t, i in vocab.items()}
 
     @property
     def num_words(self) -> int:

@@ -57,6 +57,7 @@ class WordStream:
     """
 
     def __init__(self, seed_or_rng, block_words: int = 1 << 20):
+        """``block_words``: the most words drawn at once (blocks start at 64K and double)."""
         self._rng = seed_or_rng if isinstance(seed_or_rng, random.Random) \
             else random.Random(seed_or_rng)
         self._block = int(block_words)
@@ -100,7 +101,7 @@ class WordStream:
         return self._bitgen.random_raw(n).astype(np.uint32)
 
     def _extend(self, need_end: int) -> None:
-        n_new = max(self._block, need_end - self.end)
+        n_new = max(min(self._block, max(1 << 16, 2 * len(self._arr))), need_end - self.end)
         new = self._draw_block(n_new)
         drop = self._keep_from - self.base
         if drop > 0:
