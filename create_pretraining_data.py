@@ -125,9 +125,8 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
     corpus = pretraining_corpus.read_corpus(input_files, tokenizer, fv.show_progress)
     del tokenizer  # its caches are not needed any more (``vocab`` has the ids)
     _check_corpus(corpus)
-    store, order = pretraining_fast.generate_records(
-        corpus, vocab, show_progress=fv.show_progress, **settings)
-    written = store.write(output_files, order)
+    written = pretraining_fast.write_records(corpus, vocab, output_files,
+                                             show_progress=fv.show_progress, **settings)
     _log(fv, "wrote %d instances (%d documents, %d sentences) to %s in %.1fs"
          % (written, corpus.num_documents, corpus.num_sentences, ",".join(output_files),
             time.perf_counter() - start))
@@ -158,11 +157,13 @@ def execute(fv: flags.FlagValues = FLAGS) -> int:
     """``run`` with bad input reported as one line on stderr; returns the exit code."""
     from data.pretraining import PretrainingDataError
     from data.pretraining_corpus import CorpusError
+    from data.pretraining_fast import HelperError
     from data.tokenization import VocabError
 
     try:
         run(fv)
-    except (FlagError, PretrainingDataError, CorpusError, VocabError, OSError) as e:
+    except (FlagError, PretrainingDataError, CorpusError, VocabError, HelperError,
+            OSError) as e:
         print("create_pretraining_data.py: error: %s" % e, file=sys.stderr)
         return 1
     return 0

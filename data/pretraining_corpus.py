@@ -256,6 +256,20 @@ def read_corpus(input_files: Sequence[Union[str, Piece]], tokenizer,
                   np.frombuffer(document_starts, dtype=np.int64))
 
 
+def concatenate(corpora: Sequence[Corpus]) -> Corpus:
+    """The documents of ``corpora``, one after the other."""
+    tokens, sentences, documents = [], [np.zeros(1, np.int64)], [np.zeros(1, np.int64)]
+    n_tok = n_sent = 0
+    for c in corpora:
+        tokens.append(c.tokens)
+        sentences.append(c.sentence_starts[1:] + n_tok)
+        documents.append(c.document_starts[1:] + n_sent)
+        n_tok += c.num_tokens
+        n_sent += c.num_sentences
+    return Corpus(np.concatenate(tokens) if tokens else np.empty(0, np.int32),
+                  np.concatenate(sentences), np.concatenate(documents))
+
+
 def split_at_documents(input_files: Sequence[str], parts: int) -> List[List[Piece]]:
     """Splits the files (read in order, as one stream) into up to ``parts`` runs of pieces of
     about equal size, each cut right after a blank line, so no document is split.

@@ -448,13 +448,12 @@ class FastGenerator:
 
     # -- driver ------------------------------------------------------------------------
 
-    def run(self) -> Tuple[FramedRecords, List[int]]:
-        """All records (in creation order) and the final order to write them in."""
+    def _prepare(self) -> None:
+        """``rng.shuffle(all_documents)`` and the per-document tables phase 1 reads."""
         corpus = self.corpus
-        stream = self.stream
         ndocs = corpus.num_documents
         doc_order = list(range(ndocs))
-        stream.shuffle(doc_order)  # rng.shuffle(all_documents)
+        self.stream.shuffle(doc_order)
         starts = corpus.document_starts.tolist()
         self._doc_lo = [starts[d] for d in doc_order]
         self._doc_hi = [starts[d + 1] for d in doc_order]
@@ -463,34 +462,173 @@ class FastGenerator:
                                                    zip(self._doc_lo, self._doc_hi)])
         self._shift32 = [32 - m.bit_length() for m in range(most + 2)]
         self._margin = 8 * self.max_seq_length + 4096
-        store = FramedRecords()
+
+    def _phase1(self, sink) -> int:
+        """Phase 1 over all passes and documents; batches of recipes go to ``sink``.
+        Returns the number of instances."""
+        ndocs = self.corpus.num_documents
         recs = array("q")
         exact: Dict[int, Tuple[List[int], List[int]]] = {}
         batch_first = 0
         progress = _Progress(self.dupe_factor * ndocs, self.show_progress)
+        count = 0
         for dupe in range(self.dupe_factor):
             for k in range(ndocs):
                 self._phase1_document(k, recs, exact)
-                count = len(recs) // _FIELDS
-                if count - batch_first >= self.batch_size:
-                    batch_first = self._flush(recs, exact, batch_first, store)
+                count = len(recs) // _FIELDS  # in this batch
+                if count >= self.batch_size:
+                    self._flush(recs, exact, sink)
+                    batch_first += count
+                    del recs[:]  # recipes (and ``exact``) are numbered within the batch
                 progress.update(dupe * ndocs + k + 1, dupe + 1, self.dupe_factor, k + 1, ndocs,
-                                count)
-        self._flush(recs, exact, batch_first, store)
+                                batch_first + len(recs) // _FIELDS)
+        total = batch_first + len(recs) // _FIELDS
+        self._flush(recs, exact, sink)
         progress.update(self.dupe_factor * ndocs, self.dupe_factor, self.dupe_factor, ndocs,
-                        ndocs, len(store), force=True)
-        order = stream.permutation(len(store))  # rng.shuffle(instances)
-        return store, order
+                        ndocs, total, force=True)
+        return total
 
-    def _flush(self, recs: array, exact, batch_first: int, store: FramedRecords) -> int:
+    def _flush(self, recs: array, exact, sink) -> None:
+        """Hands the batch of recipes (and its exact replays, by index in the batch) to
+        ``sink``; the caller then empties both."""
         count = len(recs) // _FIELDS
-        if count > batch_first:
-            rows = np.frombuffer(recs, np.int64).reshape(-1, _FIELDS)[batch_first:count]
-            store.add(*self._materialize(rows.copy(), exact, batch_first))
-            for i in range(batch_first, count):
-                exact.pop(i, None)
+        if count:
+            rows = np.frombuffer(recs, np.int64).reshape(-1, _FIELDS).copy()
+            part = dict(exact)
+            exact.clear()
+            deferred = rows[:, 5] >= 0
+            lo = int(rows[deferred, 5].min()) if deferred.any() else self.stream.pos
+            sink.batch(rows, part, lo, self.stream.pos)
             self.stream.release(self.stream.pos)
-        return count
+
+    def run(self) -> Tuple[FramedRecords, List[int]]:
+        """All records (in creation order) and the final order to write them in."""
+        self._prepare()
+        sink = _LocalSink(self)
+        total = self._phase1(sink)
+        order = self.stream.permutation(total)  # rng.shuffle(instances)
+        return sink.store, order
+
+    def run_and_write(self, output_files: Sequence[str], helper: bool = True) -> int:
+        """Generates the records and writes them in the original's order, round-robin over
+        ``output_files`` (atomically). With ``helper``, records are built and written by a
+        forked helper process while this one goes on with phase 1 (2+ CPUs)."""
+        self._prepare()
+        sink = _HelperSink(self) if helper else _LocalSink(self)
+        try:
+            total = self._phase1(sink)
+            order = self.stream.permutation(total)  # rng.shuffle(instances)
+            return sink.finish(order, output_files)
+        finally:
+            sink.close()
+
+    def _materialize_batch(self, rows: np.ndarray, exact, lo: int, hi: int):
+        """``_materialize`` after positioning this generator's stream on words ``[lo, hi)``
+        (a helper's copy of the stream lags behind phase 1)."""
+        stream = self.stream
+        if stream.pos < lo:
+            stream.pos = lo
+        stream.release(lo)
+        stream.ensure(hi - stream.pos + 1024)  # the replays may peek a few words past ``hi``
+        return self._materialize(rows, exact, 0)
+
+
+class _LocalSink:
+    """Materializes each batch of recipes in this process."""
+
+    def __init__(self, gen: FastGenerator):
+        self.gen = gen
+        self.store = FramedRecords()
+
+    def batch(self, rows: np.ndarray, exact, lo: int, hi: int) -> None:
+        self.store.add(*self.gen._materialize(rows, exact, 0))
+
+    def finish(self, order: List[int], output_files: Sequence[str]) -> int:
+        return self.store.write(output_files, order)
+
+    def close(self) -> None:
+        pass
+
+
+class HelperError(RuntimeError):
+    """The helper process failed (the message says how)."""
+
+
+def _helper_main(gen: FastGenerator, tasks, results) -> None:
+    """The helper process: materialize every batch, then write the records in order."""
+    store = FramedRecords()
+    try:
+        while True:
+            task = tasks.get()
+            if task[0] == "batch":
+                _, rows, exact, lo, hi = task
+                store.add(*gen._materialize_batch(rows, exact, lo, hi))
+            else:
+                _, order, output_files = task
+                results.send(("ok", store.write(output_files, order)))
+                return
+    except BaseException as e:  # reported to the parent, which raises it
+        results.send(("error", type(e).__name__, str(e), isinstance(e, OSError)))
+
+
+class _HelperSink:
+    """Sends batches of recipes to a forked helper process that materializes and writes them.
+
+    The helper is forked after the document shuffle, so its copy of the word stream is where
+    phase 1 starts; it follows behind, positioned on each batch's words."""
+
+    def __init__(self, gen: FastGenerator):
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("fork")
+        self._tasks = ctx.Queue(maxsize=4)
+        self._results, child_end = ctx.Pipe(duplex=False)
+        self._process = ctx.Process(target=_helper_main, args=(gen, self._tasks, child_end),
+                                    daemon=True)
+        self._process.start()
+        child_end.close()
+
+    def _check(self) -> None:
+        if self._results.poll():
+            self._raise(self._results.recv())
+
+    @staticmethod
+    def _raise(message) -> None:
+        if message[0] == "error":
+            _, name, text, is_os = message
+            raise (OSError if is_os else HelperError)("%s%s" % (
+                "" if is_os else "helper process: %s: " % name, text))
+
+    def batch(self, rows: np.ndarray, exact, lo: int, hi: int) -> None:
+        import queue
+
+        while True:  # the queue is bounded: wait for room, but not for a dead helper
+            self._check()
+            try:
+                self._tasks.put(("batch", rows, exact, lo, hi), timeout=1.0)
+                return
+            except queue.Full:
+                if not self._process.is_alive():
+                    self._check()
+                    raise HelperError("helper process died (exit code %s)"
+                                      % self._process.exitcode)
+
+    def finish(self, order: List[int], output_files: Sequence[str]) -> int:
+        self._check()
+        self._tasks.put(("finish", np.asarray(order, np.int64), list(output_files)))
+        try:
+            message = self._results.recv()
+        except EOFError:
+            raise HelperError("helper process died (exit code %s)" % self._process.exitcode)
+        self._raise(message)
+        return message[1]
+
+    def close(self) -> None:
+        self._tasks.close()
+        self._process.join(timeout=60)
+        if self._process.is_alive():
+            self._process.terminate()
+            self._process.join()
 
 
 def generate_records(corpus: Corpus, vocab: pretraining.PretrainingVocab, max_seq_length: int,
@@ -503,3 +641,26 @@ def generate_records(corpus: Corpus, vocab: pretraining.PretrainingVocab, max_se
                         short_seq_prob, dupe_factor, random_seed, do_whole_word_mask,
                         show_progress=show_progress)
     return gen.run()
+
+
+def write_records(corpus: Corpus, vocab: pretraining.PretrainingVocab,
+                  output_files: Sequence[str], max_seq_length: int,
+                  max_predictions_per_seq: int, masked_lm_prob: float, short_seq_prob: float,
+                  dupe_factor: int, random_seed, do_whole_word_mask: bool = False,
+                  show_progress: bool = False, helper: Optional[bool] = None) -> int:
+    """Generates the records and writes them (the original's order, round-robin, atomic).
+
+    ``helper``: build and write the records in a forked helper process, pipelined with the
+    sequential phase; default: when fork is available and a CPU is idle (load average at
+    least one below the CPU count: on a busy machine the helper only adds work).
+    Returns the number of records.
+    """
+    import os
+
+    if helper is None:
+        cpus = os.cpu_count() or 1
+        helper = sys.platform.startswith("linux") and cpus >= 2 and os.getloadavg()[0] <= cpus - 1
+    gen = FastGenerator(corpus, vocab, max_seq_length, max_predictions_per_seq, masked_lm_prob,
+                        short_seq_prob, dupe_factor, random_seed, do_whole_word_mask,
+                        show_progress=show_progress)
+    return gen.run_and_write(output_files, helper)

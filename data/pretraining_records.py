@@ -251,34 +251,18 @@ class RecordEncoder:
                                                   payload_len)
         return h
 
-    def _varints(self, values: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(lanes uint8 [B, n * w], keep [B, n * w], bytes per row [B]) of varint payloads."""
-        b, n = values.shape
-        if values.size and (values.min() < 0):
-            raise ValueError("negative feature value")
-        if values.size == 0 or values.max() < 1 << 16:
-            v = values.astype(np.intp, copy=False)
-            lengths = self._lut_len.take(v)
-            lanes = self._lut_word.take(v).astype("<u4", copy=False).view(np.uint8)
-            lanes = lanes.reshape(b, n * 4)
-            keep = (np.arange(4, dtype=np.uint8) < lengths[..., None]).reshape(b, n * 4)
-        else:
-            lengths = varint_lengths(values)
-            lanes, keep = varint_lanes(values, int(lengths.max()))
-        return lanes, keep, lengths.sum(axis=1, dtype=np.int64)
-
     def encode(self, input_ids: np.ndarray, seq_len: np.ndarray, seg_start: np.ndarray,
                positions: np.ndarray, masked_ids: np.ndarray, num_masked: np.ndarray,
-               labels: np.ndarray) -> Tuple[bytes, np.ndarray]:
+               labels: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Framed records of B instances.
 
         input_ids int [B, S] (zero-padded); seq_len, seg_start, num_masked, labels int [B];
-        positions, masked_ids int [B, P] (zero-padded). Returns ``(buffer, offsets)``: the
-        framed records back to back, record ``r`` in ``buffer[offsets[r]:offsets[r + 1]]``.
+        positions, masked_ids int [B, P] (zero-padded). Returns ``(buffer, starts, ends)``:
+        record ``r`` is ``buffer[starts[r]:ends[r]]`` (buffer: uint8, rows with padding).
         """
         b = len(input_ids)
         if b == 0:
-            return b"", np.zeros(1, np.int64)
+            return np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64)
         s, p = self.max_seq_length, self.max_predictions
         seq_len = np.asarray(seq_len, np.int64)
         seg_start = np.asarray(seg_start, np.int64)
@@ -286,29 +270,55 @@ class RecordEncoder:
         labels = np.asarray(labels, np.int64)
         variable = {"input_ids": input_ids, "masked_lm_ids": masked_ids,
                     "masked_lm_positions": positions}
-        lanes: List[np.ndarray] = []
-        keeps: List[np.ndarray] = []
+
+        # Head lanes: [0x0A][varint F][entry header][value varints]... with keep-masks, the
+        # varints of values < 2**16 from a 4-byte table (blocks 4-aligned for the gather).
+        blocks = []
         head_len = np.zeros(b, np.int64)
+        width = 6
         for name in self.variable:
-            vb, vk, payload_len = self._varints(np.asarray(variable[name]))
+            values = np.asarray(variable[name])
+            if values.size and values.min() < 0:
+                raise ValueError("feature %s has negative values" % name)
+            small = values.size == 0 or values.max() < 1 << 16
+            lengths = self._lut_len.take(values) if small else varint_lengths(values)
+            payload_len = lengths.sum(axis=1, dtype=np.int64)
             uniq, inverse = np.unique(payload_len, return_inverse=True)
             headers = [self._header(name, int(x)) for x in uniq]
-            width = max(len(h) for h in headers)
-            table = np.zeros((len(uniq), width), np.uint8)
-            table_keep = np.zeros((len(uniq), width), bool)
+            hw = max(len(h) for h in headers)
+            table = np.zeros((len(uniq), hw), np.uint8)
+            table_keep = np.zeros((len(uniq), hw), bool)
             for i, h in enumerate(headers):
                 table[i, :len(h)] = np.frombuffer(h, np.uint8)
                 table_keep[i, :len(h)] = True
-            lanes += [table[inverse], vb]
-            keeps += [table_keep[inverse], vk]
             head_len += np.array([len(h) for h in headers], np.int64)[inverse] + payload_len
+            lane = 4 if small else int(lengths.max())
+            start = -(-(width + hw) // 4) * 4
+            blocks.append((width, table[inverse], table_keep[inverse], start, values, lengths,
+                           small, lane))
+            width = start + lane * values.shape[1]
+        width = -(-width // 4) * 4
+        lanes = np.zeros((b, width), np.uint8)
+        keep = np.zeros((b, width), bool)
         ft = len(self.tail)
         features_len = head_len + ft  # the Features message
+        lanes[:, 0] = 0x0A
+        keep[:, 0] = True
         f_bytes, f_keep = varint_lanes(features_len[:, None], 5)
+        lanes[:, 1:6] = f_bytes
+        keep[:, 1:6] = f_keep
+        for hs, hdr, hkeep, vs, values, lengths, small, lane in blocks:
+            lanes[:, hs:hs + hdr.shape[1]] = hdr
+            keep[:, hs:hs + hdr.shape[1]] = hkeep
+            n = values.shape[1]
+            if small:
+                np.take(self._lut_word, values, out=lanes[:, vs:vs + 4 * n].view("<u4"))
+            else:
+                lanes[:, vs:vs + lane * n] = varint_lanes(values, lane)[0]
+            kv = keep[:, vs:vs + lane * n].reshape(b, n, lane)
+            np.less(np.arange(lane, dtype=np.uint8), lengths[..., None], out=kv)
+        head_stream = lanes[keep]
         data_len = 1 + varint_lengths(features_len).astype(np.int64) + features_len
-        lanes = [np.full((b, 1), 0x0A, np.uint8), f_bytes] + lanes
-        keeps = [np.ones((b, 1), bool), f_keep] + keeps
-        head_stream = np.concatenate(lanes, axis=1)[np.concatenate(keeps, axis=1)]
         var_len = data_len - ft
 
         # Right-aligned rows: [0.. | len8 | crc4 | head | tail | crc4].
@@ -321,8 +331,9 @@ class RecordEncoder:
         at = self._at
         np.less(cols, seq_len[:, None], out=out[:, t0 + at["input_mask"]:][:, :s],
                 casting="unsafe")
-        out[:, t0 + at["segment_ids"]:][:, :s] = (cols >= seg_start[:, None]) \
-            & (cols < seq_len[:, None])
+        seg = out[:, t0 + at["segment_ids"]:][:, :s]
+        np.greater_equal(cols, seg_start[:, None], out=seg, casting="unsafe")
+        seg &= out[:, t0 + at["input_mask"]:][:, :s]
         if "masked_lm_positions" in at:
             out[:, t0 + at["masked_lm_positions"]:][:, :p] = positions
         weights = out[:, t0 + at["masked_lm_weights"]:][:, :4 * p].reshape(b, p, 4)
@@ -330,7 +341,8 @@ class RecordEncoder:
         out[:, t0 + at["next_sentence_labels"]] = labels
         h0 = t0 - vmax
         head = out[:, h0:t0]
-        head[np.arange(vmax)[None, :] >= (vmax - var_len)[:, None]] = head_stream
+        head[np.arange(vmax, dtype=np.int32)[None, :]
+             >= (vmax - var_len).astype(np.int32)[:, None]] = head_stream
 
         # CRC-32C of the data: head bytes by table, tail from its structure.
         reg = _CRC.rows_contrib(head, ft)
@@ -347,12 +359,8 @@ class RecordEncoder:
         frame = np.concatenate([len_bytes, len_crc.view(np.uint8).reshape(b, 4)], axis=1)
         rows = np.arange(b)[:, None]
         out[rows, (t0 - var_len - 12)[:, None] + np.arange(12)] = frame
-
-        total = data_len + 16
-        keep = np.arange(width, dtype=np.int32)[None, :] >= (width - total).astype(np.int32)[:, None]
-        offsets = np.zeros(b + 1, np.int64)
-        np.cumsum(total, out=offsets[1:])
-        return out[keep].tobytes(), offsets
+        ends = (np.arange(1, b + 1, dtype=np.int64)) * width
+        return out.reshape(-1), ends - (data_len + 16), ends
 
     def encode_features(self, features: Mapping[str, np.ndarray]) -> Tuple[bytes, np.ndarray]:
         """``encode`` from the 7 padded feature arrays (as ``instance_features`` makes them);
@@ -388,11 +396,13 @@ def feature_batch(dicts: Sequence[Mapping[str, Sequence]]) -> Dict[str, np.ndarr
 
 
 class FramedRecords:
-    """Framed records kept in memory in batches, addressed by their global index."""
+    """Framed records kept in memory in batches (as ``RecordEncoder.encode`` returns them),
+    addressed by their global index."""
 
     def __init__(self):
-        self._buffers: List[bytes] = []
-        self._offsets: List[np.ndarray] = []
+        self._buffers: List[np.ndarray] = []
+        self._starts: List[np.ndarray] = []
+        self._ends: List[np.ndarray] = []
         self._first: List[int] = [0]
 
     def __len__(self) -> int:
@@ -400,13 +410,21 @@ class FramedRecords:
 
     @property
     def nbytes(self) -> int:
-        return sum(len(b) for b in self._buffers)
+        """Bytes of the records (not counting the padding kept with them)."""
+        return int(sum((e - s).sum() for s, e in zip(self._starts, self._ends)))
 
-    def add(self, buffer: bytes, offsets: np.ndarray) -> None:
-        if len(offsets) > 1:
+    def add(self, buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+        if len(starts):
             self._buffers.append(buffer)
-            self._offsets.append(offsets)
-            self._first.append(self._first[-1] + len(offsets) - 1)
+            self._starts.append(np.asarray(starts, np.int64))
+            self._ends.append(np.asarray(ends, np.int64))
+            self._first.append(self._first[-1] + len(starts))
+
+    def record(self, index: int) -> bytes:
+        """The framed bytes of record ``index`` (creation order)."""
+        batch = int(np.searchsorted(self._first[1:], index, side="right"))
+        local = index - self._first[batch]
+        return self._buffers[batch][self._starts[batch][local]:self._ends[batch][local]].tobytes()
 
     def write(self, output_files: Sequence[str], order: Optional[Sequence[int]] = None,
               chunk: int = 4096) -> int:
@@ -414,24 +432,24 @@ class FramedRecords:
         ``output_files``, atomically. Returns the number written."""
         n = len(self)
         order = np.arange(n) if order is None else np.asarray(order, np.int64)
-        firsts = np.array(self._first[:-1], np.int64)
-        batch_of = np.searchsorted(np.array(self._first[1:]), order, side="right")
-        local = order - firsts[batch_of]
-        starts = np.concatenate(self._offsets and [o[:-1] for o in self._offsets] or [[]])
-        ends = np.concatenate(self._offsets and [o[1:] for o in self._offsets] or [[]])
+        if n:
+            batch_of = np.searchsorted(np.array(self._first[1:]), order, side="right")
+            starts = np.concatenate(self._starts)[order]
+            ends = np.concatenate(self._ends)[order]
         views = [memoryview(buf) for buf in self._buffers]
         with contextlib.ExitStack() as stack:
             files = [stack.enter_context(io_utils.atomic_open(path, "wb"))
                      for path in output_files]
             nf = len(files)
             for f_index, f in enumerate(files):
-                picked = order[f_index::nf]
-                for lo in range(0, len(picked), chunk):
-                    g = picked[lo:lo + chunk]
-                    bt = batch_of[f_index::nf][lo:lo + chunk].tolist()
-                    st = starts[g].tolist()
-                    en = ends[g].tolist()
-                    f.write(b"".join([views[x][y:z] for x, y, z in zip(bt, st, en)]))
+                for lo in range(f_index, n, chunk * nf):
+                    sl = slice(lo, min(n, lo + chunk * nf), nf)
+                    f.write(b"".join([views[x][y:z] for x, y, z in zip(
+                        batch_of[sl].tolist(), starts[sl].tolist(), ends[sl].tolist())]))
+        umask = os.umask(0)
+        os.umask(umask)
+        for path in output_files:  # temporary files are 0600; give the usual permissions
+            os.chmod(path, 0o666 & ~umask)
         return n
 
 

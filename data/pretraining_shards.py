@@ -37,7 +37,7 @@ def worker_output_files(output_files: Sequence[str], num_workers: int) -> List[L
 
     raise PretrainingDataError(
         "--num_workers=%d needs 1 or %d comma-separated --output_file entries, got %d"
-                     % (num_workers, num_workers, len(output_files)))
+        % (num_workers, num_workers, len(output_files)))
 
 
 def worker_seed(random_seed: int, worker: int) -> random.Random:
@@ -57,15 +57,14 @@ def _run_worker(args: Tuple) -> Dict[str, int]:
         for path in temp_files:
             open(path, "wb").close()
         return {"worker": worker, "instances": 0, "documents": 0}
-    store, order = pretraining_fast.generate_records(
-        corpus, vocab, random_seed=settings["random_seed"],
+    written = pretraining_fast.write_records(
+        corpus, vocab, temp_files, random_seed=settings["random_seed"],
         max_seq_length=settings["max_seq_length"],
         max_predictions_per_seq=settings["max_predictions_per_seq"],
         masked_lm_prob=settings["masked_lm_prob"], short_seq_prob=settings["short_seq_prob"],
         dupe_factor=settings["dupe_factor"], do_whole_word_mask=settings["do_whole_word_mask"],
-        show_progress=show_progress)
-    store.write(temp_files, order)
-    return {"worker": worker, "instances": len(store), "documents": corpus.num_documents}
+        show_progress=show_progress, helper=False)
+    return {"worker": worker, "instances": written, "documents": corpus.num_documents}
 
 
 def run_workers(input_files: Sequence[str], output_files: Sequence[str], num_workers: int,

@@ -57,14 +57,8 @@ def _assert_records_equal(got, want):
 def _fast_records(corpus, vocab, seq, preds, dupe, wwm, seed=12345, prob=0.15, short=0.1):
     store, order = pretraining_fast.generate_records(corpus, vocab, seq, preds, prob, short, dupe,
                                                      seed, wwm)
-    buffers = []
-    for index in order:
-        batch = int(np.searchsorted(store._first[1:], index, side="right"))
-        local = index - store._first[batch]
-        offsets = store._offsets[batch]
-        buffers.append(store._buffers[batch][offsets[local]:offsets[local + 1]])
     out = []
-    for framed in buffers:
+    for framed in (store.record(index) for index in order):
         n = int.from_bytes(framed[:8], "little")
         data = framed[12:12 + n]
         assert pretraining_records.frame_record(data) == framed  # both CRCs

@@ -61,10 +61,10 @@ def test_encoder_records_decode_to_the_features(s, p, vocab):
     rng = np.random.default_rng(s)
     batch = _random_batch(rng, 64, s, p, vocab)
     encoder = R.RecordEncoder(s, p)
-    buf, offsets = encoder.encode(*batch)
-    assert offsets[-1] == len(buf)
+    buf, starts, ends = encoder.encode(*batch)
+    assert buf.dtype == np.uint8 and (ends <= len(buf)).all() and (starts[1:] >= ends[:-1]).all()
     for r in range(64):
-        framed = buf[offsets[r]:offsets[r + 1]]
+        framed = buf[starts[r]:ends[r]].tobytes()
         n = int.from_bytes(framed[:8], "little")
         data = framed[12:12 + n]
         assert R.frame_record(data) == framed
@@ -77,10 +77,11 @@ def test_tensorflow_reads_and_parses_the_records(tmp_path):
     rng = np.random.default_rng(0)
     s, p = 128, 20
     batch = _random_batch(rng, 50, s, p)
-    buf, _ = R.RecordEncoder(s, p).encode(*batch)
+    store = R.FramedRecords()
+    store.add(*R.RecordEncoder(s, p).encode(*batch))
     path = str(tmp_path / "x.tfrecord")
-    with open(path, "wb") as f:
-        f.write(buf)
+    store.write([path])
+    buf = open(path, "rb").read()
     serialized = list(tf.data.TFRecordDataset(path).batch(64))[0]
     parsed = tf.io.parse_example(serialized, pretraining_schema.feature_spec(s, p))
     assert parsed["input_ids"].shape == (50, s)
@@ -107,8 +108,9 @@ def test_encode_features_rejects_non_instance_layouts():
             "segment_ids": [[0, 0, 0, 1, 1, 0]], "masked_lm_positions": [[1, 0]],
             "masked_lm_ids": [[5, 0]], "masked_lm_weights": [[1.0, 0.0]],
             "next_sentence_labels": [[0]]}
-    buf, off = encoder.encode_features(good)
-    assert R.decode_example(buf[12:off[1] - 4]) == {k: v[0] for k, v in good.items()}
+    buf, starts, ends = encoder.encode_features(good)
+    framed = buf[starts[0]:ends[0]].tobytes()
+    assert R.decode_example(framed[12:-4]) == {k: v[0] for k, v in good.items()}
     bad = dict(good, input_mask=[[1, 0, 1, 1, 1, 0]])
     with pytest.raises(ValueError, match="input_mask"):
         encoder.encode_features(bad)
