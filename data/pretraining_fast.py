@@ -279,11 +279,13 @@ class FastGenerator:
     # -- phase 2 -----------------------------------------------------------------------
 
     def _shuffle_steps(self, sh: np.ndarray, mk: np.ndarray, n: np.ndarray) -> np.ndarray:
-        """``j`` of every Fisher-Yates step, by ``i``: ``J[r, i]`` for ``i = 1 .. n[r] - 1``,
-        replayed in lock step (one numpy step per word) from each recipe's words ``[sh, mk)``.
+        """``j`` of every Fisher-Yates step, replayed in lock step (one numpy step per word)
+        from each recipe's words ``[sh, mk)``.
 
-        ``_randbelow(m)`` accepts a word iff its top bits (8 when every ``n < 256``, else 16)
-        are below ``m << (bits - m.bit_length())``; ``j`` is then those bits ``>> (bits - k)``.
+        Returns J [rows, max(n) - 1]: ``J[r, c]`` is the ``j`` of step ``i = max(n) - 1 - c``
+        (columns ``c < max(n) - n[r]`` unused). ``_randbelow(m)`` accepts a word iff its top
+        bits (8 when every ``n < 256``, else 16) are below ``m << (bits - m.bit_length())``;
+        ``j`` is then those bits ``>> (bits - m.bit_length())``.
         """
         stream = self.stream
         b = len(sh)
@@ -292,7 +294,8 @@ class FastGenerator:
         cons_s = cons[order]
         n_s = n[order]
         cmax = int(cons_s[0])
-        bits = 8 if int(n.max()) < 256 else 16
+        nmax = int(n.max())
+        bits = 8 if nmax < 256 else 16
         if bits == 8:
             view, lim_table, kind = np.frombuffer(stream.hi8, np.uint8), _LIM8, np.int16
         else:
@@ -304,42 +307,46 @@ class FastGenerator:
         windows = np.lib.stride_tricks.sliding_window_view(view, cmax)
         top = np.ascontiguousarray(windows[rel].T)  # [cmax, b]: top bits of each word
         live = b - np.searchsorted(np.sort(cons), np.arange(cmax), side="right")
-        acc = np.zeros((cmax, b), bool)
-        bounds = np.zeros((cmax, b), kind)  # the bound m each word was tested against
+        # Every word tested against bound m is stored in column nmax - m of its row: the last
+        # one, the accepted word, stays.
+        width = nmax - 1
+        steps = np.zeros((b, width), top.dtype)
+        flat = steps.reshape(-1)
+        row_base = np.arange(b, dtype=np.int64) * width + nmax
+        hit = np.empty(b, bool)
         m = n_s.astype(kind)  # current bound m = i + 1 of each row
         for u in range(cmax):
             q = int(live[u])
             mm = m[:q]
-            bounds[u, :q] = mm
-            hit = acc[u, :q]
-            np.less(top[u, :q], lim_table[mm], out=hit)
-            np.subtract(mm, hit, out=mm, casting="unsafe")
+            word = top[u, :q]
+            flat[row_base[:q] - mm] = word
+            np.less(word, lim_table[mm], out=hit[:q])
+            np.subtract(mm, hit[:q], out=mm, casting="unsafe")
         if not np.array_equal(m, np.ones_like(m)):
             raise AssertionError("shuffle replay out of step with the scan")
-        bound = bounds[acc].astype(np.int64)
-        j = top[acc].astype(np.int32) >> (bits - _BITLEN[bound])
-        rows = np.broadcast_to(order, acc.shape)[acc]
-        steps = np.zeros((b, int(n.max())), np.int32)
-        steps[rows, bound - 1] = j
-        return steps
+        cols = np.arange(width)
+        steps = steps.astype(np.int32) >> (bits - _BITLEN[nmax - cols])
+        out = np.empty_like(steps)
+        out[order] = steps
+        return out
 
     def _masked_prefix(self, steps: np.ndarray, n: np.ndarray, k: np.ndarray) -> np.ndarray:
-        """The first ``k[r]`` shuffled candidates: Fisher-Yates on ``range(n[r])`` with
-        ``steps[r, i]`` for ``i = n[r] - 1 .. 1``, in lock step on a [n, rows] layout."""
+        """The first ``k[r]`` shuffled candidates: Fisher-Yates on ``range(n[r])`` with the
+        ``j`` of ``_shuffle_steps``, in lock step on a [n, rows] layout."""
         b, width = steps.shape
+        nmax = width + 1
         order = np.argsort(-n, kind="stable")  # longest first: the live rows are a prefix
-        n_s = n[order]
-        x = np.repeat(np.arange(width, dtype=np.int32)[:, None], b, axis=1)  # x[i, row]
+        x = np.repeat(np.arange(nmax, dtype=np.int32)[:, None], b, axis=1)  # x[i, row]
         flat = x.reshape(-1)
-        j_by_i = np.ascontiguousarray(steps[order].T)  # [width, b]
+        j_by_col = np.ascontiguousarray(steps[order].T)  # [width, b]
         cols = np.arange(b, dtype=np.int64)
-        live_by_i = b - np.searchsorted(np.sort(n), np.arange(width), side="right")
-        for i in range(width - 1, 0, -1):
+        live_by_i = b - np.searchsorted(np.sort(n), np.arange(nmax), side="right")
+        for i in range(nmax - 1, 0, -1):
             q = int(live_by_i[i])  # rows with n > i
             if q == 0:
                 continue
             xi = x[i, :q].copy()
-            where = j_by_i[i, :q] * b + cols[:q]
+            where = j_by_col[nmax - 1 - i, :q] * b + cols[:q]
             x[i, :q] = flat[where]
             flat[where] = xi
         kmax = int(k.max())
@@ -428,13 +435,17 @@ class FastGenerator:
         c = np.arange(s, dtype=np.int64)[None, :]
         la2, lb2 = la[:, None], lb[:, None]
         seq_len = la2 + lb2 + 3
-        src = np.where(c <= la2, a_s[:, None] + c - 1, b_s[:, None] + c - la2 - 2)
+        kind = np.int32 if len(self.corpus.tokens) < 1 << 31 else np.int64
+        c = c.astype(kind)
+        src = (a_s - 1).astype(kind)[:, None] + c  # A: token a_s + c - 1 at column c
+        src += (c > la2).astype(kind) * (b_s - a_s - 1 - la).astype(kind)[:, None]  # B part
         np.clip(src, 0, max(len(self.corpus.tokens) - 1, 0), out=src)
-        ids = self.corpus.tokens[src].astype(np.int64)
+        ids = self.corpus.tokens.take(src)
+        rows1 = np.arange(b)
         ids[:, 0] = v.cls_id
-        ids = np.where(c == la2 + 1, v.sep_id, ids)
-        ids = np.where(c == seq_len - 1, v.sep_id, ids)
-        ids = np.where(c < seq_len, ids, 0)
+        ids[rows1, la + 1] = v.sep_id
+        ids[rows1, la + lb + 2] = v.sep_id
+        ids *= c < seq_len
         live = cols < k[:, None]
         rows = np.arange(b)[:, None]
         labels = np.where(live, ids[rows, positions], 0)

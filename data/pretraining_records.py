@@ -242,6 +242,8 @@ class RecordEncoder:
         self._lut_bytes = np.zeros((1 << 16, 4), np.uint8)
         self._lut_bytes[:, :3] = lanes
         self._lut_word = self._lut_bytes.view("<u4").reshape(-1)  # the 3 bytes, little end
+        keep4 = np.arange(4)[None, :] < self._lut_len[:, None]
+        self._lut_keep = np.ascontiguousarray(keep4).view("<u4").reshape(-1)  # 4 packed bools
 
     def _header(self, name: str, payload_len: int) -> bytes:
         key = (name, payload_len)
@@ -311,12 +313,14 @@ class RecordEncoder:
             lanes[:, hs:hs + hdr.shape[1]] = hdr
             keep[:, hs:hs + hdr.shape[1]] = hkeep
             n = values.shape[1]
-            if small:
-                np.take(self._lut_word, values, out=lanes[:, vs:vs + 4 * n].view("<u4"))
+            if small:  # table lookups, then one contiguous copy each
+                lanes[:, vs:vs + 4 * n] = self._lut_word.take(values).view(np.uint8).reshape(
+                    b, 4 * n)
+                keep[:, vs:vs + 4 * n] = self._lut_keep.take(values).view(bool).reshape(b, 4 * n)
             else:
-                lanes[:, vs:vs + lane * n] = varint_lanes(values, lane)[0]
-            kv = keep[:, vs:vs + lane * n].reshape(b, n, lane)
-            np.less(np.arange(lane, dtype=np.uint8), lengths[..., None], out=kv)
+                vb, vk = varint_lanes(values, lane)
+                lanes[:, vs:vs + lane * n] = vb
+                keep[:, vs:vs + lane * n] = vk
         head_stream = lanes[keep]
         data_len = 1 + varint_lengths(features_len).astype(np.int64) + features_len
         var_len = data_len - ft
