@@ -12,12 +12,25 @@ rate and warmup, and their eval logits go through the same
 * ``ours``: ``modeling.squad_head.build_squad_model`` + ``modeling.optimization``
   (AdamWeightDecay as the original) trained by ``run_squad.train_squad`` on
   the TFRecords, in this process;
-* ``hf``: ``BertForQuestionAnswering`` + torch AdamW, in the PyTorch venv
+* ``hf``: ``BertForQuestionAnswering`` + torch AdamW (or, with
+  ``--hf_optimizer=bert_adam``, the original's update), in the PyTorch venv
   ``bench/.venvs/hf`` (git-ignored), via ``bench/bench_squad_finetune_hf.py``.
+
+Both sides use the original's schedule (linear warmup, then decay over all the
+steps; the update after t updates uses schedule(t + 1)), weight decay 0.01
+except LayerNorm/bias, and global-norm clipping 1.0. ``--hf_optimizer`` picks
+the HF side's update: torch AdamW (bias-corrected, HF's usual) or
+``bert_adam``, the original's update without bias correction (like for like).
 
 Prints EM/F1 side by side and the F1 gap (target: within 1.0 F1). Stages can
 be run one at a time (``--stages prep,hf,ours,report``); intermediate files
 live in ``--work_dir`` (default ``bench/out/squad_finetune``).
+
+``--stages parity`` (after prep) checks that the two training paths compute the
+same thing: both sides train ``--parity_steps`` steps on the same batches (the
+first features of train.npz, in order) with dropout off and the same span-head
+init (ours, copied to HF), and the per-step losses are printed side by side.
+With ``--hf_optimizer=bert_adam`` they must agree to float noise.
 
 Set up the PyTorch venv once:
 
@@ -140,6 +153,61 @@ def run_hf(args, plan) -> None:
     subprocess.run(cmd, check=True)
 
 
+def run_parity(args, plan) -> None:
+    """Per-step losses of both sides on the same in-order batches, dropout off, same head init."""
+    import tensorflow as tf
+
+    import run_squad
+    from modeling import checkpoints, finetuning, hf_import, squad_head
+
+    steps, batch = args.parity_steps, args.train_batch_size
+    train = np.load(os.path.join(args.work_dir, "train.npz"))
+    if steps * batch > len(train["input_ids"]):
+        sys.exit("--parity_steps=%d needs %d features, train.npz has %d"
+                 % (steps, steps * batch, len(train["input_ids"])))
+    tf.random.set_seed(args.seed)
+    config = hf_import.read_hf_config(MODEL_DIR).replace(hidden_dropout_prob=0.0,
+                                                         attention_probs_dropout_prob=0.0)
+    model = run_squad.build_model(config, args.max_seq_length)
+    report = checkpoints.load_checkpoint(model, MODEL_DIR, log=False)
+    if sorted(report.missing) != ["cls/squad/output_bias", "cls/squad/output_weights"]:
+        sys.exit("unexpected load report: %s" % report.summary())
+    head = model.get_layer("squad")
+    head_file = os.path.join(args.work_dir, "parity_head.npz")
+    np.savez(head_file, w=head.output_weights.numpy(), b=head.output_bias.numpy())  # [2, H], [2]
+    dataset = tf.data.Dataset.from_tensor_slices(
+        {k: train[k][:steps * batch] for k in train.files}).batch(batch)
+    optimizer = run_squad.make_optimizer(args.learning_rate, plan["num_train_steps"],
+                                         plan["num_warmup_steps"])
+    schedule = optimizer._learning_rate  # BertSchedule: iterations -> rate of the next update
+    ours_rates = [float(schedule(i)) for i in range(steps)]
+    ours = finetuning.train(model, optimizer, dataset, steps, squad_head.per_example_squad_loss,
+                            log_every=max(1, steps // 4))
+    out_file = os.path.join(args.work_dir, "parity_%s.json" % hf_name(args))
+    cmd = [HF_PYTHON, os.path.join(ROOT, "bench", "bench_squad_finetune_hf.py"),
+           "--model_dir", MODEL_DIR, "--train", os.path.join(args.work_dir, "train.npz"),
+           "--eval", os.path.join(args.work_dir, "eval.npz"), "--output", out_file,
+           "--optimizer", args.hf_optimizer, "--parity_steps", str(steps), "--head_init", head_file,
+           "--num_train_steps", str(plan["num_train_steps"]),
+           "--num_warmup_steps", str(plan["num_warmup_steps"]),
+           "--batch_size", str(batch), "--learning_rate", str(args.learning_rate),
+           "--threads", str(args.threads)]
+    subprocess.run(cmd, check=True)
+    with open(out_file, encoding="utf-8") as f:
+        hf = json.load(f)
+    print("parity: %d steps x batch %d in file order, dropout 0, same head init; HF update: %s"
+          % (steps, batch, args.hf_optimizer))
+    print("%5s %12s %12s %12s %12s %10s" % ("step", "lr ours", "lr hf", "loss ours", "loss hf",
+                                             "diff"))
+    for i in range(steps):
+        print("%5d %12.4g %12.4g %12.6f %12.6f %+10.6f" % (
+            i + 1, ours_rates[i], hf["learning_rates"][i], ours[i], hf["losses"][i],
+            ours[i] - hf["losses"][i]))
+    print("max |loss diff| %.6f, max |lr diff| %.3g" % (
+        max(abs(a - b) for a, b in zip(ours, hf["losses"])),
+        max(abs(a - b) for a, b in zip(ours_rates, hf["learning_rates"]))))
+
+
 def run_ours(args, plan) -> None:
     """Fine-tunes with run_squad's own training and prediction functions, in this process."""
     import tensorflow as tf
@@ -203,6 +271,8 @@ def main() -> None:
     parser.add_argument("--warmup_proportion", type=float, default=0.1)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--parity_steps", type=int, default=20,
+                        help="steps of the parity stage (in-order batches, dropout off)")
     parser.add_argument("--hf_optimizer", choices=["adamw", "bert_adam"], default="adamw",
                         help="HF side: torch AdamW (bias-corrected) or the original BERT update")
     args = parser.parse_args()
@@ -210,6 +280,8 @@ def main() -> None:
     stages = args.stages.split(",")
 
     plan = prep(args) if "prep" in stages else json.load(open(os.path.join(args.work_dir, "plan.json")))
+    if "parity" in stages:
+        run_parity(args, plan)
     if "hf" in stages:
         run_hf(args, plan)
     if "ours" in stages:

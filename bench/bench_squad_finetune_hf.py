@@ -9,6 +9,16 @@ the original BERT update (``--optimizer=bert_adam``, no bias correction) +
 linear warmup/decay, weight decay 0.01 except LayerNorm/bias, global-norm
 clipping 1.0, and writes the eval start/end logits to ``--output``.
 
+The learning-rate schedule is the original's, as this port applies it (``modeling/lr_schedules.py``):
+the update made after t updates uses ``schedule(t + 1)`` = ``lr * (t + 1) / W`` during the
+W warmup steps, then ``lr * (1 - (t + 1) / N)`` (decay over all N steps, so the rate drops to
+``lr * (1 - W / N)`` when warmup ends).
+
+Parity mode (``bench_squad_finetune.py --stages parity``): ``--parity_steps K`` trains K steps
+on the first K batches of ``train.npz`` in file order, with dropout off and the span head copied
+from ``--head_init`` (npz ``w`` [2, H], ``b`` [2]), and writes the per-step losses and learning
+rates as JSON to ``--output`` instead of eval logits.
+
 Progress goes to stderr; the result file is written under a temporary name,
 then renamed.
 """
@@ -71,12 +81,19 @@ def main() -> None:
     parser.add_argument("--optimizer", choices=["adamw", "bert_adam"], default="adamw",
                         help="torch AdamW (bias-corrected, HF's usual) or the original BERT update "
                         "(no bias correction), as this port's create_optimizer")
+    parser.add_argument("--parity_steps", type=int, default=0,
+                        help="parity mode: this many steps in file order, no dropout, no eval")
+    parser.add_argument("--head_init", default=None, help="npz (w [2, H], b [2]) for the span head")
     args = parser.parse_args()
+    parity = args.parity_steps > 0
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     with open(os.path.join(args.model_dir, "config.json"), encoding="utf-8") as f:
-        config = BertConfig(**json.load(f))
+        config_dict = json.load(f)
+    if parity:
+        config_dict.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = BertConfig(**config_dict)
     model = BertForQuestionAnswering(config)
     state = load_file(os.path.join(args.model_dir, "model.safetensors"))
     state = {k: v for k, v in state.items() if not k.startswith("pooler.") and k != "embeddings.position_ids"}
@@ -84,6 +101,11 @@ def main() -> None:
     missing = [k for k in missing if not k.startswith("pooler.") and "position_ids" not in k]
     if missing or unexpected:
         sys.exit("weights do not fit: missing %s unexpected %s" % (missing, unexpected))
+    if args.head_init:
+        head = np.load(args.head_init)
+        with torch.no_grad():
+            model.qa_outputs.weight.copy_(torch.from_numpy(head["w"]))  # [2, H]
+            model.qa_outputs.bias.copy_(torch.from_numpy(head["b"]))  # [2]
 
     train = np.load(args.train)
     n = len(train["input_ids"])
@@ -102,18 +124,27 @@ def main() -> None:
         optimizer = BertAdamWeightDecay(groups, lr=args.learning_rate)
 
     def lr_lambda(step: int) -> float:
-        if step < args.num_warmup_steps:
-            return (step + 1) / max(1, args.num_warmup_steps)
-        return max(0.0, (args.num_train_steps - step) / max(1, args.num_train_steps - args.num_warmup_steps))
+        """Factor of the update made after ``step`` updates: the original's schedule(step + 1)
+        (modeling/lr_schedules.py): linear warmup over W steps, then polynomial (power 1) decay
+        over all N steps from the start, 1 - s / N (not HF's decay over N - W)."""
+        s = step + 1
+        if s < args.num_warmup_steps:
+            return s / args.num_warmup_steps
+        return max(0.0, 1.0 - min(s, args.num_train_steps) / args.num_train_steps)
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
     generator = torch.Generator().manual_seed(args.seed)
-    order = torch.randperm(n, generator=generator)
+    order = torch.arange(n) if parity else torch.randperm(n, generator=generator)
     cursor = 0
     model.train()
     t0 = time.time()
-    for step in range(args.num_train_steps):
+    losses, rates = [], []
+    steps = args.parity_steps if parity else args.num_train_steps
+    for step in range(steps):
         if cursor + args.batch_size > n:
+            if parity:
+                sys.exit("--parity_steps=%d needs %d features, train has %d"
+                         % (args.parity_steps, args.parity_steps * args.batch_size, n))
             order = torch.randperm(n, generator=generator)
             cursor = 0
         idx = order[cursor:cursor + args.batch_size]
@@ -122,17 +153,25 @@ def main() -> None:
                     token_type_ids=tensors["segment_ids"][idx],
                     start_positions=tensors["start_positions"][idx],
                     end_positions=tensors["end_positions"][idx])
+        rates.append(optimizer.param_groups[0]["lr"])
+        losses.append(out.loss.item())
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad()
-        if step % 10 == 0 or step == args.num_train_steps - 1:
+        if step % 10 == 0 or step == steps - 1:
             rate = (step + 1) / (time.time() - t0)
             print("hf train step %d/%d loss %.4f, %.2f steps/s, ETA %.0fs" % (
-                step + 1, args.num_train_steps, out.loss.item(), rate,
-                (args.num_train_steps - step - 1) / rate), file=sys.stderr, flush=True)
+                step + 1, steps, losses[-1], rate, (steps - step - 1) / rate),
+                file=sys.stderr, flush=True)
 
+    if parity:
+        tmp = args.output + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"losses": losses, "learning_rates": rates}, f)
+        os.replace(tmp, args.output)
+        return
     evaluation = np.load(args.eval)
     model.eval()
     starts, ends = [], []
