@@ -6,8 +6,8 @@ Flags are the original's (``--bert_config_file``, ``--vocab_file``, ``--output_d
 ``--do_predict``, batch sizes, ``--learning_rate``, ``--num_train_epochs``,
 ``--warmup_proportion``, ``--save_checkpoints_steps``, ``--n_best_size=20``,
 ``--max_answer_length=30``, ``--verbose_logging``, ``--version_2_with_negative``,
-``--null_score_diff_threshold=0.0``, TPU flags) plus ``--precision``, ``--strategy``,
-``--export_dir`` and ``--fast_tokenizer``.
+``--null_score_diff_threshold=0.0``, TPU flags) plus the shared ``--strategy``, ``--mixed_precision`` (bf16|fp16) and ``--use_xla``
+(``modeling/distribution.py``), ``--export_dir``, ``--fast_tokenizer`` and ``--random_seed``.
 
 ``--do_train`` writes ``train.tf_record``, fine-tunes and saves a TF1-named checkpoint
 ``model.ckpt-<steps>`` in ``--output_dir``. ``--do_predict`` writes ``eval.tf_record``,
@@ -71,23 +71,16 @@ def define_flags(flag_values: Optional[flags.FlagValues] = None) -> None:
            "for compatibility, progress is logged at this interval at most.")
     define("integer", "n_best_size", 20, "The number of n-best predictions in nbest_predictions.json.")
     define("integer", "max_answer_length", 30, "The maximum length of an answer, in tokens.")
-    define("bool", "use_tpu", False, "Whether to use TPU (same as --strategy=tpu).")
-    define("string", "tpu_name", None, "The Cloud TPU to use for training.")
-    define("string", "tpu_zone", None, "[Optional] GCE zone where the Cloud TPU is located in.")
-    define("string", "gcp_project", None, "[Optional] Project name for the Cloud TPU project.")
-    define("string", "master", None, "[Optional] TensorFlow master URL.")
-    define("integer", "num_tpu_cores", 8, "Only used if `use_tpu` is True.")
     define("bool", "verbose_logging", False, "Print all data-processing warnings.")
     define("bool", "version_2_with_negative", False, "SQuAD 2.0: some questions have no answer.")
     define("float", "null_score_diff_threshold", 0.0,
            "If null_score - best_non_null is greater than the threshold predict null.")
-    # This port's flags.
-    from modeling import finetuning
+    # This port's flags: --strategy, --use_tpu and the original's TPU flags, --mixed_precision,
+    # --use_xla (shared with the other entry points, modeling/distribution.py).
+    from modeling import distribution
 
-    define("enum", "strategy", "default", list(finetuning.STRATEGIES),
-           "tf.distribute strategy (default: TF's default, one device).")
-    define("enum", "precision", "float32", list(finetuning.PRECISIONS),
-           "Keras dtype policy of the model (logits and losses stay float32).")
+    distribution.define_distribution_flags(target)
+    distribution.define_precision_flags(target)
     define("string", "export_dir", None, "Write a raw-text SavedModel (question, context -> "
            "answer text and span) here.")
     define("bool", "fast_tokenizer", True, "Use FastFullTokenizer (same output as FullTokenizer).")
@@ -127,12 +120,10 @@ def validate_flags_or_throw(bert_config) -> None:
 
 
 def make_strategy():
-    """The tf.distribute strategy named by --strategy / --use_tpu (``modeling.finetuning``)."""
-    from modeling import finetuning
+    """The tf.distribute strategy named by --strategy / --use_tpu (``modeling.distribution``)."""
+    from modeling import distribution
 
-    return finetuning.make_strategy("tpu" if FLAGS.use_tpu else FLAGS.strategy,
-                                    tpu_name=FLAGS.tpu_name, tpu_zone=FLAGS.tpu_zone,
-                                    gcp_project=FLAGS.gcp_project, master=FLAGS.master)
+    return distribution.strategy_from_flags(FLAGS)
 
 
 def build_model(bert_config, seq_length: int):
@@ -141,17 +132,19 @@ def build_model(bert_config, seq_length: int):
     return squad_head.build_squad_model(bert_config, seq_length=seq_length)
 
 
-def make_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int):
+def make_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int,
+                   loss_scale=None, use_tpu: bool = False):
     """The original's AdamWeightDecay schedule (via ``modeling.finetuning.make_optimizer``)."""
     from modeling import finetuning
 
-    return finetuning.make_optimizer(learning_rate, num_train_steps, num_warmup_steps)
+    return finetuning.make_optimizer(learning_rate, num_train_steps, num_warmup_steps,
+                                     loss_scale=loss_scale, use_tpu=use_tpu)
 
 
 def train_squad(model, optimizer, train_file: str, seq_length: int, batch_size: int,
                 num_train_steps: int, output_dir: Optional[str] = None,
                 save_checkpoints_steps: int = 0, log_every: int = 10, seed: Optional[int] = None,
-                strategy=None) -> List[float]:
+                strategy=None, use_xla: bool = False) -> List[float]:
     """Fine-tunes ``model`` on a training TFRecord for ``num_train_steps`` steps; returns the losses.
 
     Runs ``modeling.finetuning.train`` with ``squad_head.per_example_squad_loss`` (batch mean =
@@ -172,7 +165,7 @@ def train_squad(model, optimizer, train_file: str, seq_length: int, batch_size: 
     return finetuning.train(model, optimizer, dataset, num_train_steps,
                             squad_head.per_example_squad_loss, strategy=strategy,
                             log_every=log_every, on_save=save if output_dir else None,
-                            save_every=save_checkpoints_steps)
+                            save_every=save_checkpoints_steps, use_xla=use_xla)
 
 
 def predict_raw_results(model, eval_file: str, seq_length: int, batch_size: int, strategy=None):
@@ -281,11 +274,13 @@ def run(_argv) -> None:
             FLAGS.predict_file, is_training=False, version_2_with_negative=FLAGS.version_2_with_negative)
     os.makedirs(FLAGS.output_dir, exist_ok=True)
     keras.utils.set_random_seed(FLAGS.random_seed)  # python, numpy, TF and Keras initializers/dropout
-    keras.mixed_precision.set_global_policy(FLAGS.precision)
     tokenizer_class = FastFullTokenizer if FLAGS.fast_tokenizer else FullTokenizer
     tokenizer = tokenizer_class(vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
 
-    strategy = make_strategy()
+    from modeling import distribution
+
+    strategy = make_strategy()  # before any other TF op
+    precision = distribution.precision_from_flags(FLAGS)  # sets the Keras dtype policy
     with strategy.scope():
         model = build_model(bert_config, FLAGS.max_seq_length)
     init_checkpoint = FLAGS.init_checkpoint
@@ -319,12 +314,13 @@ def run(_argv) -> None:
         logging.info("  Batch size = %d", FLAGS.train_batch_size)
         logging.info("  Num steps = %d", num_train_steps)
         with strategy.scope():
-            optimizer = make_optimizer(FLAGS.learning_rate, num_train_steps, num_warmup_steps)
+            optimizer = make_optimizer(FLAGS.learning_rate, num_train_steps, num_warmup_steps,
+                                       precision.loss_scale, distribution.is_tpu(strategy))
         train_squad(model, optimizer, train_writer.filename, FLAGS.max_seq_length,
                     FLAGS.train_batch_size, num_train_steps, output_dir=FLAGS.output_dir,
                     save_checkpoints_steps=FLAGS.save_checkpoints_steps,
                     log_every=min(100, max(1, FLAGS.iterations_per_loop)), seed=FLAGS.random_seed,
-                    strategy=strategy)
+                    strategy=strategy, use_xla=FLAGS.use_xla)
 
     if FLAGS.do_predict:
         run_predict(model, tokenizer, eval_examples, FLAGS.output_dir, strategy=strategy)
@@ -347,12 +343,13 @@ def main(argv) -> None:
     from data.squad_eval import SquadEvalError
     from modeling.checkpoints import CheckpointError
     from modeling.config import ConfigError
+    from modeling.distribution import DistributionError
     from data.tokenization import VocabError
 
     try:
         run(argv)
     except (SquadFlagError, SquadFormatError, SquadEvalError, CheckpointError, ConfigError,
-            VocabError) as e:
+            DistributionError, VocabError) as e:
         print("run_squad.py: error: %s" % e, file=sys.stderr)
         sys.exit(1)
     except OSError as e:
