@@ -33,11 +33,13 @@ Rules of the original reproduced here (see ``../shared/golden/README.md``):
 from __future__ import annotations
 
 import collections
+import contextlib
+import gc
 import itertools
 import os
 import re
 import unicodedata
-from typing import Dict, Iterable, List, Sequence, Union
+from typing import Dict, Iterable, List, Sequence, Tuple, Union
 
 from data import special_tokens
 
@@ -350,6 +352,52 @@ class FullTokenizer:
 # The fast host path.
 # --------------------------------------------------------------------------
 
+# The word that separates lines in a batch: NUL, which cleaning deletes, so no
+# cleaned line holds it (a raw NUL is deleted before the lines are joined).
+_LINE_BREAK = "\x00"
+_LINE_JOIN = " \x00 "
+# The ASCII characters cleaning deletes, NUL apart (counted separately).
+_ASCII_DROPPED_BUT_NUL_RE = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_MAX_CODE_POINT = 0x10FFFF
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Pauses the cyclic garbage collector inside the block (restored after, if it was on).
+
+    A batch allocates many objects at once and no reference cycles; the
+    collections those allocations would trigger cost about a sixth of a cold
+    pass over a corpus and free nothing.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _load_vocab_fast(vocab_file: str) -> "collections.OrderedDict[str, int]":
+    """``load_vocab(vocab_file)``, decoding the file in one call (same dict, same errors).
+
+    UTF-8 never encodes a newline inside a multi-byte character, so decoding
+    the whole file and splitting on newlines equals the original's decoding of
+    each line. Any problem is left to ``load_vocab`` to report.
+    """
+    try:
+        with open(vocab_file, "rb") as f:
+            text = f.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return load_vocab(vocab_file)
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    vocab = collections.OrderedDict(zip(map(str.strip, lines), range(len(lines))))
+    if not vocab or special_tokens.UNK not in vocab:
+        return load_vocab(vocab_file)
+    return vocab
+
 
 class _CleanTable(dict):
     """``str.translate`` table: code point -> replacement, filled on first sight.
@@ -372,112 +420,217 @@ class _CleanTable(dict):
         return value
 
 
-class _TokenCache(dict):
-    """basic token -> its WordPiece pieces or ids (``fn``), computed on first sight."""
+class _WordCache(dict):
+    """word -> its WordPiece ids as a str (one character ``chr(id)`` per piece).
 
-    def __init__(self, fn, max_size: int):
+    Keys are the cleaned whitespace-delimited words of a line, already
+    lower-cased when the tokenizer lower-cases (see ``FastFullTokenizer``); an
+    unseen word is resolved on lookup by ``resolve(word) -> str``. The batch
+    line marker ``_LINE_BREAK`` maps to ``marker`` (a character no id uses).
+    """
+
+    def __init__(self, resolve, marker: str):
         super().__init__()
-        self._fn = fn
-        self._max_size = max_size
+        self._resolve = resolve
+        self._marker = marker
 
-    def __missing__(self, token: str):
-        if len(self) >= self._max_size:
-            self.clear()
-        value = self[token] = self._fn(token)
+    def __missing__(self, word: str) -> str:
+        value = self[word] = self._marker if word == _LINE_BREAK else self._resolve(word)
         return value
 
 
-class _WordCache(dict):
-    """cleaned whitespace-delimited word -> its WordPiece pieces or ids, computed on first sight.
+class _Slices(dict):
+    """(start, n) -> the slices ``[start:end]``, end from the longest allowed down to start + 1.
 
-    ASCII words are split into basic tokens by regex (lower-cased first if
-    asked); their tokens are looked up in this same cache, which is exact
-    because an ASCII basic token (an alphanumeric run or one punctuation
-    character, already lower-cased) is its own only basic token as a word.
-    Other words go through the faithful per-word normalization and a
-    separate cache of (non-ASCII) basic tokens.
+    The candidate length is bounded by the longest vocab entry of the kind
+    looked up there: a word-initial piece at 0, a ``##`` piece after.
     """
 
-    def __init__(self, wordpiece_fn, tokenizer: "FastFullTokenizer", max_size: int):
+    def __init__(self, longest_start: int, longest_suffix: int):
         super().__init__()
-        self._wordpiece = wordpiece_fn
-        self._lower = tokenizer.do_lower_case
-        self._normalize = tokenizer._normalize_word
-        self._tokens = _TokenCache(wordpiece_fn, max_size)
-        self._max_size = max_size
+        self._longest = (longest_start, longest_suffix)
 
-    def __missing__(self, word: str):
-        if len(self) >= self._max_size:
-            self.clear()
-        if word.isascii():
-            text = word.lower() if self._lower else word
-            if len(text) == 1 or text.isalnum():
-                value = self._wordpiece(text)  # one basic token: the word itself
-            else:
-                value = list(_chain(map(self.__getitem__, _ASCII_TOKENS_RE.findall(text))))
-        else:
-            value = list(_chain(map(self._tokens.__getitem__, self._normalize(word))))
-        self[word] = value
+    def __missing__(self, key):
+        start, n = key
+        top = min(n, start + self._longest[start > 0])
+        value = self[key] = [slice(start, end) for end in range(top, start, -1)]
         return value
 
 
 class FastFullTokenizer:
     """``FullTokenizer``'s exact output, with the per-character work done in C or once per type.
 
-    Every line is cleaned, split into whitespace-delimited words, and each
-    word mapped through a cache (word -> WordPiece ids, or -> pieces for
-    ``tokenize``; see ``_WordCache``), the per-line loop running in C:
+    A line is cleaned, lower-cased (if asked) and split into whitespace-delimited
+    words, and every word is mapped through a cache (word -> its ids encoded as
+    a str, one character ``chr(id)`` per WordPiece); a line's ids are the
+    characters of its words' values joined, so the per-word loop runs in C:
 
-    * a plain-ASCII line needs no table: the ASCII controls cleaning deletes
-      are removed with one regex substitution and the whole line is
-      lower-cased at once (plain ASCII; NFD is the identity, there is no Mn,
-      CJK or Unicode whitespace); a new word's basic tokens are one
-      ``re.findall`` (every printable ASCII non-alphanumeric is punctuation);
-    * any other line is cleaned and CJK-spaced in one ``str.translate`` pass
-      (a lazily filled per-code-point table built from the faithful
-      predicates); a new non-ASCII word goes through the faithful per-word
-      pipeline (lower-casing, NFD, accent stripping, punctuation split).
+    * a plain-ASCII line is cleaned by deleting the ASCII controls cleaning
+      drops (a regex; usually there are none) and lower-cased at once (NFD is
+      the identity there, and there is no Mn, CJK or Unicode whitespace);
+    * any other line is cleaned and CJK-spaced in one ``str.translate`` pass (a
+      lazily filled per-code-point table built from the faithful predicates)
+      and then lower-cased whole. ``str.lower`` maps character by character
+      except for the final sigma, whose context never crosses whitespace, so
+      this equals the original's lower-casing of each word.
 
-    WordPiece runs once per distinct basic token (greedy longest-match-first
-    as the original, with the search bounded by the longest vocab entry).
-    Caches hold up to ``cache_size`` entries each and are cleared when full.
+    An unseen word is resolved once: a plain-ASCII word's basic tokens are a
+    regex ``findall`` (alphanumeric runs, and every printable ASCII
+    non-alphanumeric alone: all are punctuation); any other word goes through
+    the faithful per-word rules (NFD and Mn removal if lower-casing, punctuation
+    split). WordPiece runs once per distinct basic token: a vocab entry is its
+    own piece; otherwise greedy longest-match-first as the original, the
+    candidates of each step tried from longest to shortest by C iteration over
+    precomputed slices, bounded by the longest vocab entry of their kind.
+    Pieces come back from ids through ``inv_vocab`` (a piece is the token of its
+    own id).
+
+    The batch API (``tokenize_lines`` / ``convert_lines_to_ids``) does a whole
+    list of lines at once: the lines are cleaned, joined with a NUL word between
+    them (cleaning deletes NUL, so it is never a word) and split in one call;
+    all unseen words of the batch are resolved together (their basic tokens
+    found by one ``findall`` over them all, their vocab hits by one set
+    intersection); the values of all words are joined into one str, the NUL
+    word giving a marker character no id uses, and decoded to ids in one call.
+
+    The word and token caches hold about ``cache_size`` entries each and are
+    cleared when full (a batch with more distinct words than that is still
+    served whole).
+
+    Raises:
+      VocabError: as ``load_vocab``, or a vocab of more than 1114110 lines (ids
+        must be code points).
     """
 
     def __init__(self, vocab_file: str, do_lower_case: bool = True, cache_size: int = 1 << 20):
         self.vocab_file = vocab_file
-        self.vocab = load_vocab(vocab_file)
-        self.inv_vocab = {v: k for k, v in self.vocab.items()}
+        self.vocab = _load_vocab_fast(vocab_file)
         self.do_lower_case = do_lower_case
         self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
         self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
+        max_id = max(self.vocab.values())
+        if max_id >= _MAX_CODE_POINT:
+            raise VocabError("vocab file %s: %d lines, more than FastFullTokenizer supports (%d)"
+                             % (vocab_file, max_id + 1, _MAX_CODE_POINT))
+        self._inv_vocab: Union[Dict[int, str], None] = None
+        self._id_pieces: Union[Dict[str, str], None] = None
         self._max_chars = self.wordpiece_tokenizer.max_input_chars_per_word
+        self._cache_size = cache_size
+        self._marker = chr(max_id + 1)  # the batch line marker: no id uses it
         self._table = _CleanTable()
         # WordPiece search tables: continuation pieces without their "##", and
         # the longest entry of each kind (longer candidates cannot match).
+        self._vocab_keys = frozenset(self.vocab)
         self._suffixes = frozenset(t[2:] for t in self.vocab if t.startswith("##"))
-        self._max_start = max(len(t) for t in self.vocab)
-        self._max_suffix = max(map(len, self._suffixes), default=0)
-        self._word_pieces = _WordCache(self._wordpiece, self, cache_size)  # word -> pieces
-        self._word_ids = _WordCache(self._wordpiece_ids, self, cache_size)  # word -> ids
+        # First characters of the entries: a piece can only start with one of them.
+        self._initials = frozenset(t[:1] for t in self.vocab)
+        self._suffix_initials = frozenset(t[:1] for t in self._suffixes)
+        longest = max(map(len, self.vocab))
+        self._slices = _Slices(longest, max(map(len, self._suffixes), default=0))
+        # Vocab entries too long to be a word's single piece (the original gives [UNK]).
+        self._too_long = (frozenset(t for t in self.vocab if len(t) > self._max_chars)
+                          if longest > self._max_chars else frozenset())
+        self._tokens = _WordCache(self._encode_token, self._marker)  # basic token -> ids as a str
+        self._cache = _WordCache(self._encode_word, self._marker)  # word -> ids as a str
 
-    # -- basic tokenization --------------------------------------------------
+    @property
+    def inv_vocab(self) -> Dict[int, str]:
+        """id -> token (built on first use)."""
+        if self._inv_vocab is None:
+            self._inv_vocab = {v: k for k, v in self.vocab.items()}
+        return self._inv_vocab
 
-    def _normalize_word(self, word: str) -> List[str]:
-        """The basic tokens of one cleaned whitespace-delimited word (the faithful rules)."""
-        tokens: List[str] = []
-        for piece in self.basic_tokenizer._normalize_word(word):
-            tokens.extend(whitespace_tokenize(piece))
-        return tokens
+    @property
+    def _pieces(self) -> Dict[str, str]:
+        """``chr(id)`` -> token (built on first use)."""
+        if self._id_pieces is None:
+            self._id_pieces = {chr(v): k for v, k in self.inv_vocab.items()}
+        return self._id_pieces
 
-    def _words(self, text: TextLike) -> List[str]:
-        """The cleaned line split on whitespace (ASCII lines already lower-cased if asked)."""
+    # -- cleaning and words ----------------------------------------------------
+
+    def _clean_line(self, text: TextLike) -> str:
+        """A line (str or UTF-8 bytes) cleaned, CJK-spaced and lower-cased (if asked)."""
         if not isinstance(text, str):
             text = convert_to_unicode(text)
         if text.isascii():
             if _ASCII_DROPPED_RE.search(text) is not None:
                 text = _ASCII_DROPPED_RE.sub("", text)  # deleted before split: \x0b is not a space here
-            return (text.lower() if self.do_lower_case else text).split()
-        return text.translate(self._table).split()
+        else:
+            text = text.translate(self._table)
+        return text.lower() if self.do_lower_case else text
+
+    def _words(self, text: TextLike) -> List[str]:
+        """The cleaned words of one line (lower-cased if asked)."""
+        return self._clean_line(text).split()
+
+    def _batch_words(self, lines: Sequence[TextLike]) -> List[str]:
+        """The cleaned words of all lines (lower-cased if asked), ``_LINE_BREAK`` between lines."""
+        clean = self._clean_line
+        if self.do_lower_case:
+            texts = [t.lower() if type(t) is str and t.isascii() else clean(t) for t in lines]
+        else:
+            texts = [t if type(t) is str and t.isascii() else clean(t) for t in lines]
+        joined = _LINE_JOIN.join(texts)
+        if (joined.count(_LINE_BREAK) != len(texts) - 1
+                or _ASCII_DROPPED_BUT_NUL_RE.search(joined) is not None):
+            # Some ASCII line holds a character cleaning deletes (lower-casing keeps them).
+            joined = _LINE_JOIN.join([_ASCII_DROPPED_RE.sub("", t) for t in texts])
+        return joined.split()
+
+    def _split_word(self, word: str) -> List[str]:
+        """The basic tokens of one cleaned (and lower-cased, if asked) word, as the original."""
+        if word.isascii():
+            return _ASCII_TOKENS_RE.findall(word)
+        if self.do_lower_case:
+            word = BasicTokenizer._run_strip_accents(word)
+        return [t for piece in BasicTokenizer._run_split_on_punc(word) for t in piece.split()]
+
+    def _encode_word(self, word: str) -> str:
+        """The ids of one unseen word's WordPiece tokens as a str (the word cache's resolver)."""
+        tokens = self._tokens
+        if len(tokens) > self._cache_size:
+            tokens.clear()
+        if len(self._cache) > self._cache_size:
+            self._cache.clear()
+        return "".join(map(tokens.__getitem__, self._split_word(word)))
+
+    def _resolve(self, words: Iterable[str]) -> None:
+        """Puts the encoded ids of every word of ``words`` (all unseen) into the word cache.
+
+        The basic tokens of all plain-ASCII words come from one ``findall``
+        over the words joined with a NUL word between them (``findall`` gives
+        NUL back as a token: the word boundary); unseen tokens that are vocab
+        entries are found by one set intersection; the words' values are the
+        tokens' values joined and split at the boundaries.
+        """
+        cache, tokens = self._cache, self._tokens
+        words = list(words)
+        if len(cache) + len(words) > self._cache_size:
+            cache.clear()
+        if len(tokens) > self._cache_size:
+            tokens.clear()
+        joined = _LINE_JOIN.join(words)
+        if joined.isascii():
+            stream = _ASCII_TOKENS_RE.findall(joined)
+        else:
+            ascii_words = [w for w in words if w.isascii()]
+            others = [w for w in words if not w.isascii()]
+            words = ascii_words + others
+            stream = _ASCII_TOKENS_RE.findall(_LINE_JOIN.join(ascii_words)) if ascii_words else []
+            for word in others:
+                if stream:
+                    stream.append(_LINE_BREAK)
+                stream.extend(self._split_word(word))
+        need = set(stream).difference(tokens)
+        need.discard(_LINE_BREAK)
+        hits = need.intersection(self._vocab_keys)  # set & set: iterates the smaller
+        hits.difference_update(self._too_long)
+        tokens.update(zip(hits, map(chr, map(self.vocab.__getitem__, hits))))
+        need.difference_update(hits)
+        tokens.update(zip(need, map(self._encode_token, need)))
+        values = "".join(map(tokens.__getitem__, stream)).split(self._marker)
+        cache.update(zip(words, values))
 
     # -- WordPiece -------------------------------------------------------------
 
@@ -493,38 +646,92 @@ class FastFullTokenizer:
             return [special_tokens.UNK]
         if token in self.vocab:
             return [token]
-        table, longest = self.vocab, self._max_start
-        sub_tokens = []
-        start = 0
+        if token[0] not in self._initials:
+            return [special_tokens.UNK]
+        slices, get = self._slices, token.__getitem__
+        piece = next(filter(self.vocab.__contains__, map(get, slices[0, n])), None)
+        if piece is None:
+            return [special_tokens.UNK]
+        pieces = [piece]
+        start = len(piece)
+        is_suffix = self._suffixes.__contains__
         while start < n:
-            end = min(n, start + longest)
-            while end > start and token[start:end] not in table:
-                end -= 1
-            if end == start:
+            if token[start] not in self._suffix_initials:
                 return [special_tokens.UNK]
-            sub_tokens.append(token[:end] if start == 0 else "##" + token[start:end])
-            start = end
-            table, longest = self._suffixes, self._max_suffix
-        return sub_tokens
+            piece = next(filter(is_suffix, map(get, slices[start, n])), None)
+            if piece is None:
+                return [special_tokens.UNK]
+            pieces.append("##" + piece)
+            start += len(piece)
+        return pieces
 
-    def _wordpiece_ids(self, token: str) -> List[int]:
-        """The ids of ``_wordpiece(token)``."""
+    def _encode_token(self, token: str) -> str:
+        """The ids of ``_wordpiece(token)`` as a str, one ``chr(id)`` per piece."""
         if len(token) <= self._max_chars:
             index = self.vocab.get(token)
             if index is not None:
-                return [index]
-        vocab = self.vocab
-        return [vocab[piece] for piece in self._wordpiece(token)]
+                return chr(index)
+        return "".join(map(chr, map(self.vocab.__getitem__, self._wordpiece(token))))
+
+    # -- encoded lines ---------------------------------------------------------
+
+    def _encode_line(self, text: TextLike) -> str:
+        """The ids of one line's WordPiece tokens as a str, one ``chr(id)`` per token."""
+        return "".join(map(self._cache.__getitem__, self._words(text)))
+
+    def _encode_lines(self, lines: Iterable[TextLike]) -> Tuple[str, int]:
+        """(the encoded ids of all lines, each line ended by the marker but the last; line count)."""
+        if not isinstance(lines, (list, tuple)):
+            lines = list(lines)
+        if not lines:
+            return "", 0
+        return self._encode_batch(lines), len(lines)
+
+    def _encode_batch(self, lines: Sequence[TextLike]) -> str:
+        """The encoded ids of a non-empty list of lines, the marker between lines."""
+        words = self._batch_words(lines)
+        cache = self._cache
+        distinct = set(words)
+        distinct.discard(_LINE_BREAK)
+        unseen = distinct.difference(cache)
+        if len(cache) + len(unseen) > self._cache_size:
+            cache.clear()
+            unseen = distinct
+        if unseen:
+            self._resolve(unseen)
+        return "".join(map(cache.__getitem__, words))
 
     # -- public API --------------------------------------------------------------
 
     def tokenize(self, text: TextLike) -> List[str]:
         """``FullTokenizer.tokenize(text)``: the WordPiece tokens of a str or UTF-8 bytes."""
-        return list(_chain(map(self._word_pieces.__getitem__, self._words(text))))
+        return list(map(self._pieces.__getitem__, self._encode_line(text)))
 
     def tokenize_to_ids(self, text: TextLike) -> List[int]:
         """``convert_tokens_to_ids(tokenize(text))`` in one cached pass."""
-        return list(_chain(map(self._word_ids.__getitem__, self._words(text))))
+        return list(map(ord, self._encode_line(text)))
+
+    def tokenize_lines(self, lines: Iterable[TextLike]) -> List[List[str]]:
+        """``[tokenize(line) for line in lines]``, computed for the whole batch at once."""
+        with _gc_paused():
+            encoded, count = self._encode_lines(lines)
+            if not count:
+                return []
+            get = self._pieces.__getitem__
+            return [list(map(get, s)) for s in encoded.split(self._marker)]
+
+    def convert_lines_to_ids(self, lines: Iterable[TextLike]) -> List[List[int]]:
+        """``[tokenize_to_ids(line) for line in lines]``, computed for the whole batch at once.
+
+        Each line is a str or UTF-8 bytes (decoded with errors ignored) and is
+        tokenized on its own, as ``FullTokenizer`` would; a line may hold any
+        character, newlines included. Returns one list of int ids per line.
+        """
+        with _gc_paused():
+            encoded, count = self._encode_lines(lines)
+            if not count:
+                return []
+            return [list(map(ord, s)) for s in encoded.split(self._marker)]
 
     def convert_tokens_to_ids(self, tokens: Iterable[str]) -> List[int]:
         return convert_by_vocab(self.vocab, tokens)

@@ -2,7 +2,7 @@
 
 For any text: neither host path raises, every token is a vocab entry, every
 id is in range, ``FastFullTokenizer`` equals ``FullTokenizer`` (tokens and
-ids, str and UTF-8 bytes), and the in-graph ``BertGraphTokenizer`` gives the
+ids, str and UTF-8 bytes, line by line and through the batch API), and the in-graph ``BertGraphTokenizer`` gives the
 same ids (checked in batches, one graph call per example). Strategies: every
 code point except surrogates, ASCII with controls, a pool of the hard classes
 (final sigma and its case-ignorable neighbours, dotted I, sharp s, marks
@@ -110,6 +110,17 @@ def test_host_paths_agree_on_bytes(lower, raw):
     _check_host(lower, raw)
 
 
+@pytest.mark.parametrize("lower", [True, False], ids=["uncased", "cased"])
+@settings(max_examples=200, **SETTINGS)
+@given(batch=st.lists(st.one_of(TEXTS, RAW), max_size=12))
+def test_host_batch_api_agrees(lower, batch):
+    """FastFullTokenizer's batch API equals FullTokenizer line by line (str and bytes lines)."""
+    full, fast = HOST[lower]
+    tokens = [full.tokenize(line) for line in batch]
+    assert fast.tokenize_lines(batch) == tokens
+    assert fast.convert_lines_to_ids(batch) == [full.convert_tokens_to_ids(t) for t in tokens]
+
+
 @settings(max_examples=30, **SETTINGS)
 @given(batch=st.lists(RAW, min_size=1, max_size=48))
 def test_graph_agrees_with_host_batched(graph_fn, batch):
@@ -144,4 +155,5 @@ def test_greedy_wordpiece_agrees_on_small_vocabularies(vocab, texts):
         graph = graph_tokenization.BertGraphTokenizer(vocab_file, do_lower_case=True)
     want = [full.convert_tokens_to_ids(full.tokenize(t)) for t in texts]
     assert [fast.tokenize_to_ids(t) for t in texts] == want
+    assert fast.convert_lines_to_ids(texts) == want
     assert graph.tokenize([t.encode("utf-8") for t in texts]).to_list() == want
