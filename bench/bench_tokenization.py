@@ -14,7 +14,9 @@ to WordPiece ids with
   of ``--batch_size`` lines, output fetched as numpy values + row splits; the
   table build and the first traced call are reported separately),
 
-checks that all of them give identical ids, and prints the figures and the
+checks that all of them give identical ids, prints which ``FastFullTokenizer``
+engine ran (the compiled ``data._fast_wordpiece`` or pure Python,
+``--no_extension`` forces the latter), and prints the figures and the
 speed-ups over the faithful path, all measured side by side in this run
 (repeats alternate between the paths; the best repeat of each is kept), in
 wall time and in CPU time of this process (steadier on a shared machine).
@@ -23,6 +25,7 @@ the cold batch figure: one pass over the corpus from a new instance, as a
 user tokenizing a corpus once gets it.
 
     .venv/bin/python bench/bench_tokenization.py [--limit N] [--repeats R] [--cased]
+        [--no_graph] [--no_extension]
 """
 
 from __future__ import annotations
@@ -91,8 +94,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="timed runs per path (best kept)")
     parser.add_argument("--batch_size", type=int, default=1024, help="lines per graph call")
     parser.add_argument("--no_graph", action="store_true", help="skip the in-graph path")
+    parser.add_argument("--no_extension", action="store_true",
+                        help="FastFullTokenizer without its compiled engine (pure Python)")
     args = parser.parse_args()
     lower = not args.cased
+    use_extension = not args.no_extension
 
     raw, lines = _read_lines(args.input_file, args.limit)
     print("corpus %s: %d lines, %.1f MB; do_lower_case=%s" % (
@@ -136,7 +142,8 @@ def main() -> None:
             made = []  # the instance built inside the cold pass, reused for the warm one
 
             def cold(run=run, made=made):
-                made.append(tokenization.FastFullTokenizer(args.vocab_file, do_lower_case=lower))
+                made.append(tokenization.FastFullTokenizer(
+                    args.vocab_file, do_lower_case=lower, use_extension=use_extension))
                 return run(made[0], lines)
 
             record(name + " (cold)", *_timed(cold))  # includes building the instance
@@ -145,6 +152,8 @@ def main() -> None:
             wall, cpu, batches = _timed(run_graph)
             record("graph (batched)", wall, cpu, _ragged_to_lists(batches))
 
+    engine = made[0].engine  # the last instance built in the timed runs
+    engine_name = tokenization.ENGINE if engine == "c" else "pure Python"
     reference = outputs["faithful"]
     for name, ids in outputs.items():
         if ids != reference:
@@ -153,6 +162,7 @@ def main() -> None:
                   file=sys.stderr)
             sys.exit(1)
     tokens = sum(map(len, reference))
+    print("FastFullTokenizer engine: %s" % engine_name)
     print("identical ids on all %d lines (%d tokens)" % (len(lines), tokens))
     print("%-16s %9s %9s %11s %12s %10s %10s" % (
         "path", "wall s", "CPU s", "lines/s", "tokens/s", "ratio", "CPU ratio"))
@@ -162,11 +172,12 @@ def main() -> None:
             name, wall, cpu, len(lines) / wall, tokens / wall, base_wall / wall, base_cpu / cpu))
     wall, cpu = best["batch (cold)"]
     print("HEADLINE cold single pass (batch API, new instance): %.1fx the faithful path in wall "
-          "time, %.1fx in CPU time (target 20x), do_lower_case=%s"
-          % (base_wall / wall, base_cpu / cpu, lower))
+          "time, %.1fx in CPU time (target 20x), do_lower_case=%s, engine: %s"
+          % (base_wall / wall, base_cpu / cpu, lower, engine_name))
     print("(best of %d repeats each, measured side by side in this run; lines/s and tokens/s "
           "from wall time; the graph path uses all cores, so its CPU time can exceed its wall "
-          "time)" % args.repeats)
+          "time); load average %.2f %.2f %.2f" % ((args.repeats,) + os.getloadavg()))
+
 
 if __name__ == "__main__":
     main()

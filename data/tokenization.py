@@ -4,12 +4,16 @@ Two host-side implementations share this module:
 
 * ``FullTokenizer`` / ``BasicTokenizer`` / ``WordpieceTokenizer``: the faithful,
   readable path. Every rule of the original is written once here.
-* ``FastFullTokenizer``: the same output, faster. A plain-ASCII line becomes
-  basic tokens with one regex pass; other lines are cleaned in one
+* ``FastFullTokenizer``: the same output, faster. With the compiled engine
+  ``data._fast_wordpiece`` (built by ``pip install -e .``; optional), every
+  plain-ASCII line is cleaned, split and WordPiece-tokenized in C against a
+  hash table of the vocab, and WordPiece of any other basic token runs in C
+  too. Without it (or with ``use_extension=False``) a plain-ASCII line becomes
+  basic tokens with one regex pass. Other lines are cleaned in one
   ``str.translate`` pass (a lazily filled per-code-point table built from the
   faithful rules) and each distinct word is normalized once; WordPiece runs
   once per distinct basic token, so the per-character Python work is done
-  once per type, not per occurrence.
+  once per type, not per occurrence. ``ENGINE`` names the engine in use.
 
 The in-graph (tensorflow-text) path lives in ``data/graph_tokenization.py``.
 
@@ -39,9 +43,18 @@ import itertools
 import os
 import re
 import unicodedata
-from typing import Dict, Iterable, List, Sequence, Tuple, Union
+from typing import Dict, Iterable, List, Sequence, Union
 
 from data import special_tokens
+
+try:  # the compiled engine of FastFullTokenizer; optional (pure Python otherwise)
+    from data import _fast_wordpiece
+except ImportError:  # not built: FastFullTokenizer uses its Python path, same output
+    _fast_wordpiece = None
+
+# Which engine a default FastFullTokenizer runs (for logs and benchmarks).
+ENGINE = ("C extension data._fast_wordpiece" if _fast_wordpiece is not None
+          else "pure Python (data._fast_wordpiece not built)")
 
 TextLike = Union[str, bytes]
 _chain = itertools.chain.from_iterable
@@ -497,12 +510,22 @@ class FastFullTokenizer:
     cleared when full (a batch with more distinct words than that is still
     served whole).
 
+    With the compiled engine (``data._fast_wordpiece``, used unless
+    ``use_extension`` is false or it was not built; ``self.engine`` says which
+    runs), every plain-ASCII line (a str of code points < 128, or bytes all
+    < 0x80) is tokenized in C: cleaning (ASCII controls but tab, newline and
+    CR deleted), lower-casing A-Z if asked, punctuation split and greedy
+    WordPiece against a hash table of the vocab, straight to a list of ids or
+    tokens. The other lines take the path above, with WordPiece of unseen
+    basic tokens in C.
+
     Raises:
       VocabError: as ``load_vocab``, or a vocab of more than 1114110 lines (ids
         must be code points).
     """
 
-    def __init__(self, vocab_file: str, do_lower_case: bool = True, cache_size: int = 1 << 20):
+    def __init__(self, vocab_file: str, do_lower_case: bool = True, cache_size: int = 1 << 20,
+                 use_extension: bool = True):
         self.vocab_file = vocab_file
         self.vocab = _load_vocab_fast(vocab_file)
         self.do_lower_case = do_lower_case
@@ -532,6 +555,11 @@ class FastFullTokenizer:
                           if longest > self._max_chars else frozenset())
         self._tokens = _WordCache(self._encode_token, self._marker)  # basic token -> ids as a str
         self._cache = _WordCache(self._encode_word, self._marker)  # word -> ids as a str
+        self._engine = None
+        if use_extension and _fast_wordpiece is not None:
+            self._engine = _fast_wordpiece.Engine(
+                self.vocab, self.vocab[special_tokens.UNK], self._max_chars, do_lower_case)
+        self.engine = "c" if self._engine is not None else "python"
 
     @property
     def inv_vocab(self) -> Dict[int, str]:
@@ -618,8 +646,8 @@ class FastFullTokenizer:
             others = [w for w in words if not w.isascii()]
             words = ascii_words + others
             stream = _ASCII_TOKENS_RE.findall(_LINE_JOIN.join(ascii_words)) if ascii_words else []
-            for word in others:
-                if stream:
+            for k, word in enumerate(others):
+                if k or ascii_words:  # not "if stream": a word may have no tokens (only Mn)
                     stream.append(_LINE_BREAK)
                 stream.extend(self._split_word(word))
         need = set(stream).difference(tokens)
@@ -667,6 +695,8 @@ class FastFullTokenizer:
 
     def _encode_token(self, token: str) -> str:
         """The ids of ``_wordpiece(token)`` as a str, one ``chr(id)`` per piece."""
+        if self._engine is not None:
+            return "".join(map(chr, self._engine.encode_token(token)))
         if len(token) <= self._max_chars:
             index = self.vocab.get(token)
             if index is not None:
@@ -678,14 +708,6 @@ class FastFullTokenizer:
     def _encode_line(self, text: TextLike) -> str:
         """The ids of one line's WordPiece tokens as a str, one ``chr(id)`` per token."""
         return "".join(map(self._cache.__getitem__, self._words(text)))
-
-    def _encode_lines(self, lines: Iterable[TextLike]) -> Tuple[str, int]:
-        """(the encoded ids of all lines, each line ended by the marker but the last; line count)."""
-        if not isinstance(lines, (list, tuple)):
-            lines = list(lines)
-        if not lines:
-            return "", 0
-        return self._encode_batch(lines), len(lines)
 
     def _encode_batch(self, lines: Sequence[TextLike]) -> str:
         """The encoded ids of a non-empty list of lines, the marker between lines."""
@@ -701,24 +723,44 @@ class FastFullTokenizer:
             self._resolve(unseen)
         return "".join(map(cache.__getitem__, words))
 
+    def _rows(self, lines: Iterable[TextLike], as_tokens: bool) -> List[List]:
+        """Per line, its ids (or tokens, if ``as_tokens``): the engine's rows, the rest in Python."""
+        if not isinstance(lines, (list, tuple)):
+            lines = list(lines)
+        if self._engine is not None:
+            rows, rest = self._engine.encode_lines(lines, as_tokens)  # rest: indices it left
+            if not rest:
+                return rows
+            encoded = self._encode_batch([lines[i] for i in rest]).split(self._marker)
+        else:
+            rest = range(len(lines))
+            if not lines:
+                return []
+            rows = [None] * len(lines)
+            encoded = self._encode_batch(lines).split(self._marker)
+        get = self._pieces.__getitem__ if as_tokens else ord
+        for i, s in zip(rest, encoded):
+            rows[i] = list(map(get, s))
+        return rows
+
     # -- public API --------------------------------------------------------------
 
     def tokenize(self, text: TextLike) -> List[str]:
         """``FullTokenizer.tokenize(text)``: the WordPiece tokens of a str or UTF-8 bytes."""
+        if self._engine is not None:
+            return self._rows([text], True)[0]
         return list(map(self._pieces.__getitem__, self._encode_line(text)))
 
     def tokenize_to_ids(self, text: TextLike) -> List[int]:
         """``convert_tokens_to_ids(tokenize(text))`` in one cached pass."""
+        if self._engine is not None:
+            return self._rows([text], False)[0]
         return list(map(ord, self._encode_line(text)))
 
     def tokenize_lines(self, lines: Iterable[TextLike]) -> List[List[str]]:
         """``[tokenize(line) for line in lines]``, computed for the whole batch at once."""
         with _gc_paused():
-            encoded, count = self._encode_lines(lines)
-            if not count:
-                return []
-            get = self._pieces.__getitem__
-            return [list(map(get, s)) for s in encoded.split(self._marker)]
+            return self._rows(lines, True)
 
     def convert_lines_to_ids(self, lines: Iterable[TextLike]) -> List[List[int]]:
         """``[tokenize_to_ids(line) for line in lines]``, computed for the whole batch at once.
@@ -728,10 +770,7 @@ class FastFullTokenizer:
         character, newlines included. Returns one list of int ids per line.
         """
         with _gc_paused():
-            encoded, count = self._encode_lines(lines)
-            if not count:
-                return []
-            return [list(map(ord, s)) for s in encoded.split(self._marker)]
+            return self._rows(lines, False)
 
     def convert_tokens_to_ids(self, tokens: Iterable[str]) -> List[int]:
         return convert_by_vocab(self.vocab, tokens)
