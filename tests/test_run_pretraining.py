@@ -184,6 +184,42 @@ def _fresh_model():
     return BertPretrainingModel(config, seq_length=64, max_predictions_per_seq=10)
 
 
+def test_bf16_lamb_accumulation_shuffled_run_resumes(tmp_path):
+    """The other code paths of a training run: mixed_bfloat16, LAMB, 2 micro-batches per
+    update, the shuffling pipeline and the XLA-fused optimizer update (the default); a run
+    restarted from its step-2 checkpoint (iterator state of the shuffled pipeline restored)
+    ends exactly as the uninterrupted one; then eval of the saved checkpoint. The whole step
+    under XLA (--use_xla) with accumulation is checked on a tiny model in
+    tests/modeling/test_training_loop.py (its compile is too slow for this model here)."""
+    args = trajectory_args(tmp_path, "--do_train", "--mixed_precision=bf16", "--optimizer=lamb",
+                           "--num_accumulation_steps=2", "--num_train_steps=4",
+                           "--save_checkpoints_steps=2", "--iterations_per_loop=2")
+    import keras
+
+    try:
+        run_pretraining.run(parse_flags(args))
+        full_log = training_loop.read_step_log(str(tmp_path))
+        full = checkpoints.read_tf1_checkpoint(str(tmp_path / "export" / "bert_model.ckpt"))
+        # As if killed after the step-2 checkpoint: forget ckpt-4, run the same command again.
+        for name in os.listdir(tmp_path):
+            if name.startswith("ckpt-4"):
+                os.remove(tmp_path / name)
+        tf.compat.v1.train.update_checkpoint_state(str(tmp_path), str(tmp_path / "ckpt-2"))
+        run_pretraining.run(parse_flags(args))
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    log = training_loop.read_step_log(str(tmp_path))
+    assert [r["step"] for r in log] == [1, 2, 3, 4]
+    assert all(np.isfinite(r["loss"]) and r["global_norm"] > 0 for r in log)
+    assert [r["loss"] for r in log] == [r["loss"] for r in full_log]
+    resumed = checkpoints.read_tf1_checkpoint(str(tmp_path / "export" / "bert_model.ckpt"))
+    for name, value in full.items():
+        np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-4")
+    results = run_pretraining.run(parse_flags(trajectory_args(tmp_path, "--do_eval")))
+    assert results["global_step"] == 4 and np.isfinite(results["loss"])
+
+
 # -------------------------------------------------------------------------------- bad input
 
 

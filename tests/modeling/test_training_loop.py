@@ -54,12 +54,12 @@ def _model(seed=1):
 
 
 def _trainer(model_dir, steps, accumulation=1, save_every=3, loop=2, optimizer=None,
-             model=None):
+             model=None, **config_kwargs):
     model = model or _model()
     optimizer = optimizer or optimization.create_optimizer(0.05, steps, 2)
     config = training_loop.TrainerConfig(str(model_dir), steps, steps_per_loop=loop,
                                          save_checkpoints_steps=save_every,
-                                         num_accumulation_steps=accumulation)
+                                         num_accumulation_steps=accumulation, **config_kwargs)
     return training_loop.Trainer(model, optimizer, RegressionObjective(), None, config)
 
 
@@ -121,6 +121,29 @@ def test_gradient_accumulation_matches_whole_batch(tmp_path):
     log_b = training_loop.read_step_log(str(tmp_path / "b"))
     np.testing.assert_allclose([r["loss"] for r in log_a], [r["loss"] for r in log_b],
                                rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", optimization.OPTIMIZERS)
+def test_xla_step_and_fused_update_match_op_by_op(tmp_path, name):
+    """use_xla (the whole replica step compiled, micro-batch loop included) and fuse_optimizer
+    (clipping + update compiled) give the op-by-op step's losses and weights up to XLA's float
+    rounding (fused arithmetic, reduction order), with 2 micro-batches per update."""
+
+    def train(folder, **kwargs):
+        optimizer = optimization.create_optimizer(0.05, 4, 2, optimizer=name)
+        trainer = _trainer(tmp_path / folder, 4, accumulation=2, optimizer=optimizer,
+                           save_every=4, loop=4, **kwargs)
+        result = trainer.train(_dataset())
+        return result.step_losses, _weights(trainer)
+
+    losses, weights = train("op_by_op")
+    for folder, kwargs in (("xla", {"use_xla": True}), ("fused", {"fuse_optimizer": True})):
+        other_losses, other_weights = train(folder, **kwargs)
+        np.testing.assert_allclose(other_losses, losses, rtol=1e-5, err_msg=folder)
+        for a, b in zip(other_weights, weights):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=folder)
+    initial = [v.numpy() for v in _model().trainable_variables]
+    assert all(np.abs(a - b).max() > 1e-3 for a, b in zip(weights, initial))  # it trained
 
 
 def test_fp16_loss_scaling_and_bf16_policy(tmp_path):
