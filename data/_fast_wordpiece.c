@@ -26,6 +26,9 @@
  *   vocab's own str keys, as_tokens true); for any other line out[i] is None
  *   and i is listed in rest (a list of int), for the caller to tokenize.
  *
+ * Engine.encode_line(line, as_tokens) -> list or None
+ *   One line: out[0] of encode_lines([line], as_tokens).
+ *
  * Engine.encode_token(token) -> list of int
  *   WordPiece of one basic token (any str) to ids, as
  *   WordpieceTokenizer.tokenize_word. Candidate pieces end on character
@@ -40,65 +43,82 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Open addressing, linear probing; keys live in the engine's arena. */
 typedef struct {
-    const unsigned char *key; /* NULL: empty slot */
-    Py_ssize_t len;
-    uint64_t hash;
-    int32_t id;
+    uint32_t hash; /* low bits of the key's hash (the probe start comes from them too) */
+    int32_t id;    /* -1: empty slot */
+    uint32_t off;  /* the key: arena[off : off + len] */
+    uint32_t len;
 } Slot;
 
 typedef struct {
     Slot *slots;
+    const unsigned char *arena;
     size_t mask;
     Py_ssize_t maxlen; /* longest key, in bytes */
 } Table;
 
-static inline uint64_t hash_bytes(const unsigned char *p, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 1099511628211ULL;
-    }
-    return h ^ (h >> 29);
+/* FNV-1a, byte by byte: the hash of p[0:n] extends the hash of p[0:n-1]. */
+#define FNV_BASIS 1469598103934665603ULL
+#define FNV_STEP(h, byte) (((h) ^ (byte)) * 1099511628211ULL)
+static inline uint32_t hash_final(uint64_t h) { return (uint32_t)(h ^ (h >> 32)); }
+
+static inline uint32_t hash_bytes(const unsigned char *p, Py_ssize_t n) {
+    uint64_t h = FNV_BASIS;
+    for (Py_ssize_t i = 0; i < n; i++) h = FNV_STEP(h, p[i]);
+    return hash_final(h);
 }
 
-static int table_init(Table *t, Py_ssize_t n) {
+static int table_init(Table *t, Py_ssize_t n, const unsigned char *arena) {
     size_t cap = 16;
     while (cap < (size_t)n * 2 + 2) cap <<= 1;
-    t->slots = (Slot *)PyMem_Calloc(cap, sizeof(Slot));
+    t->slots = (Slot *)PyMem_Malloc(cap * sizeof(Slot));
     if (t->slots == NULL) return -1;
+    for (size_t i = 0; i < cap; i++) t->slots[i].id = -1;
+    t->arena = arena;
     t->mask = cap - 1;
     t->maxlen = 0;
     return 0;
 }
 
-static void table_put(Table *t, const unsigned char *key, Py_ssize_t len, int32_t id) {
-    uint64_t h = hash_bytes(key, len);
+static inline int key_eq(const unsigned char *a, const unsigned char *b, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+/* The id of key[0:len] (hash h), or -1. */
+static inline int32_t table_find(const Table *t, const unsigned char *key, Py_ssize_t len,
+                                 uint32_t h) {
     size_t i = (size_t)h & t->mask;
-    while (t->slots[i].key != NULL) {
+    for (;;) {
+        const Slot *s = &t->slots[i];
+        if (s->id < 0) return -1;
+        if (s->hash == h && (Py_ssize_t)s->len == len && key_eq(t->arena + s->off, key, len))
+            return s->id;
+        i = (i + 1) & t->mask;
+    }
+}
+
+/* Adds arena[off:off+len] -> id (a key already present takes the new id). */
+static void table_put(Table *t, uint32_t off, Py_ssize_t len, int32_t id) {
+    const unsigned char *key = t->arena + off;
+    uint32_t h = hash_bytes(key, len);
+    size_t i = (size_t)h & t->mask;
+    for (;;) {
         Slot *s = &t->slots[i];
-        if (s->hash == h && s->len == len && memcmp(s->key, key, (size_t)len) == 0) {
+        if (s->id < 0) break;
+        if (s->hash == h && (Py_ssize_t)s->len == len && key_eq(t->arena + s->off, key, len)) {
             s->id = id;
             return;
         }
         i = (i + 1) & t->mask;
     }
-    t->slots[i].key = key;
-    t->slots[i].len = len;
     t->slots[i].hash = h;
     t->slots[i].id = id;
+    t->slots[i].off = off;
+    t->slots[i].len = (uint32_t)len;
     if (len > t->maxlen) t->maxlen = len;
-}
-
-static inline int32_t table_get(const Table *t, const unsigned char *key, Py_ssize_t len) {
-    uint64_t h = hash_bytes(key, len);
-    size_t i = (size_t)h & t->mask;
-    for (;;) {
-        const Slot *s = &t->slots[i];
-        if (s->key == NULL) return -1;
-        if (s->hash == h && s->len == len && memcmp(s->key, key, (size_t)len) == 0) return s->id;
-        i = (i + 1) & t->mask;
-    }
 }
 
 typedef struct {
@@ -151,6 +171,9 @@ static int push_id(Engine *e, int32_t id) {
 
 static inline int is_cont(unsigned char b) { return (b & 0xC0) == 0x80; }
 
+/* Candidate spans up to this many bytes share one hashing pass. */
+#define HASH_WINDOW 64
+
 /* Appends the WordPiece ids of token p[0:n] (valid UTF-8; ascii: all bytes < 128). */
 static int wordpiece(Engine *e, const unsigned char *p, Py_ssize_t n, int ascii) {
     Py_ssize_t nchars = n;
@@ -160,14 +183,26 @@ static int wordpiece(Engine *e, const unsigned char *p, Py_ssize_t n, int ascii)
     }
     if (nchars > e->max_chars) return push_id(e, e->unk_id);
     Py_ssize_t mark = e->ids_len, start = 0;
+    uint64_t prefix[HASH_WINDOW + 1]; /* prefix[k]: FNV state of p[start:start+k] */
     while (start < n) {
         const Table *t = start ? &e->suffix : &e->full;
         Py_ssize_t end = start + t->maxlen;
         if (end > n) end = n;
         while (end > start && end < n && is_cont(p[end])) end--;
+        /* Candidates p[start:end'] for end' from end down (character boundaries
+           only), longest first; their hashes are prefixes of one FNV pass. */
+        Py_ssize_t span = end - start;
+        int windowed = span <= HASH_WINDOW;
+        if (windowed) {
+            uint64_t h = FNV_BASIS;
+            prefix[0] = h;
+            for (Py_ssize_t k = 0; k < span; k++) prefix[k + 1] = h = FNV_STEP(h, p[start + k]);
+        }
         int32_t id = -1;
         while (end > start) {
-            id = table_get(t, p + start, end - start);
+            Py_ssize_t len = end - start;
+            uint32_t h = windowed ? hash_final(prefix[len]) : hash_bytes(p + start, len);
+            id = table_find(t, p + start, len, h);
             if (id >= 0) break;
             end--;
             while (end > start && is_cont(p[end])) end--;
@@ -250,6 +285,41 @@ static int ascii_bytes(const unsigned char *p, Py_ssize_t n) {
     return 1;
 }
 
+/* Sets *p and *len to the text of an ASCII str or bytes line: 1; another line: 0; error: -1. */
+static int ascii_text(PyObject *item, const unsigned char **p, Py_ssize_t *len) {
+    if (PyUnicode_Check(item)) {
+#if PY_VERSION_HEX < 0x030C0000
+        if (PyUnicode_READY(item) < 0) return -1;
+#endif
+        if (!PyUnicode_IS_ASCII(item)) return 0;
+        *p = (const unsigned char *)PyUnicode_DATA(item);
+        *len = PyUnicode_GET_LENGTH(item);
+        return 1;
+    }
+    if (PyBytes_Check(item)) {
+        const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(item);
+        Py_ssize_t n = PyBytes_GET_SIZE(item);
+        if (!ascii_bytes(b, n)) return 0;
+        *p = b;
+        *len = n;
+        return 1;
+    }
+    return 0;
+}
+
+static PyObject *Engine_encode_line(Engine *e, PyObject *args) {
+    PyObject *line;
+    int as_tokens = 0;
+    if (!PyArg_ParseTuple(args, "O|p:encode_line", &line, &as_tokens)) return NULL;
+    const unsigned char *p = NULL;
+    Py_ssize_t len = 0;
+    int r = ascii_text(line, &p, &len);
+    if (r < 0) return NULL;
+    if (r == 0) Py_RETURN_NONE;
+    if (encode_ascii_line(e, p, len) < 0) return NULL;
+    return ids_to_list(e, as_tokens);
+}
+
 static PyObject *Engine_encode_lines(Engine *e, PyObject *args) {
     PyObject *lines;
     int as_tokens = 0;
@@ -265,23 +335,9 @@ static PyObject *Engine_encode_lines(Engine *e, PyObject *args) {
         PyObject *item = items[i];
         const unsigned char *p = NULL;
         Py_ssize_t len = 0;
-        if (PyUnicode_Check(item)) {
-#if PY_VERSION_HEX < 0x030C0000
-            if (PyUnicode_READY(item) < 0) goto fail;
-#endif
-            if (PyUnicode_IS_ASCII(item)) {
-                p = (const unsigned char *)PyUnicode_DATA(item);
-                len = PyUnicode_GET_LENGTH(item);
-            }
-        } else if (PyBytes_Check(item)) {
-            const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(item);
-            Py_ssize_t bl = PyBytes_GET_SIZE(item);
-            if (ascii_bytes(b, bl)) {
-                p = b;
-                len = bl;
-            }
-        }
-        if (p == NULL) {
+        int r = ascii_text(item, &p, &len);
+        if (r < 0) goto fail;
+        if (r == 0) {
             PyObject *idx = PyLong_FromSsize_t(i);
             if (idx == NULL) goto fail;
             int r = PyList_Append(rest, idx);
@@ -392,7 +448,11 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
         PyErr_NoMemory();
         return -1;
     }
-    if (table_init(&e->full, n) < 0 || table_init(&e->suffix, n_suffix) < 0) {
+    if (total > (Py_ssize_t)UINT32_MAX - 1) {
+        PyErr_SetString(PyExc_ValueError, "Engine: vocab entries over 4 GB in all");
+        return -1;
+    }
+    if (table_init(&e->full, n, e->arena) < 0 || table_init(&e->suffix, n_suffix, e->arena) < 0) {
         PyErr_NoMemory();
         return -1;
     }
@@ -404,9 +464,10 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
         const char *u = PyUnicode_AsUTF8AndSize(key, &len);
         if (u == NULL) return -1;
         long id = PyLong_AsLong(value);
+        uint32_t off = (uint32_t)(a - e->arena);
         memcpy(a, u, (size_t)len);
-        table_put(&e->full, a, len, (int32_t)id);
-        if (len >= 2 && a[0] == '#' && a[1] == '#') table_put(&e->suffix, a + 2, len - 2, (int32_t)id);
+        table_put(&e->full, off, len, (int32_t)id);
+        if (len >= 2 && a[0] == '#' && a[1] == '#') table_put(&e->suffix, off + 2, len - 2, (int32_t)id);
         a += len;
         Py_INCREF(value);
         Py_XSETREF(e->id_objs[id], value);
@@ -423,6 +484,8 @@ static int Engine_init(Engine *e, PyObject *args, PyObject *kwds) {
 static PyMethodDef Engine_methods[] = {
     {"encode_lines", (PyCFunction)Engine_encode_lines, METH_VARARGS,
      "encode_lines(lines, as_tokens=False) -> (out, rest): ASCII lines tokenized, others listed."},
+    {"encode_line", (PyCFunction)Engine_encode_line, METH_VARARGS,
+     "encode_line(line, as_tokens=False) -> list, or None for a line that is not ASCII."},
     {"encode_token", (PyCFunction)Engine_encode_token, METH_O,
      "encode_token(token) -> list of int: WordPiece ids of one basic token."},
     {NULL, NULL, 0, NULL},

@@ -541,8 +541,20 @@ class FastFullTokenizer:
         self._cache_size = cache_size
         self._marker = chr(max_id + 1)  # the batch line marker: no id uses it
         self._table = _CleanTable()
-        # WordPiece search tables: continuation pieces without their "##", and
-        # the longest entry of each kind (longer candidates cannot match).
+        self._tokens = _WordCache(self._encode_token, self._marker)  # basic token -> ids as a str
+        self._cache = _WordCache(self._encode_word, self._marker)  # word -> ids as a str
+        self._engine = None
+        if use_extension and _fast_wordpiece is not None:
+            self._engine = _fast_wordpiece.Engine(
+                self.vocab, self.vocab[special_tokens.UNK], self._max_chars, do_lower_case)
+        else:
+            self._build_wordpiece_tables()  # the engine does WordPiece itself
+        self.engine = "c" if self._engine is not None else "python"
+
+    def _build_wordpiece_tables(self) -> None:
+        """The search tables of the Python WordPiece (``_wordpiece``, ``_resolve``)."""
+        # Continuation pieces without their "##", and the longest entry of each
+        # kind (longer candidates cannot match).
         self._vocab_keys = frozenset(self.vocab)
         self._suffixes = frozenset(t[2:] for t in self.vocab if t.startswith("##"))
         # First characters of the entries: a piece can only start with one of them.
@@ -553,13 +565,6 @@ class FastFullTokenizer:
         # Vocab entries too long to be a word's single piece (the original gives [UNK]).
         self._too_long = (frozenset(t for t in self.vocab if len(t) > self._max_chars)
                           if longest > self._max_chars else frozenset())
-        self._tokens = _WordCache(self._encode_token, self._marker)  # basic token -> ids as a str
-        self._cache = _WordCache(self._encode_word, self._marker)  # word -> ids as a str
-        self._engine = None
-        if use_extension and _fast_wordpiece is not None:
-            self._engine = _fast_wordpiece.Engine(
-                self.vocab, self.vocab[special_tokens.UNK], self._max_chars, do_lower_case)
-        self.engine = "c" if self._engine is not None else "python"
 
     @property
     def inv_vocab(self) -> Dict[int, str]:
@@ -652,11 +657,12 @@ class FastFullTokenizer:
                 stream.extend(self._split_word(word))
         need = set(stream).difference(tokens)
         need.discard(_LINE_BREAK)
-        hits = need.intersection(self._vocab_keys)  # set & set: iterates the smaller
-        hits.difference_update(self._too_long)
-        tokens.update(zip(hits, map(chr, map(self.vocab.__getitem__, hits))))
-        need.difference_update(hits)
-        tokens.update(zip(need, map(self._encode_token, need)))
+        if self._engine is None:
+            hits = need.intersection(self._vocab_keys)  # set & set: iterates the smaller
+            hits.difference_update(self._too_long)
+            tokens.update(zip(hits, map(chr, map(self.vocab.__getitem__, hits))))
+            need.difference_update(hits)
+        tokens.update(zip(need, map(self._encode_token, need)))  # the engine's WordPiece, if any
         values = "".join(map(tokens.__getitem__, stream)).split(self._marker)
         cache.update(zip(words, values))
 
@@ -748,13 +754,17 @@ class FastFullTokenizer:
     def tokenize(self, text: TextLike) -> List[str]:
         """``FullTokenizer.tokenize(text)``: the WordPiece tokens of a str or UTF-8 bytes."""
         if self._engine is not None:
-            return self._rows([text], True)[0]
+            row = self._engine.encode_line(text, True)
+            if row is not None:
+                return row
         return list(map(self._pieces.__getitem__, self._encode_line(text)))
 
     def tokenize_to_ids(self, text: TextLike) -> List[int]:
         """``convert_tokens_to_ids(tokenize(text))`` in one cached pass."""
         if self._engine is not None:
-            return self._rows([text], False)[0]
+            row = self._engine.encode_line(text, False)
+            if row is not None:
+                return row
         return list(map(ord, self._encode_line(text)))
 
     def tokenize_lines(self, lines: Iterable[TextLike]) -> List[List[str]]:
