@@ -132,6 +132,11 @@ def test_engine_rows_and_rest():
     assert rows == [[vocab[t] for t in ["hello", ",", "world", "!"]]] * 2 and rest == []
     assert eng.encode_line(b"Hello, World!", True) == ["hello", ",", "world", "!"]
     assert eng.encode_line("caf\u00e9") is None and eng.encode_line(7) is None
+
+    class Text(str):
+        pass
+
+    assert eng.encode_line(Text("Hello, World!"), True) == ["hello", ",", "world", "!"]
     assert eng.encode_token("unaffable") == [vocab[t] for t in ["una", "##ffa", "##ble"]]
     assert eng.encode_token("\ud800") == [vocab[special_tokens.UNK]]
     with pytest.raises(TypeError):
