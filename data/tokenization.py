@@ -548,7 +548,7 @@ class FastFullTokenizer:
             self._engine = _fast_wordpiece.Engine(
                 self.vocab, self.vocab[special_tokens.UNK], self._max_chars, do_lower_case)
         else:
-            self._build_wordpiece_tables()  # the engine does WordPiece itself
+            self._build_wordpiece_tables()  # no engine: WordPiece runs in Python
         self.engine = "c" if self._engine is not None else "python"
 
     def _build_wordpiece_tables(self) -> None:
