@@ -10,7 +10,10 @@ learning rate from {2e-5, 3e-5, 5e-5} (``--learning_rates``):
   input pipeline and eval_results.txt; training time from its progress lines);
 * ``hf``: ``BertForSequenceClassification`` + torch AdamW in the PyTorch venv
   ``bench/.venvs/hf`` (``torch==2.13.0`` CPU wheel + transformers; git-ignored), via
-  ``bench/bench_classifier_finetune_hf.py``.
+  ``bench/bench_classifier_finetune_hf.py``;
+* ``hf_bert_adam`` (optional side, ``--sides ours,hf,hf_bert_adam``): the same HF model with the
+  original BERT update (no Adam bias correction), as this port's optimizer: a like-for-like
+  check that separates optimizer effects from model/pipeline effects.
 
 Prints every run and then, per task and learning rate, the mean over seeds side by side with
 the gap and the training times (target: ours within 1.0 point of HF). Tasks: mrpc, rte,
@@ -46,6 +49,9 @@ DATA_DIRS = {"mrpc": "MRPC", "rte": "RTE", "sts-b": "STS-B", "cola": "CoLA"}
 MAIN_METRIC = {"mrpc": ("accuracy", "f1"), "rte": ("accuracy",), "sts-b": ("pearson", "spearmanr"),
                "cola": ("mcc",)}
 SEQ = 128
+# torch's OpenMP pool spins badly when the CPU is oversubscribed (shared 2-core machine: 0.06
+# step/s with 2 threads under load 8); set by --hf_threads.
+HF_THREADS = 1
 
 from data import classifier, classifier_features, glue_metrics, tokenization  # noqa: E402
 
@@ -117,7 +123,8 @@ def run_ours(task: str, seed: int, lr: float, epochs: float, run_dir: str) -> di
     return out
 
 
-def run_hf(task: str, seed: int, lr: float, epochs: float, data: dict, run_dir: str) -> dict:
+def run_hf(task: str, seed: int, lr: float, epochs: float, data: dict, run_dir: str,
+           optimizer: str = "adamw") -> dict:
     result_file = os.path.join(run_dir, "result.json")
     if os.path.exists(result_file):
         return json.load(open(result_file))
@@ -126,13 +133,14 @@ def run_hf(task: str, seed: int, lr: float, epochs: float, data: dict, run_dir: 
     cmd = [HF_PYTHON, os.path.join(ROOT, "bench", "bench_classifier_finetune_hf.py"),
            "--model_dir=%s" % MODEL_DIR, "--train=%s" % data["train"], "--dev=%s" % data["dev"],
            "--output=%s" % output, "--num_labels=%d" % data["num_labels"],
-           "--epochs=%g" % epochs, "--learning_rate=%g" % lr, "--seed=%d" % seed]
+           "--epochs=%g" % epochs, "--learning_rate=%g" % lr, "--seed=%d" % seed,
+           "--optimizer=%s" % optimizer, "--threads=%d" % HF_THREADS]
     start = time.time()
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     for line in proc.stderr:
         if line.startswith("hf train step"):
-            print("  hf %s seed %d lr %g: %s" % (task, seed, lr, line.strip()), file=sys.stderr,
-                  flush=True)
+            print("  hf(%s) %s seed %d lr %g: %s" % (optimizer, task, seed, lr, line.strip()),
+                  file=sys.stderr, flush=True)
     if proc.wait() != 0:
         raise RuntimeError("HF run failed for %s seed %d" % (task, seed))
     got = np.load(output)
@@ -152,12 +160,19 @@ def main() -> None:
     parser.add_argument("--sides", default="ours,hf")
     parser.add_argument("--work_dir", default=os.path.join(ROOT, "bench", "out",
                                                            "classifier_finetune"))
+    parser.add_argument("--hf_threads", type=int, default=1,
+                        help="torch threads of the HF side (1 on a shared, oversubscribed CPU)")
     args = parser.parse_args()
+    global HF_THREADS
+    HF_THREADS = args.hf_threads
     tasks = [classifier.canonical_task_name(t) for t in args.tasks.split(",")]
     seeds = [int(s) for s in args.seeds.split(",")]
     rates = [float(r) for r in args.learning_rates.split(",")]
     sides = args.sides.split(",")
-    if "hf" in sides and not os.path.exists(HF_PYTHON):
+    unknown = sorted(set(sides) - {"ours", "hf", "hf_bert_adam"})
+    if unknown:
+        sys.exit("--sides: unknown %s (ours, hf, hf_bert_adam)" % ",".join(unknown))
+    if any(side.startswith("hf") for side in sides) and not os.path.exists(HF_PYTHON):
         sys.exit("missing %s: create the PyTorch venv (see the module docstring)" % HF_PYTHON)
     print("load average at start: %.2f %.2f %.2f" % os.getloadavg(), file=sys.stderr)
     runs = {}
@@ -173,7 +188,8 @@ def main() -> None:
                     if side == "ours":
                         r = run_ours(task, seed, lr, args.epochs, run_dir)
                     else:
-                        r = run_hf(task, seed, lr, args.epochs, data, run_dir)
+                        r = run_hf(task, seed, lr, args.epochs, data, run_dir,
+                                   "adamw" if side == "hf" else "bert_adam")
                     runs[(task, lr, seed, side)] = r
                     print("%s %s %s: %s, train %.0fs" % (
                         task, tag, side, ", ".join("%s %.2f" % kv for kv in
@@ -183,23 +199,29 @@ def main() -> None:
     print("\nall-MiniLM-L6-v2, batch 32, %g epochs, seq %d, warmup 10%%; dev scores x100, mean "
           "over %d seed(s); load average now %.2f" % (args.epochs, SEQ, len(seeds),
                                                     os.getloadavg()[0]))
-    print("%-6s %-8s %-10s %8s %8s %8s %10s %10s" % ("task", "lr", "metric", "ours", "HF",
-                                                     "ours-HF", "ours s", "HF s"))
+    shown = ["ours", "hf"] + (["hf_bert_adam"] if "hf_bert_adam" in sides else [])
+    header = "%-6s %-8s %-10s" % ("task", "lr", "metric")
+    header += "".join(" %12s" % side for side in shown) + " %8s" % "ours-hf"
+    header += "".join(" %12s" % (side + " s") for side in shown)
+    print(header)
     summary = []
     for task in tasks:
         for lr in rates:
             for metric in MAIN_METRIC[task]:
                 row = {"task": task, "lr": lr, "metric": metric, "seeds": seeds}
-                for side in ("ours", "hf"):
+                for side in shown:
                     got = [runs[(task, lr, s, side)] for s in seeds if (task, lr, s, side) in runs]
                     row[side] = float(np.mean([g["metrics"][metric] for g in got])) if got \
                         else float("nan")
+                    row[side + "_seeds"] = len(got)
                     row[side + "_train_s"] = float(np.mean([g["train_seconds"] for g in got])) \
                         if got else float("nan")
                 summary.append(row)
-                print("%-6s %-8g %-10s %8.2f %8.2f %+8.2f %10.0f %10.0f" % (
-                    task, lr, metric, row["ours"], row["hf"], row["ours"] - row["hf"],
-                    row["ours_train_s"], row["hf_train_s"]))
+                line = "%-6s %-8g %-10s" % (task, lr, metric)
+                line += "".join(" %12.2f" % row[side] for side in shown)
+                line += " %+8.2f" % (row["ours"] - row["hf"])
+                line += "".join(" %12.0f" % row[side + "_train_s"] for side in shown)
+                print(line)
     with open(os.path.join(args.work_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
 

@@ -3,8 +3,10 @@
 Reads the features bench_classifier_finetune.py wrote with run_classifier's converter
 (``train.npz``/``dev.npz``: input_ids, input_mask, segment_ids [N, S] and label_ids [N]),
 fine-tunes ``BertForSequenceClassification`` from the all-MiniLM-L6-v2 safetensors (encoder and
-pooler; fresh classifier) with the paper's recipe as HF runs it: torch AdamW (weight decay 0.01
-except biases and LayerNorm weights, epsilon 1e-6), linear warmup over ``--warmup_proportion``
+pooler; fresh classifier) with the paper's recipe as HF runs it: torch AdamW (``--optimizer=adamw``,
+bias-corrected; or ``--optimizer=bert_adam``, the original BERT update without bias correction,
+as this port's optimizer, for a like-for-like check; weight decay 0.01 except biases and
+LayerNorm weights, epsilon 1e-6), linear warmup over ``--warmup_proportion``
 then linear decay to 0, global-norm clipping 1.0, dropout 0.1, a fresh shuffle per epoch, each
 batch cut to its longest example. Writes the dev logits and the training time to ``--output``
 (``.npz``, temporary name then rename). Progress on stderr.
@@ -22,6 +24,9 @@ import numpy as np
 import torch
 from safetensors.torch import load_file
 from transformers import BertConfig, BertForSequenceClassification
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_squad_finetune_hf import BertAdamWeightDecay  # noqa: E402
 
 
 def _batch(arrays, index, regression):
@@ -50,6 +55,9 @@ def main() -> None:
     parser.add_argument("--warmup_proportion", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--optimizer", choices=["adamw", "bert_adam"], default="adamw",
+                        help="torch AdamW (bias-corrected, HF's usual) or the original BERT update "
+                        "(no bias correction), as this port's create_optimizer")
     args = parser.parse_args()
 
     torch.manual_seed(args.seed)
@@ -80,7 +88,10 @@ def main() -> None:
         {"params": [p for name, p in model.named_parameters()
                     if any(nd in name for nd in no_decay)], "weight_decay": 0.0},
     ]
-    optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-6)
+    if args.optimizer == "adamw":
+        optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-6)
+    else:
+        optimizer = BertAdamWeightDecay(groups, lr=args.learning_rate)
 
     def schedule(step):
         if step < num_warmup_steps:
