@@ -51,7 +51,13 @@ def trained(tmp_path_factory):
         "--do_predict", "--train_batch_size=8", "--num_train_epochs=1", "--save_checkpoints_steps=2",
         "--export_dir=%s" % export])
     assert code == 0, err[-3000:]
-    return {"data_dir": data_dir, "out": str(out), "export": str(export), "stderr": err}
+    return {"data_dir": data_dir, "out": str(out), "export": str(export), "stderr": err,
+            "eval_results": _read_results(os.path.join(out, "eval_results.txt"))}
+
+
+def _read_results(path):
+    with open(path, encoding="utf-8") as f:
+        return dict(line.split(" = ") for line in f.read().splitlines())
 
 
 def _count_records(path):
@@ -156,9 +162,14 @@ def test_eval_from_output_dir_checkpoint_without_bucketing(trained, tmp_path):
         _base_flags(trained["data_dir"], trained["out"])
         + ["--do_eval", "--nolength_aware_batching", "--eval_batch_size=5"])
     assert code == 0, err
-    results = dict(line.split(" = ") for line in
-                   open(os.path.join(trained["out"], "eval_results.txt")).read().splitlines())
+    results = _read_results(os.path.join(trained["out"], "eval_results.txt"))
     assert results["global_step"] == "4"
+    bucketed = trained["eval_results"]  # batch 8, bucketed and trimmed
+    assert set(results) == set(bucketed)
+    for key in ("eval_accuracy", "eval_f1"):
+        assert results[key] == bucketed[key], key
+    np.testing.assert_allclose(float(results["eval_loss"]), float(bucketed["eval_loss"]),
+                               rtol=1e-5)
 
 
 # ------------------------------------------------------------------------------- bad input
