@@ -357,7 +357,10 @@ def main() -> None:
                                                          median * gflop, 100 * mfu, ratio))
     out_dir = os.path.join(ROOT, "bench", "out")
     os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "bench_pretraining.json"), "w") as f:
+    sys.path.insert(0, ROOT)
+    from data.io_utils import atomic_open
+
+    with atomic_open(os.path.join(out_dir, "bench_pretraining.json")) as f:
         json.dump({"dims": d, "gflop_per_sequence": gflop, "gemm_peak_gflop_s": {
             k: rates[k] for k in rates if k.startswith("GEMM")}, "reference": REFERENCE,
             "results": results}, f, indent=1)
