@@ -22,9 +22,22 @@ except LayerNorm/bias, and global-norm clipping 1.0. ``--hf_optimizer`` picks
 the HF side's update: torch AdamW (bias-corrected, HF's usual) or
 ``bert_adam``, the original's update without bias correction (like for like).
 
+Default recipe: the paper's fine-tuning recipe, sane for both updates (the original's has no
+Adam bias correction, so its early updates are several times AdamW's; a high rate hurts it
+most): batch 32, lr 5e-5, 2 epochs, warmup 0.1, max_seq_length 128, doc_stride 64,
+max_query_length 48.
+
+Seeded and reproducible: for each seed of ``--seeds`` (comma-separated), ours calls
+``keras.utils.set_random_seed(seed)`` before building the model (span-head init, dropout) and
+shuffles the TFRecords with that seed; the HF side calls ``torch.manual_seed(seed)`` before
+building its model and draws its batch order from a generator seeded with it. Logits go to
+``<side>_s<seed>_logits.npz``; the report scores every seed of every side trained with the
+current recipe and prints per-seed rows, the mean (and std over seeds) and the gap of means.
+
 Prints EM/F1 side by side and the F1 gap (target: within 1.0 F1). Stages can
 be run one at a time (``--stages prep,hf,ours,report``); intermediate files
-live in ``--work_dir`` (default ``bench/out/squad_finetune``).
+live in ``--work_dir`` (default ``bench/out/squad_finetune``). ``--hf_optimizer`` takes a
+comma-separated list (``adamw,bert_adam`` runs both HF sides).
 
 ``--stages parity`` (after prep) checks that the two training paths compute the
 same thing: both sides train ``--parity_steps`` steps on the same batches (the
@@ -41,6 +54,7 @@ Set up the PyTorch venv once:
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import random
@@ -128,24 +142,48 @@ def prep(args) -> dict:
         "eval_features": len(eval_features),
         "num_train_steps": num_train_steps,
         "num_warmup_steps": int(num_train_steps * args.warmup_proportion),
+        "max_seq_length": args.max_seq_length, "doc_stride": args.doc_stride,
+        "max_query_length": args.max_query_length, "train_batch_size": args.train_batch_size,
+        "num_train_epochs": args.num_train_epochs, "warmup_proportion": args.warmup_proportion,
     }
-    _write_json(os.path.join(args.work_dir, "plan.json"), plan)
+    tmp = os.path.join(args.work_dir, "plan.json.tmp")
+    _write_json(tmp, plan)
+    os.replace(tmp, os.path.join(args.work_dir, "plan.json"))
     print("prep: %s" % json.dumps(plan), file=sys.stderr)
     return plan
 
 
-def hf_name(args) -> str:
-    return "hf" if args.hf_optimizer == "adamw" else "hf_" + args.hf_optimizer
+def load_plan(args) -> dict:
+    """plan.json of an earlier prep; exits if its feature/step recipe differs from the flags."""
+    path = os.path.join(args.work_dir, "plan.json")
+    if not os.path.exists(path):
+        sys.exit("no %s: run --stages prep first" % path)
+    with open(path, encoding="utf-8") as f:
+        plan = json.load(f)
+    for flag in ("train_articles", "max_seq_length", "doc_stride", "max_query_length",
+                 "train_batch_size", "num_train_epochs", "warmup_proportion"):
+        if flag in plan and plan[flag] != getattr(args, flag):
+            sys.exit("--%s=%s differs from the prep in %s (%s): rerun prep or pass the same flag"
+                     % (flag, getattr(args, flag), path, plan[flag]))
+    return plan
 
 
-def run_hf(args, plan) -> None:
+def hf_name(optimizer: str) -> str:
+    return "hf" if optimizer == "adamw" else "hf_" + optimizer
+
+
+def logits_path(args, name: str, seed: int) -> str:
+    return os.path.join(args.work_dir, "%s_s%d_logits.npz" % (name, seed))
+
+
+def run_hf(args, plan, optimizer: str, seed: int) -> None:
     if not os.path.exists(HF_PYTHON):
         sys.exit("no PyTorch venv at %s (see this script's docstring)" % HF_PYTHON)
     cmd = [HF_PYTHON, os.path.join(ROOT, "bench", "bench_squad_finetune_hf.py"),
            "--model_dir", MODEL_DIR, "--train", os.path.join(args.work_dir, "train.npz"),
            "--eval", os.path.join(args.work_dir, "eval.npz"),
-           "--output", os.path.join(args.work_dir, "%s_logits.npz" % hf_name(args)),
-           "--optimizer", args.hf_optimizer,
+           "--output", logits_path(args, hf_name(optimizer), seed),
+           "--optimizer", optimizer, "--seed", str(seed),
            "--num_train_steps", str(plan["num_train_steps"]),
            "--num_warmup_steps", str(plan["num_warmup_steps"]),
            "--batch_size", str(args.train_batch_size), "--learning_rate", str(args.learning_rate),
@@ -153,8 +191,9 @@ def run_hf(args, plan) -> None:
     subprocess.run(cmd, check=True)
 
 
-def run_parity(args, plan) -> None:
+def run_parity(args, plan, optimizer: str) -> None:
     """Per-step losses of both sides on the same in-order batches, dropout off, same head init."""
+    import keras
     import tensorflow as tf
 
     import run_squad
@@ -165,7 +204,7 @@ def run_parity(args, plan) -> None:
     if steps * batch > len(train["input_ids"]):
         sys.exit("--parity_steps=%d needs %d features, train.npz has %d"
                  % (steps, steps * batch, len(train["input_ids"])))
-    tf.random.set_seed(args.seed)
+    keras.utils.set_random_seed(args.seed)
     config = hf_import.read_hf_config(MODEL_DIR).replace(hidden_dropout_prob=0.0,
                                                          attention_probs_dropout_prob=0.0)
     model = run_squad.build_model(config, args.max_seq_length)
@@ -183,11 +222,11 @@ def run_parity(args, plan) -> None:
     ours_rates = [float(schedule(i)) for i in range(steps)]
     ours = finetuning.train(model, optimizer, dataset, steps, squad_head.per_example_squad_loss,
                             log_every=max(1, steps // 4))
-    out_file = os.path.join(args.work_dir, "parity_%s.json" % hf_name(args))
+    out_file = os.path.join(args.work_dir, "parity_%s.json" % hf_name(optimizer))
     cmd = [HF_PYTHON, os.path.join(ROOT, "bench", "bench_squad_finetune_hf.py"),
            "--model_dir", MODEL_DIR, "--train", os.path.join(args.work_dir, "train.npz"),
            "--eval", os.path.join(args.work_dir, "eval.npz"), "--output", out_file,
-           "--optimizer", args.hf_optimizer, "--parity_steps", str(steps), "--head_init", head_file,
+           "--optimizer", optimizer, "--parity_steps", str(steps), "--head_init", head_file,
            "--num_train_steps", str(plan["num_train_steps"]),
            "--num_warmup_steps", str(plan["num_warmup_steps"]),
            "--batch_size", str(batch), "--learning_rate", str(args.learning_rate),
@@ -196,7 +235,7 @@ def run_parity(args, plan) -> None:
     with open(out_file, encoding="utf-8") as f:
         hf = json.load(f)
     print("parity: %d steps x batch %d in file order, dropout 0, same head init; HF update: %s"
-          % (steps, batch, args.hf_optimizer))
+          % (steps, batch, optimizer))
     print("%5s %12s %12s %12s %12s %10s" % ("step", "lr ours", "lr hf", "loss ours", "loss hf",
                                              "diff"))
     for i in range(steps):
@@ -208,14 +247,19 @@ def run_parity(args, plan) -> None:
         max(abs(a - b) for a, b in zip(ours_rates, hf["learning_rates"]))))
 
 
-def run_ours(args, plan) -> None:
-    """Fine-tunes with run_squad's own training and prediction functions, in this process."""
-    import tensorflow as tf
+def run_ours(args, plan, seed: int) -> None:
+    """Fine-tunes with run_squad's own training and prediction functions, in this process.
+
+    ``keras.utils.set_random_seed(seed)`` (python, numpy, TF and Keras' global seed generator)
+    before the model is built fixes the span-head init and the dropout masks; ``seed`` also
+    fixes the TFRecord shuffle order.
+    """
+    import keras
 
     import run_squad
     from modeling import checkpoints, hf_import
 
-    tf.random.set_seed(args.seed)
+    keras.utils.set_random_seed(seed)
     config = hf_import.read_hf_config(MODEL_DIR)  # HF "gelu" = exact erf GELU, as HF runs it
     model = run_squad.build_model(config, args.max_seq_length)
     report = checkpoints.load_checkpoint(model, MODEL_DIR, log=False)
@@ -226,27 +270,45 @@ def run_ours(args, plan) -> None:
     t0 = time.time()
     run_squad.train_squad(model, optimizer, os.path.join(args.work_dir, "train.tf_record"),
                           args.max_seq_length, args.train_batch_size, plan["num_train_steps"],
-                          seed=args.seed)
+                          seed=seed)
     train_seconds = time.time() - t0
     results = run_squad.predict_raw_results(model, os.path.join(args.work_dir, "eval.tf_record"),
                                             args.max_seq_length, 64)
-    tmp = os.path.join(args.work_dir, "ours_logits.tmp.npz")
+    tmp = os.path.join(args.work_dir, "ours_s%d_logits.tmp.npz" % seed)
     np.savez(tmp, unique_ids=np.asarray([r.unique_id for r in results], np.int64),
              start_logits=np.asarray([r.start_logits for r in results], np.float32),
              end_logits=np.asarray([r.end_logits for r in results], np.float32),
-             train_seconds=np.float64(train_seconds))
-    os.replace(tmp, os.path.join(args.work_dir, "ours_logits.npz"))
+             train_seconds=np.float64(train_seconds),
+             learning_rate=np.float64(args.learning_rate),
+             num_train_steps=np.int64(plan["num_train_steps"]))
+    os.replace(tmp, logits_path(args, "ours", seed))
 
 
-def score(args, name: str) -> dict:
-    """EM/F1 of one side's logits through write_predictions and the official scorer."""
+SIDES = (("ours", "bert-tf2 (this port)"), ("hf", "HF, torch AdamW"),
+         ("hf_bert_adam", "HF, BERT Adam update"))
+
+
+def runs_of(args, plan, name: str) -> dict:
+    """{seed: logits path} of one side, trained with the current lr and step count."""
+    runs = {}
+    for path in sorted(glob.glob(os.path.join(args.work_dir, "%s_s*_logits.npz" % name))):
+        seed = os.path.basename(path)[len(name) + 2:-len("_logits.npz")]
+        if not seed.isdigit():
+            continue
+        with np.load(path) as logits:
+            if ("learning_rate" not in logits or float(logits["learning_rate"]) != args.learning_rate
+                    or len(logits["unique_ids"]) != plan["eval_features"]
+                    or int(logits.get("num_train_steps", -1)) != plan["num_train_steps"]):
+                print("report: skipping %s (another recipe)" % path, file=sys.stderr)
+                continue
+        runs[int(seed)] = path
+    return runs
+
+
+def score(args, examples, features, name: str, path: str) -> dict:
+    """EM/F1 of one run's logits through write_predictions and the official scorer."""
     eval_json = os.path.join(args.work_dir, "eval.json")
-    tokenizer = FastFullTokenizer(os.path.join(MODEL_DIR, "vocab.txt"), do_lower_case=True)
-    examples = squad.read_squad_examples(eval_json, is_training=False)
-    features = []
-    squad.convert_examples_to_features(examples, tokenizer, args.max_seq_length, args.doc_stride,
-                                       args.max_query_length, False, features.append)
-    logits = np.load(os.path.join(args.work_dir, "%s_logits.npz" % name))
+    logits = np.load(path)
     results = [squad.RawResult(int(u), s, e) for u, s, e in
                zip(logits["unique_ids"], logits["start_logits"], logits["end_logits"])]
     pred_file = os.path.join(args.work_dir, "%s_predictions.json" % name)
@@ -257,54 +319,99 @@ def score(args, name: str) -> dict:
     return result
 
 
+def report(args, plan) -> None:
+    """Per-seed and mean EM/F1 of every side, and the gap of mean F1 (port - HF side)."""
+    eval_json = os.path.join(args.work_dir, "eval.json")
+    tokenizer = FastFullTokenizer(os.path.join(MODEL_DIR, "vocab.txt"), do_lower_case=True)
+    examples = squad.read_squad_examples(eval_json, is_training=False)
+    features = []
+    squad.convert_examples_to_features(examples, tokenizer, args.max_seq_length, args.doc_stride,
+                                       args.max_query_length, False, features.append)
+    scores = {}  # name -> {seed: result}
+    for name, _ in SIDES:
+        runs = runs_of(args, plan, name)
+        if runs:
+            scores[name] = {seed: score(args, examples, features, name, path)
+                            for seed, path in runs.items()}
+    if "ours" not in scores:
+        sys.exit("report: no ours_s<seed>_logits.npz for this recipe in %s" % args.work_dir)
+    print("SQuAD v1.1 fine-tuning from all-MiniLM-L6-v2: train articles %s (%d questions, %d "
+          "features), eval %d articles (%d questions, %d features), %d steps (warmup %d) x batch "
+          "%d, lr %g, max_seq_length %d, doc_stride %d, max_query_length %d"
+          % (plan["train_articles"], plan["train_questions"], plan["train_features"],
+             plan["eval_articles"], plan["eval_questions"], plan["eval_features"],
+             plan["num_train_steps"], plan["num_warmup_steps"], args.train_batch_size,
+             args.learning_rate, args.max_seq_length, args.doc_stride, args.max_query_length))
+    print("%-24s %6s %8s %8s %10s" % ("per seed", "seed", "EM", "F1", "train s"))
+    for name, label in SIDES:
+        for seed, r in sorted(scores.get(name, {}).items()):
+            print("%-24s %6d %8.2f %8.2f %10.0f" % (label, seed, r["exact_match"], r["f1"],
+                                                    r["train_seconds"]))
+    print("%-24s %6s %8s %14s %10s" % ("mean over seeds", "seeds", "EM", "F1 (std)", "train s"))
+    means = {}
+    for name, label in SIDES:
+        if name not in scores:
+            continue
+        rs = list(scores[name].values())
+        f1 = np.array([r["f1"] for r in rs])
+        means[name] = float(f1.mean())
+        print("%-24s %6d %8.2f %8.2f (%4.2f) %10.0f" % (
+            label, len(rs), np.mean([r["exact_match"] for r in rs]), f1.mean(),
+            f1.std(ddof=1) if len(rs) > 1 else 0.0, np.mean([r["train_seconds"] for r in rs])))
+    for name, label in SIDES[1:]:
+        if name in means:
+            gap = means["ours"] - means[name]
+            print("F1 gap of means (port - %s): %+.2f  (target |gap| <= 1.0: %s)"
+                  % (label, gap, "met" if abs(gap) <= 1.0 else "NOT met"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work_dir", default=os.path.join(ROOT, "bench", "out", "squad_finetune"))
     parser.add_argument("--stages", default="prep,hf,ours,report")
     parser.add_argument("--train_articles", default="0:7")
-    parser.add_argument("--max_seq_length", type=int, default=192)
+    parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--doc_stride", type=int, default=64)
     parser.add_argument("--max_query_length", type=int, default=48)
-    parser.add_argument("--train_batch_size", type=int, default=16)
-    parser.add_argument("--learning_rate", type=float, default=1e-4)
+    parser.add_argument("--train_batch_size", type=int, default=32)
+    parser.add_argument("--learning_rate", type=float, default=5e-5)
     parser.add_argument("--num_train_epochs", type=float, default=2.0)
     parser.add_argument("--warmup_proportion", type=float, default=0.1)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads of the HF side (1: torch's OpenMP pool crawls on an "
+                        "oversubscribed CPU)")
+    parser.add_argument("--seeds", default="12345",
+                        help="comma-separated seeds; hf and ours train once per seed")
+    parser.add_argument("--seed", type=int, default=12345, help="seed of the parity stage")
     parser.add_argument("--parity_steps", type=int, default=20,
                         help="steps of the parity stage (in-order batches, dropout off)")
-    parser.add_argument("--hf_optimizer", choices=["adamw", "bert_adam"], default="adamw",
-                        help="HF side: torch AdamW (bias-corrected) or the original BERT update")
+    parser.add_argument("--hf_optimizer", default="adamw",
+                        help="HF side(s), comma-separated: adamw (torch AdamW, bias-corrected) "
+                        "and/or bert_adam (the original BERT update)")
     args = parser.parse_args()
+    optimizers = args.hf_optimizer.split(",")
+    for optimizer in optimizers:
+        if optimizer not in ("adamw", "bert_adam"):
+            sys.exit("--hf_optimizer: %r is neither adamw nor bert_adam" % optimizer)
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        sys.exit("--seeds: expected comma-separated integers, got %r" % args.seeds)
     os.makedirs(args.work_dir, exist_ok=True)
     stages = args.stages.split(",")
 
-    plan = prep(args) if "prep" in stages else json.load(open(os.path.join(args.work_dir, "plan.json")))
+    plan = prep(args) if "prep" in stages else load_plan(args)
     if "parity" in stages:
-        run_parity(args, plan)
-    if "hf" in stages:
-        run_hf(args, plan)
-    if "ours" in stages:
-        run_ours(args, plan)
+        for optimizer in optimizers:
+            run_parity(args, plan, optimizer)
+    for seed in seeds:
+        if "hf" in stages:
+            for optimizer in optimizers:
+                run_hf(args, plan, optimizer, seed)
+        if "ours" in stages:
+            run_ours(args, plan, seed)
     if "report" in stages:
-        ours = score(args, "ours")
-        rows = [("bert-tf2 (this port)", ours)]
-        for name, label in (("hf", "HF, torch AdamW"), ("hf_bert_adam", "HF, BERT Adam update")):
-            if os.path.exists(os.path.join(args.work_dir, "%s_logits.npz" % name)):
-                rows.append((label, score(args, name)))
-        print("SQuAD v1.1 fine-tuning from all-MiniLM-L6-v2: train articles %s (%d questions, %d "
-              "features), eval %d articles (%d questions), %d steps x batch %d, lr %g, "
-              "max_seq_length %d" % (plan["train_articles"], plan["train_questions"],
-                                     plan["train_features"], plan["eval_articles"],
-                                     plan["eval_questions"], plan["num_train_steps"],
-                                     args.train_batch_size, args.learning_rate, args.max_seq_length))
-        print("%-24s %10s %10s %12s" % ("", "EM", "F1", "train s"))
-        for name, r in rows:
-            print("%-24s %10.2f %10.2f %12.0f" % (name, r["exact_match"], r["f1"], r["train_seconds"]))
-        for name, r in rows[1:]:
-            gap = ours["f1"] - r["f1"]
-            print("F1 gap (port - %s): %+.2f  (target |gap| <= 1.0: %s)"
-                  % (name, gap, "met" if abs(gap) <= 1.0 else "NOT met"))
+        report(args, plan)
 
 
 if __name__ == "__main__":

@@ -172,6 +172,7 @@ def main() -> None:
             json.dump({"losses": losses, "learning_rates": rates}, f)
         os.replace(tmp, args.output)
         return
+    train_seconds = time.time() - t0  # training only, as the port's side
     evaluation = np.load(args.eval)
     model.eval()
     starts, ends = [], []
@@ -187,7 +188,9 @@ def main() -> None:
             print("hf predict %d/%d" % (min(i + args.predict_batch_size, m), m), file=sys.stderr, flush=True)
     tmp = args.output + ".tmp.npz"
     np.savez(tmp, unique_ids=evaluation["unique_ids"], start_logits=np.concatenate(starts),
-             end_logits=np.concatenate(ends), train_seconds=np.float64(time.time() - t0))
+             end_logits=np.concatenate(ends), train_seconds=np.float64(train_seconds),
+             learning_rate=np.float64(args.learning_rate),
+             num_train_steps=np.int64(args.num_train_steps))
     os.replace(tmp, args.output)
 
 
