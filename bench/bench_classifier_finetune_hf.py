@@ -26,7 +26,7 @@ from safetensors.torch import load_file
 from transformers import BertConfig, BertForSequenceClassification
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_squad_finetune_hf import BertAdamWeightDecay  # noqa: E402
+from bench_squad_finetune_hf import create_optimizer  # noqa: E402
 
 
 def _batch(arrays, index, regression):
@@ -81,17 +81,7 @@ def main() -> None:
     steps_per_epoch = n // args.batch_size  # drop_remainder, as run_classifier
     num_train_steps = int(n / args.batch_size * args.epochs)
     num_warmup_steps = int(num_train_steps * args.warmup_proportion)
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [
-        {"params": [p for name, p in model.named_parameters()
-                    if not any(nd in name for nd in no_decay)], "weight_decay": 0.01},
-        {"params": [p for name, p in model.named_parameters()
-                    if any(nd in name for nd in no_decay)], "weight_decay": 0.0},
-    ]
-    if args.optimizer == "adamw":
-        optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-6)
-    else:
-        optimizer = BertAdamWeightDecay(groups, lr=args.learning_rate)
+    optimizer = create_optimizer(model, args.optimizer, args.learning_rate)
 
     def schedule(step):
         if step < num_warmup_steps:

@@ -26,19 +26,17 @@ probabilities, label agreement).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from bench import harness  # noqa: E402
+
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 MODEL_DIR = os.path.join(SHARED, "data", "minilm")
 MRPC = os.path.join(SHARED, "data", "glue", "MRPC")
-KH_PYTHON = os.path.join(ROOT, "bench", ".venvs", "kerashub", "bin", "python")
 REFERENCE = "keras-hub padded 128 XLA"
 SEQ = 128
 
@@ -133,50 +131,12 @@ def _kerashub_engines(work_dir: str, batch_size: int):
 
 
 def worker(kind: str, work_dir: str, batch_size: int) -> None:
+    """Builds the engines (one dev-set pass a unit), warms them up (1 pass) and serves them;
+    READY's info carries the ours length-aware vs padded comparison."""
     builders = {"ours": _ours_engines, "kerashub": _kerashub_engines}
     engines, check = builders[kind](work_dir, batch_size)
-    for fn in engines.values():
-        fn()
-    print("READY " + json.dumps({"engines": sorted(engines), "check": check}), flush=True)
-    for line in sys.stdin:
-        parts = line.strip().split(" ", 1)
-        if parts[0] != "RUN":
-            break
-        start = time.perf_counter()
-        engines[parts[1]]()
-        print("TIME %.6f" % (time.perf_counter() - start), flush=True)
-
-
-class Worker:
-    def __init__(self, python: str, kind: str, work_dir: str, batch_size: int):
-        cmd = [python, os.path.abspath(__file__), "--worker", kind, "--work_dir", work_dir,
-               "--batch_size", str(batch_size)]
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, env=env, cwd=ROOT)
-        self.kind = kind
-
-    def ready(self) -> dict:
-        for line in self.proc.stdout:
-            if line.startswith("READY "):
-                return json.loads(line[6:])
-        raise RuntimeError("worker %s died during set-up (exit %s)" % (self.kind, self.proc.wait()))
-
-    def time(self, name: str) -> float:
-        self.proc.stdin.write("RUN %s\n" % name)
-        self.proc.stdin.flush()
-        for line in self.proc.stdout:
-            if line.startswith("TIME "):
-                return float(line[5:])
-        raise RuntimeError("worker %s died" % self.kind)
-
-    def close(self) -> None:
-        try:
-            self.proc.stdin.write("STOP\n")
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        self.proc.wait(timeout=60)
+    harness.serve({name: harness.repeated(engines[name]) for name in sorted(engines)},
+                  info=check)
 
 
 def main() -> None:
@@ -190,32 +150,19 @@ def main() -> None:
     if args.worker:
         worker(args.worker, args.work_dir, args.batch_size)
         return
-    if not args.skip_kerashub and not os.path.exists(KH_PYTHON):
+    if not args.skip_kerashub and not os.path.exists(harness.KH_PYTHON):
         sys.exit("missing %s: run bench/bench_inference.py --setup_only --skip_hf first "
-                 "(or pass --skip_kerashub)" % KH_PYTHON)
-    os.makedirs(os.path.join(ROOT, "bench", "out"), exist_ok=True)
+                 "(or pass --skip_kerashub)" % harness.KH_PYTHON)
+    os.makedirs(harness.OUT_DIR, exist_ok=True)
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="classifier_throughput_",
-                                                 dir=os.path.join(ROOT, "bench", "out"))
+                                                 dir=harness.OUT_DIR)
     data = prepare(work_dir)
-    workers = [Worker(sys.executable, "ours", work_dir, args.batch_size)]
-    if not args.skip_kerashub:
-        workers.append(Worker(KH_PYTHON, "kerashub", work_dir, args.batch_size))
-    engines, check = [], {}
-    for w in workers:  # one at a time: set-up would disturb the others
-        info = w.ready()
-        engines += [(name, w) for name in info["engines"]]
-        check.update(info["check"])
-    print("load average at start: %.2f %.2f %.2f" % os.getloadavg(), file=sys.stderr)
-    rates = {name: [] for name, _ in engines}
-    try:
-        for r in range(args.rounds):
-            for name, w in engines:
-                rates[name].append(data["examples"] / w.time(name))
-            print("round %d/%d: %s" % (r + 1, args.rounds, ", ".join(
-                "%s %.1f" % (n, rates[n][-1]) for n, _ in engines)), file=sys.stderr)
-    finally:
-        for w in workers:
-            w.close()
+    kinds = [(sys.executable, "ours")] + ([] if args.skip_kerashub
+                                          else [(harness.KH_PYTHON, "kerashub")])
+    workers, engines, check = harness.start_workers(
+        __file__, kinds, ["--work_dir", work_dir, "--batch_size", str(args.batch_size)])
+    rates = harness.run_rounds(workers, engines, args.rounds, 1,
+                               lambda name, seconds: data["examples"] / seconds)
     reference = rates.get(REFERENCE)
     print("\nMRPC dev: %d examples, mean %.1f tokens (max %d) of max_seq_length %d; MiniLM-L6 "
           "size; batch %d; %d rounds; load average now %.2f"
@@ -224,18 +171,16 @@ def main() -> None:
     print("%-26s %12s %12s %14s" % ("engine", "examples/s", "best", "x " + REFERENCE))
     results = {}
     for name, _ in engines:
-        median = statistics.median(rates[name])
-        ratio = (statistics.median(a / b for a, b in zip(rates[name], reference))
-                 if reference else float("nan"))
-        results[name] = {"examples_per_s_median": median, "best": max(rates[name]),
+        median, best, ratio = harness.summarize(rates[name], reference)
+        results[name] = {"examples_per_s_median": median, "best": best,
                          "ratio_vs_reference": ratio, "rounds": rates[name]}
-        print("%-26s %12.1f %12.1f %14.2f" % (name, median, max(rates[name]), ratio))
+        print("%-26s %12.1f %12.1f %14.2f" % (name, median, best, ratio))
     print("ours length-aware vs ours padded 128: max |diff| of probabilities %.2e, same label "
           "for %d/%d examples" % (check["max_abs_diff_probabilities"], check["labels_equal"],
                                   check["examples"]))
-    with open(os.path.join(ROOT, "bench", "out", "bench_classifier_throughput.json"), "w") as f:
-        json.dump({"data": data, "batch_size": args.batch_size, "reference": REFERENCE,
-                   "results": results, "check": check}, f, indent=1)
+    harness.write_json("bench_classifier_throughput.json", {
+        "data": data, "batch_size": args.batch_size, "reference": REFERENCE,
+        "results": results, "check": check})
 
 
 if __name__ == "__main__":

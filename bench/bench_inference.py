@@ -22,45 +22,14 @@ The venvs are created on first use (``--setup_only`` to just create them). Resul
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import statistics
-import subprocess
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VENVS = os.path.join(ROOT, "bench", ".venvs")
-HF_PYTHON = os.path.join(VENVS, "hf", "bin", "python")
-KH_PYTHON = os.path.join(VENVS, "kerashub", "bin", "python")
+sys.path.insert(0, ROOT)
+from bench import harness  # noqa: E402
+
 REFERENCE = "keras-hub fp32 XLA"
-
-
-# ------------------------------------------------------------------------------ venvs
-
-def _site_packages(python: str) -> str:
-    return subprocess.check_output(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        text=True).strip()
-
-
-def ensure_venvs(need_kerashub: bool, need_hf: bool) -> None:
-    """Creates the benchmark venvs if missing (pip, from the configured package sources)."""
-    if need_kerashub and not os.path.exists(KH_PYTHON):
-        folder = os.path.dirname(os.path.dirname(KH_PYTHON))
-        print("creating %s (keras-hub on top of the project's TensorFlow)" % folder,
-              file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "venv", folder], check=True)
-        with open(os.path.join(_site_packages(KH_PYTHON), "_project_venv.pth"), "w") as f:
-            f.write(_site_packages(sys.executable) + "\n")
-        subprocess.run([KH_PYTHON, "-m", "pip", "install", "-q", "keras-hub"], check=True)
-    if need_hf and not os.path.exists(HF_PYTHON):
-        folder = os.path.dirname(os.path.dirname(HF_PYTHON))
-        print("creating %s (torch 2.13.0 CPU + transformers)" % folder, file=sys.stderr)
-        subprocess.run(["python3", "-m", "venv", folder], check=True)
-        subprocess.run([HF_PYTHON, "-m", "pip", "install", "-q", "torch==2.13.0", "transformers",
-                        "safetensors", "numpy"], check=True)
 
 
 # ------------------------------------------------------------------------------ workers
@@ -146,55 +115,10 @@ def _hf_engines(d):
 
 
 def worker(kind: str, d) -> None:
-    """Builds the engines, warms them up, then answers 'RUN name iters' with seconds."""
+    """Builds the engines (one forward pass a unit), warms them up (2 passes) and serves them."""
     engines = {"ours": _ours_engines, "kerashub": _kerashub_engines, "hf": _hf_engines}[kind](d)
-    for fn in engines.values():
-        fn()
-        fn()
-    print("READY " + json.dumps(sorted(engines)), flush=True)
-    for line in sys.stdin:
-        parts = line.strip().split(" ", 2)
-        if parts[0] != "RUN":
-            break
-        iters, name = int(parts[1]), parts[2]
-        start = time.perf_counter()
-        for _ in range(iters):
-            engines[name]()
-        print("TIME %.6f" % (time.perf_counter() - start), flush=True)
-
-
-class Worker:
-    def __init__(self, python: str, kind: str, args):
-        cmd = [python, os.path.abspath(__file__), "--worker", kind]
-        for key in ("layers", "hidden", "heads", "intermediate", "batch_size", "seq_length"):
-            cmd += ["--" + key, str(getattr(args, key))]
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, env=env, cwd=ROOT)
-        self.kind = kind
-
-    def ready(self):
-        for line in self.proc.stdout:
-            if line.startswith("READY "):
-                return json.loads(line[6:])
-        raise RuntimeError("worker %s died during set-up (exit %s)"
-                           % (self.kind, self.proc.wait()))
-
-    def time(self, name: str, iters: int) -> float:
-        self.proc.stdin.write("RUN %d %s\n" % (iters, name))
-        self.proc.stdin.flush()
-        for line in self.proc.stdout:
-            if line.startswith("TIME "):
-                return float(line[5:])
-        raise RuntimeError("worker %s died" % self.kind)
-
-    def close(self):
-        try:
-            self.proc.stdin.write("STOP\n")
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        self.proc.wait(timeout=60)
+    harness.serve({name: harness.repeated(engines[name]) for name in sorted(engines)},
+                  warmup=(1, 1))
 
 
 def gflop_per_sequence(d) -> float:
@@ -205,48 +129,19 @@ def gflop_per_sequence(d) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", choices=["ours", "kerashub", "hf"])
-    parser.add_argument("--layers", type=int, default=12)
-    parser.add_argument("--hidden", type=int, default=768)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--intermediate", type=int, default=3072)
-    parser.add_argument("--batch_size", type=int, default=8)
-    parser.add_argument("--seq_length", type=int, default=128)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--iters", type=int, default=3, help="forward passes per measurement")
-    parser.add_argument("--skip_kerashub", action="store_true")
-    parser.add_argument("--skip_hf", action="store_true")
-    parser.add_argument("--setup_only", action="store_true")
+    parser = harness.make_parser(__doc__, "forward passes per measurement")
     args = parser.parse_args()
     d = _dims(args)
     if args.worker:
         worker(args.worker, d)
         return
-    ensure_venvs(not args.skip_kerashub, not args.skip_hf)
-    if args.setup_only:
+    if not harness.set_up_peers(args):
         return
 
-    workers = [Worker(sys.executable, "ours", args)]
-    if not args.skip_kerashub:
-        workers.append(Worker(KH_PYTHON, "kerashub", args))
-    if not args.skip_hf:
-        workers.append(Worker(HF_PYTHON, "hf", args))
-    engines = []  # (name, worker), in measuring order
-    for w in workers:  # one at a time: set-up (compilation) would disturb the others
-        engines += [(name, w) for name in w.ready()]
-    print("load average at start: %.2f %.2f %.2f" % os.getloadavg(), file=sys.stderr)
-    rates = {name: [] for name, _ in engines}
-    try:
-        for r in range(args.rounds):
-            for name, w in engines:
-                seconds = w.time(name, args.iters)
-                rates[name].append(args.iters * d["batch"] / seconds)
-            print("round %d/%d: %s" % (r + 1, args.rounds, ", ".join(
-                "%s %.1f" % (n, rates[n][-1]) for n, _ in engines)), file=sys.stderr)
-    finally:
-        for w in workers:
-            w.close()
+    workers, engines, _ = harness.start_workers(__file__, harness.peers(args),
+                                                harness.flags_of(args, harness.MODEL_FLAGS))
+    rates = harness.run_rounds(workers, engines, args.rounds, args.iters,
+                               lambda name, seconds: args.iters * d["batch"] / seconds)
 
     gflop = gflop_per_sequence(d)
     reference = rates.get(REFERENCE)
@@ -257,18 +152,12 @@ def main() -> None:
     print("%-22s %10s %10s %10s %14s" % ("engine", "seq/s", "best", "GFLOP/s", "x " + REFERENCE))
     results = {}
     for name, _ in engines:
-        median = statistics.median(rates[name])
-        ratio = (statistics.median(a / b for a, b in zip(rates[name], reference))
-                 if reference else float("nan"))
-        results[name] = {"seq_per_s_median": median, "seq_per_s_best": max(rates[name]),
+        median, best, ratio = harness.summarize(rates[name], reference)
+        results[name] = {"seq_per_s_median": median, "seq_per_s_best": best,
                          "ratio_vs_reference": ratio, "rounds": rates[name]}
-        print("%-22s %10.2f %10.2f %10.1f %14.2f" % (name, median, max(rates[name]),
-                                                    median * gflop, ratio))
-    out_dir = os.path.join(ROOT, "bench", "out")
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "bench_inference.json"), "w") as f:
-        json.dump({"dims": d, "gflop_per_sequence": gflop, "reference": REFERENCE,
-                   "results": results}, f, indent=1)
+        print("%-22s %10.2f %10.2f %10.1f %14.2f" % (name, median, best, median * gflop, ratio))
+    harness.write_json("bench_inference.json", {"dims": d, "gflop_per_sequence": gflop,
+                                                "reference": REFERENCE, "results": results})
 
 
 if __name__ == "__main__":

@@ -31,47 +31,17 @@ at the 20 positions (69.9 GFLOP for BERT-base at 128). Results also go to
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VENVS = os.path.join(ROOT, "bench", ".venvs")
-KH_PYTHON = os.path.join(VENVS, "kerashub", "bin", "python")
-HF_PYTHON = os.path.join(VENVS, "hf", "bin", "python")
+sys.path.insert(0, ROOT)
+from bench import harness  # noqa: E402
+
 REFERENCE = "keras-hub fit fp32 XLA"
 PEAK = "GEMM peak fp32"
-
-
-# ------------------------------------------------------------------------------------ venvs
-
-
-def _purelib(python: str) -> str:
-    return subprocess.check_output(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        text=True).strip()
-
-
-def ensure_venvs(kerashub: bool, hf: bool) -> None:
-    """Creates the peers' venvs on first use (pip from the configured package sources)."""
-    if kerashub and not os.path.exists(KH_PYTHON):
-        folder = os.path.dirname(os.path.dirname(KH_PYTHON))
-        print("creating %s (keras-hub over the project's TensorFlow)" % folder, file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "venv", folder], check=True)
-        with open(os.path.join(_purelib(KH_PYTHON), "_project_venv.pth"), "w") as f:
-            f.write(_purelib(sys.executable) + "\n")
-        subprocess.run([KH_PYTHON, "-m", "pip", "install", "-q", "keras-hub"], check=True)
-    if hf and not os.path.exists(HF_PYTHON):
-        folder = os.path.dirname(os.path.dirname(HF_PYTHON))
-        print("creating %s (torch 2.13.0 CPU + transformers)" % folder, file=sys.stderr)
-        subprocess.run(["python3", "-m", "venv", folder], check=True)
-        subprocess.run([HF_PYTHON, "-m", "pip", "install", "-q", "torch==2.13.0",
-                        "transformers", "numpy"], check=True)
 
 
 # ---------------------------------------------------------------------------------- shapes
@@ -223,114 +193,35 @@ def _hf_engines(d, iters_hint):
 
 
 def worker(kind: str, d, iters: int) -> None:
-    """Builds and warms up the engines (2 calls each), then answers 'RUN iters name'."""
+    """Builds the engines (one train step a unit), warms them up (1 then ``iters`` steps, times
+    logged to stderr) and serves them."""
     engines = {"ours": _ours_engines, "kerashub": _kerashub_engines,
                "hf": _hf_engines}[kind](d, iters)
-    for name, fn in engines.items():
-        start = time.perf_counter()
-        fn(1)
-        fn(iters)
-        print("warm-up %s: %.1fs" % (name, time.perf_counter() - start), file=sys.stderr,
-              flush=True)
-    print("READY " + json.dumps(list(engines)), flush=True)
-    for line in sys.stdin:
-        parts = line.strip().split(" ", 2)
-        if parts[0] != "RUN":
-            break
-        n, name = int(parts[1]), parts[2]
-        start = time.perf_counter()
-        engines[name](n)
-        print("TIME %.6f" % (time.perf_counter() - start), flush=True)
-
-
-class Worker:
-    """A worker process (one engine kind) driven over stdin/stdout."""
-
-    def __init__(self, python: str, kind: str, args):
-        cmd = [python, os.path.abspath(__file__), "--worker", kind, "--iters", str(args.iters)]
-        for key in ("layers", "hidden", "heads", "intermediate", "batch_size", "seq_length",
-                    "predictions"):
-            cmd += ["--" + key, str(getattr(args, key))]
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
-        self.kind = kind
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, env=env, cwd=ROOT)
-
-    def ready(self):
-        for line in self.proc.stdout:
-            if line.startswith("READY "):
-                return json.loads(line[6:])
-        raise RuntimeError("worker %s died during set-up (exit %s)" % (self.kind,
-                                                                      self.proc.wait()))
-
-    def time(self, name: str, n: int) -> float:
-        self.proc.stdin.write("RUN %d %s\n" % (n, name))
-        self.proc.stdin.flush()
-        for line in self.proc.stdout:
-            if line.startswith("TIME "):
-                return float(line[5:])
-        raise RuntimeError("worker %s died" % self.kind)
-
-    def close(self) -> None:
-        try:
-            self.proc.stdin.write("STOP\n")
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        self.proc.wait(timeout=120)
+    harness.serve(engines, warmup=(1, iters), log_warmup=True)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", choices=["ours", "kerashub", "hf"])
-    parser.add_argument("--layers", type=int, default=12)
-    parser.add_argument("--hidden", type=int, default=768)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--intermediate", type=int, default=3072)
-    parser.add_argument("--batch_size", type=int, default=8)
-    parser.add_argument("--seq_length", type=int, default=128)
+    parser = harness.make_parser(__doc__, "train steps per measurement")
     parser.add_argument("--predictions", type=int, default=20)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--iters", type=int, default=3, help="train steps per measurement")
-    parser.add_argument("--skip_kerashub", action="store_true")
-    parser.add_argument("--skip_hf", action="store_true")
-    parser.add_argument("--setup_only", action="store_true")
     args = parser.parse_args()
     d = dims_of(args)
     if args.worker:
         worker(args.worker, d, args.iters)
         return
-    ensure_venvs(not args.skip_kerashub, not args.skip_hf)
-    if args.setup_only:
+    if not harness.set_up_peers(args):
         return
 
-    kinds = [(sys.executable, "ours")]
-    if not args.skip_kerashub:
-        kinds.append((KH_PYTHON, "kerashub"))
-    if not args.skip_hf:
-        kinds.append((HF_PYTHON, "hf"))
-    workers, engines = [], []
-    for python, kind in kinds:  # set up one at a time: compiling would disturb the others
-        w = Worker(python, kind, args)
-        workers.append(w)
-        engines += [(name, w) for name in w.ready()]
-    print("load average at start: %.2f %.2f %.2f" % os.getloadavg(), file=sys.stderr)
+    workers, engines, _ = harness.start_workers(
+        __file__, harness.peers(args),
+        harness.flags_of(args, harness.MODEL_FLAGS + ("predictions", "iters")))
     gflop = gflop_per_sequence(d)
-    rates = {name: [] for name, _ in engines}  # seq/s, or GFLOP/s for the GEMM peaks
-    try:
-        for r in range(args.rounds):
-            for name, w in engines:
-                seconds = w.time(name, args.iters)
-                if name.startswith("GEMM"):
-                    rates[name].append(args.iters * 2 * 2048 ** 3 / seconds / 1e9)
-                else:
-                    rates[name].append(args.iters * d["batch"] / seconds)
-            print("round %d/%d: %s" % (r + 1, args.rounds, ", ".join(
-                "%s %.2f" % (n, rates[n][-1]) for n, _ in engines)), file=sys.stderr)
-    finally:
-        for w in workers:
-            w.close()
 
+    def rate(name: str, seconds: float) -> float:  # seq/s, or GFLOP/s for the GEMM peaks
+        if name.startswith("GEMM"):
+            return args.iters * 2 * 2048 ** 3 / seconds / 1e9
+        return args.iters * d["batch"] / seconds
+
+    rates = harness.run_rounds(workers, engines, args.rounds, args.iters, rate, digits=2)
     peak = statistics.median(rates[PEAK])
     reference = rates.get(REFERENCE)
     print("\nBERT pre-training step: L=%d H=%d A=%d I=%d V=%d, batch %d x seq %d, %d "
@@ -346,24 +237,17 @@ def main() -> None:
     for name, _ in engines:
         if name.startswith("GEMM"):
             continue
-        median = statistics.median(rates[name])
-        ratio = (statistics.median(a / b for a, b in zip(rates[name], reference))
-                 if reference else float("nan"))
+        median, best, ratio = harness.summarize(rates[name], reference)
         mfu = median * gflop / peak
-        results[name] = {"seq_per_s_median": median, "seq_per_s_best": max(rates[name]),
+        results[name] = {"seq_per_s_median": median, "seq_per_s_best": best,
                          "gflop_per_s": median * gflop, "mfu_vs_fp32_gemm_peak": mfu,
                          "ratio_vs_keras_hub": ratio, "rounds": rates[name]}
-        print("%-24s %8.2f %8.2f %9.1f %7.0f%% %12.2f" % (name, median, max(rates[name]),
-                                                         median * gflop, 100 * mfu, ratio))
-    out_dir = os.path.join(ROOT, "bench", "out")
-    os.makedirs(out_dir, exist_ok=True)
-    sys.path.insert(0, ROOT)
-    from data.io_utils import atomic_open
-
-    with atomic_open(os.path.join(out_dir, "bench_pretraining.json")) as f:
-        json.dump({"dims": d, "gflop_per_sequence": gflop, "gemm_peak_gflop_s": {
-            k: rates[k] for k in rates if k.startswith("GEMM")}, "reference": REFERENCE,
-            "results": results}, f, indent=1)
+        print("%-24s %8.2f %8.2f %9.1f %7.0f%% %12.2f" % (name, median, best, median * gflop,
+                                                         100 * mfu, ratio))
+    harness.write_json("bench_pretraining.json", {
+        "dims": d, "gflop_per_sequence": gflop,
+        "gemm_peak_gflop_s": {k: rates[k] for k in rates if k.startswith("GEMM")},
+        "reference": REFERENCE, "results": results})
 
 
 if __name__ == "__main__":

@@ -65,6 +65,23 @@ class BertAdamWeightDecay(torch.optim.Optimizer):
                 p.add_(update, alpha=-group["lr"])
 
 
+def create_optimizer(model: torch.nn.Module, name: str, learning_rate: float
+                     ) -> torch.optim.Optimizer:
+    """The original's parameter groups (weight decay 0.01, none on biases and LayerNorm weights)
+    under ``name``: "adamw" (torch AdamW, eps 1e-6, bias-corrected) or "bert_adam"
+    (``BertAdamWeightDecay``, the original update)."""
+    no_decay = ("bias", "LayerNorm.weight")
+    groups = [
+        {"params": [p for n, p in model.named_parameters() if not any(s in n for s in no_decay)],
+         "weight_decay": 0.01},
+        {"params": [p for n, p in model.named_parameters() if any(s in n for s in no_decay)],
+         "weight_decay": 0.0},
+    ]
+    if name == "adamw":
+        return torch.optim.AdamW(groups, lr=learning_rate, eps=1e-6)
+    return BertAdamWeightDecay(groups, lr=learning_rate)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model_dir", required=True)
@@ -111,17 +128,7 @@ def main() -> None:
     n = len(train["input_ids"])
     tensors = {k: torch.from_numpy(train[k].astype(np.int64)) for k in
                ("input_ids", "input_mask", "segment_ids", "start_positions", "end_positions")}
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [
-        {"params": [p for name, p in model.named_parameters() if not any(s in name for s in no_decay)],
-         "weight_decay": 0.01},
-        {"params": [p for name, p in model.named_parameters() if any(s in name for s in no_decay)],
-         "weight_decay": 0.0},
-    ]
-    if args.optimizer == "adamw":
-        optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-6)
-    else:
-        optimizer = BertAdamWeightDecay(groups, lr=args.learning_rate)
+    optimizer = create_optimizer(model, args.optimizer, args.learning_rate)
 
     def lr_lambda(step: int) -> float:
         """Factor of the update made after ``step`` updates: the original's schedule(step + 1)

@@ -1,0 +1,263 @@
+"""Shared plumbing of the interleaved-rounds benchmarks (bench_inference, bench_pretraining,
+bench_classifier_throughput): the peers' venvs, the worker processes, the rounds and the
+median / best / ratio summary.
+
+Only the standard library is imported at module level: worker processes import this module
+under ``bench/.venvs/hf`` too, which has no TensorFlow. Import it as ``from bench import harness``
+after putting the repository root (``ROOT``) on ``sys.path``.
+
+Worker protocol. Each engine kind (ours / keras-hub / HF) runs in its own long-lived worker
+process: the bench script itself, started by the lead as ``PYTHON SCRIPT --worker KIND FLAGS...``
+under that kind's interpreter (``cwd=ROOT``, ``PYTHONPATH=ROOT``, ``TF_CPP_MIN_LOG_LEVEL=3``).
+An engine is a callable ``engine(n)`` that does ``n`` units of work (forward passes, train steps,
+dev-set passes). Lines of text, one message each:
+
+* worker -> lead, stdout: ``READY <json>`` once, after every engine is built and warmed up;
+  ``<json>`` is ``{"engines": [names in measuring order], "info": {...bench-specific...}}``;
+* lead -> worker, stdin: ``RUN <n> <name>``; worker -> lead: ``TIME <seconds>``, the wall time
+  (``time.perf_counter``) of ``engine(n)``;
+* lead -> worker: ``STOP`` (or end of stdin): the worker returns.
+
+The lead ignores any other stdout line; workers log to stderr. Workers are set up one at a time
+(compilation would disturb the others), then timed in interleaved rounds, one engine at a time,
+so that a shared, noisy CPU affects all engines alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VENVS = os.path.join(ROOT, "bench", ".venvs")
+KH_PYTHON = os.path.join(VENVS, "kerashub", "bin", "python")
+HF_PYTHON = os.path.join(VENVS, "hf", "bin", "python")
+OUT_DIR = os.path.join(ROOT, "bench", "out")
+
+Engine = Callable[[int], Any]
+
+
+# ------------------------------------------------------------------------------------ venvs
+
+
+def _site_packages(python: str) -> str:
+    return subprocess.check_output(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        text=True).strip()
+
+
+def ensure_venvs(kerashub: bool, hf: bool) -> None:
+    """Creates the peers' venvs if missing (pip, from the configured package sources).
+
+    ``bench/.venvs/kerashub``: keras-hub on top of the project's TensorFlow/Keras (a .pth file
+    points at this interpreter's site-packages); ``bench/.venvs/hf``: torch 2.13.0 CPU +
+    transformers.
+    """
+    if kerashub and not os.path.exists(KH_PYTHON):
+        folder = os.path.dirname(os.path.dirname(KH_PYTHON))
+        print("creating %s (keras-hub on top of the project's TensorFlow)" % folder,
+              file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", folder], check=True)
+        with open(os.path.join(_site_packages(KH_PYTHON), "_project_venv.pth"), "w") as f:
+            f.write(_site_packages(sys.executable) + "\n")
+        subprocess.run([KH_PYTHON, "-m", "pip", "install", "-q", "keras-hub"], check=True)
+    if hf and not os.path.exists(HF_PYTHON):
+        folder = os.path.dirname(os.path.dirname(HF_PYTHON))
+        print("creating %s (torch 2.13.0 CPU + transformers)" % folder, file=sys.stderr)
+        subprocess.run(["python3", "-m", "venv", folder], check=True)
+        subprocess.run([HF_PYTHON, "-m", "pip", "install", "-q", "torch==2.13.0", "transformers",
+                        "safetensors", "numpy"], check=True)
+
+
+# ----------------------------------------------------------------------------- arguments
+
+MODEL_FLAGS = ("layers", "hidden", "heads", "intermediate", "batch_size", "seq_length")
+
+
+def make_parser(doc: str, iters_help: str) -> argparse.ArgumentParser:
+    """The lead/worker flags shared by the BERT-shape benches: ``--worker KIND``, the model
+    shape (``MODEL_FLAGS``: BERT-base, batch 8 x sequence 128 by default), ``--rounds``,
+    ``--iters`` (units per measurement), ``--skip_kerashub``, ``--skip_hf``, ``--setup_only``
+    (create the venvs and stop). ``doc``'s first line is the description."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--worker", choices=["ours", "kerashub", "hf"])
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--hidden", type=int, default=768)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--intermediate", type=int, default=3072)
+    parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=3, help=iters_help)
+    parser.add_argument("--skip_kerashub", action="store_true")
+    parser.add_argument("--skip_hf", action="store_true")
+    parser.add_argument("--setup_only", action="store_true")
+    return parser
+
+
+def flags_of(args: argparse.Namespace, keys: Iterable[str]) -> List[str]:
+    """``["--key", str(args.key), ...]``: the lead's flags a worker must see too."""
+    out: List[str] = []
+    for key in keys:
+        out += ["--" + key, str(getattr(args, key))]
+    return out
+
+
+def set_up_peers(args: argparse.Namespace) -> bool:
+    """Lead side: creates the venvs of the peers not skipped; False after ``--setup_only``."""
+    ensure_venvs(not args.skip_kerashub, not args.skip_hf)
+    return not args.setup_only
+
+
+def peers(args: argparse.Namespace) -> List[Tuple[str, str]]:
+    """(python, kind) of the workers to start: ours, then keras-hub and HF unless skipped."""
+    kinds = [(sys.executable, "ours")]
+    if not args.skip_kerashub:
+        kinds.append((KH_PYTHON, "kerashub"))
+    if not args.skip_hf:
+        kinds.append((HF_PYTHON, "hf"))
+    return kinds
+
+
+# ---------------------------------------------------------------------------- worker side
+
+
+def repeated(fn: Callable[[], Any]) -> Engine:
+    """An engine that calls ``fn()`` ``n`` times."""
+    def run(n: int) -> None:
+        for _ in range(n):
+            fn()
+    return run
+
+
+def serve(engines: Dict[str, Engine], warmup: Sequence[int] = (1,),
+          info: Optional[dict] = None, log_warmup: bool = False) -> None:
+    """Worker side: warms every engine up (``engine(n)`` for each ``n`` of ``warmup``), sends
+    ``READY`` (engine names in ``engines``' order, ``info``) and answers ``RUN`` until ``STOP``."""
+    for name, fn in engines.items():
+        start = time.perf_counter()
+        for n in warmup:
+            fn(n)
+        if log_warmup:
+            print("warm-up %s: %.1fs" % (name, time.perf_counter() - start), file=sys.stderr,
+                  flush=True)
+    print("READY " + json.dumps({"engines": list(engines), "info": info or {}}), flush=True)
+    for line in sys.stdin:
+        parts = line.strip().split(" ", 2)
+        if parts[0] != "RUN":
+            break
+        n, name = int(parts[1]), parts[2]
+        start = time.perf_counter()
+        engines[name](n)
+        print("TIME %.6f" % (time.perf_counter() - start), flush=True)
+
+
+# ------------------------------------------------------------------------------ lead side
+
+
+class Worker:
+    """A worker process (one engine kind) driven over stdin/stdout (see the module docstring)."""
+
+    def __init__(self, python: str, script: str, kind: str, flags: Sequence[str]):
+        cmd = [python, os.path.abspath(script), "--worker", kind] + list(flags)
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+        self.kind = kind
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=env, cwd=ROOT)
+
+    def ready(self) -> dict:
+        """Waits for ``READY``; returns its payload ``{"engines": [...], "info": {...}}``."""
+        for line in self.proc.stdout:
+            if line.startswith("READY "):
+                return json.loads(line[6:])
+        raise RuntimeError("worker %s died during set-up (exit %s)"
+                           % (self.kind, self.proc.wait()))
+
+    def time(self, name: str, n: int) -> float:
+        """Seconds the worker took for ``n`` units of engine ``name``."""
+        self.proc.stdin.write("RUN %d %s\n" % (n, name))
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            if line.startswith("TIME "):
+                return float(line[5:])
+        raise RuntimeError("worker %s died" % self.kind)
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.write("STOP\n")
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        self.proc.wait(timeout=120)
+
+
+def start_workers(script: str, kinds: Sequence[Tuple[str, str]], flags: Sequence[str]
+                  ) -> Tuple[List[Worker], List[Tuple[str, Worker]], dict]:
+    """Starts one worker per (python, kind), each after the previous one is ready.
+
+    Returns the workers, the (engine name, worker) pairs in measuring order and the merged
+    ``info`` of their READY reports. On a failure the workers already started are closed.
+    """
+    workers: List[Worker] = []
+    engines: List[Tuple[str, Worker]] = []
+    info: dict = {}
+    try:
+        for python, kind in kinds:
+            w = Worker(python, script, kind, flags)
+            workers.append(w)
+            report = w.ready()
+            engines += [(name, w) for name in report["engines"]]
+            info.update(report["info"])
+    except BaseException:
+        for w in workers:
+            w.proc.kill()
+        raise
+    return workers, engines, info
+
+
+def run_rounds(workers: Sequence[Worker], engines: Sequence[Tuple[str, Worker]], rounds: int,
+               n: int, rate: Callable[[str, float], float], digits: int = 1
+               ) -> Dict[str, List[float]]:
+    """Times every engine ``rounds`` times (``n`` units a call, one engine at a time), then
+    closes the workers. ``rate(name, seconds)`` turns a time into the figure kept; returns
+    ``{name: [figure per round]}`` and logs each round to stderr."""
+    print("load average at start: %.2f %.2f %.2f" % os.getloadavg(), file=sys.stderr)
+    rates: Dict[str, List[float]] = {name: [] for name, _ in engines}
+    try:
+        for r in range(rounds):
+            for name, w in engines:
+                rates[name].append(rate(name, w.time(name, n)))
+            print("round %d/%d: %s" % (r + 1, rounds, ", ".join(
+                "%s %.*f" % (name, digits, rates[name][-1]) for name, _ in engines)),
+                file=sys.stderr)
+    finally:
+        for w in workers:
+            w.close()
+    return rates
+
+
+def summarize(samples: Sequence[float], reference: Optional[Sequence[float]]
+              ) -> Tuple[float, float, float]:
+    """(median, best, median of the per-round ratios samples / reference; NaN without one)."""
+    ratio = (statistics.median(a / b for a, b in zip(samples, reference))
+             if reference else float("nan"))
+    return statistics.median(samples), max(samples), ratio
+
+
+def write_json(name: str, obj: Any) -> str:
+    """Writes ``obj`` to ``bench/out/<name>`` atomically (lead side: needs the project's
+    ``data`` package); returns the path."""
+    sys.path.insert(0, ROOT)
+    from data.io_utils import atomic_open
+
+    os.makedirs(OUT_DIR, exist_ok=True)
+    path = os.path.join(OUT_DIR, name)
+    with atomic_open(path) as f:
+        json.dump(obj, f, indent=1)
+    return path
