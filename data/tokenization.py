@@ -160,18 +160,22 @@ def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
         raise VocabError("vocab file %s: no such file" % vocab_file)
     with open(vocab_file, "rb") as f:
         raw = f.read()
-    vocab: "collections.OrderedDict[str, int]" = collections.OrderedDict()
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
+    try:
+        # UTF-8 never encodes a newline inside a multi-byte character, so decoding the whole
+        # file equals decoding each line as the original does.
+        lines = raw.decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        for index, line in enumerate(raw.split(b"\n")):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise VocabError("vocab file %s, line %d: not valid UTF-8 (%s)"
+                                 % (vocab_file, index + 1, e.reason)) from None
+        raise
+    if lines and lines[-1] == "":
         lines.pop()
-    for index, line in enumerate(lines):
-        try:
-            token = line.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise VocabError(
-                "vocab file %s, line %d: not valid UTF-8 (%s)" % (vocab_file, index + 1, e.reason)
-            ) from None
-        vocab[token.strip()] = index
+    vocab: "collections.OrderedDict[str, int]" = collections.OrderedDict(
+        zip(map(str.strip, lines), range(len(lines))))
     if not vocab:
         raise VocabError("vocab file %s is empty" % vocab_file)
     if special_tokens.UNK not in vocab:
@@ -391,27 +395,6 @@ def _gc_paused():
             gc.enable()
 
 
-def _load_vocab_fast(vocab_file: str) -> "collections.OrderedDict[str, int]":
-    """``load_vocab(vocab_file)``, decoding the file in one call (same dict, same errors).
-
-    UTF-8 never encodes a newline inside a multi-byte character, so decoding
-    the whole file and splitting on newlines equals the original's decoding of
-    each line. Any problem is left to ``load_vocab`` to report.
-    """
-    try:
-        with open(vocab_file, "rb") as f:
-            text = f.read().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return load_vocab(vocab_file)
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    vocab = collections.OrderedDict(zip(map(str.strip, lines), range(len(lines))))
-    if not vocab or special_tokens.UNK not in vocab:
-        return load_vocab(vocab_file)
-    return vocab
-
-
 class _CleanTable(dict):
     """``str.translate`` table: code point -> replacement, filled on first sight.
 
@@ -527,7 +510,7 @@ class FastFullTokenizer:
     def __init__(self, vocab_file: str, do_lower_case: bool = True, cache_size: int = 1 << 20,
                  use_extension: bool = True):
         self.vocab_file = vocab_file
-        self.vocab = _load_vocab_fast(vocab_file)
+        self.vocab = load_vocab(vocab_file)
         self.do_lower_case = do_lower_case
         self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
         self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
