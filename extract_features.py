@@ -35,6 +35,13 @@ def define_flags() -> None:
     flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary of the model.")
     flags.DEFINE_bool("do_lower_case", True, "Lower-case the input (uncased models).")
     flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
+    flags.DEFINE_enum("inference_dtype", "float32", list(INFERENCE_DTYPES),
+                      "float32 (XLA-compiled), or bfloat16: weights stored and matmuls run in "
+                      "bfloat16 (graph mode, oneDNN; ~1.6x faster on CPUs with AVX-512 BF16 or "
+                      "AMX, about 3 significant digits).")
+
+
+INFERENCE_DTYPES = ("float32", "bfloat16")
 
 
 class UsageError(ValueError):
@@ -71,8 +78,14 @@ def feature_json(unique_id: int, tokens: List[str], layer_indexes: List[int], la
 
 def run(input_file: str, output_file: str, bert_config_file: str, init_checkpoint: str,
         vocab_file: str, layers: str = "-1,-2,-3,-4", max_seq_length: int = 128,
-        do_lower_case: bool = True, batch_size: int = 32) -> int:
-    """Writes the features of every line of ``input_file``; returns the number of lines."""
+        do_lower_case: bool = True, batch_size: int = 32,
+        inference_dtype: str = "float32") -> int:
+    """Writes the features of every line of ``input_file``; returns the number of lines.
+
+    ``inference_dtype="bfloat16"`` builds the encoder with bfloat16 weights (the checkpoint's
+    float32 values rounded) and runs it in graph mode, where oneDNN fuses its bf16 matmuls with
+    their bias and GELU (XLA's CPU bf16 matmuls are slower); values are written as float32.
+    """
     import numpy as np
     import tensorflow as tf
 
@@ -87,6 +100,9 @@ def run(input_file: str, output_file: str, bert_config_file: str, init_checkpoin
     if max_seq_length > config.max_position_embeddings:
         raise UsageError("--max_seq_length=%d exceeds max_position_embeddings=%d of %s"
                          % (max_seq_length, config.max_position_embeddings, bert_config_file))
+    if inference_dtype not in INFERENCE_DTYPES:
+        raise UsageError("--inference_dtype=%s: one of %s" % (inference_dtype,
+                                                            ", ".join(INFERENCE_DTYPES)))
     if max_seq_length < 3 or batch_size < 1:
         raise UsageError("--max_seq_length must be >= 3 and --batch_size >= 1")
     layer_indexes = parse_layers(layers, config.num_hidden_layers)
@@ -97,17 +113,17 @@ def run(input_file: str, output_file: str, bert_config_file: str, init_checkpoin
     except OSError as e:
         raise UsageError("--input_file=%s: cannot read (%s)" % (input_file, e.strerror)) from None
 
-    model = BertModel(config, seq_length=max_seq_length)
+    model = BertModel(config, seq_length=max_seq_length, dtype=inference_dtype)
     if init_checkpoint:
         checkpoints.load_checkpoint(model, init_checkpoint)
     else:
         print("extract_features.py: warning: no --init_checkpoint, random weights",
               file=sys.stderr)
 
-    @tf.function(jit_compile=True, reduce_retracing=True)
+    @tf.function(jit_compile=inference_dtype == "float32", reduce_retracing=True)
     def predict(batch):
         outputs = model(batch, training=False)["encoder_outputs"]
-        return [outputs[index] for index in layer_indexes]  # each [B, S, H]
+        return [tf.cast(outputs[index], tf.float32) for index in layer_indexes]  # [B, S, H]
 
     features = convert_examples_to_features(examples, max_seq_length, tokenizer)
     total, done, start = len(examples), 0, time.time()
@@ -140,7 +156,7 @@ def main(argv):
     try:
         run(FLAGS.input_file, FLAGS.output_file, FLAGS.bert_config_file, FLAGS.init_checkpoint,
             FLAGS.vocab_file, FLAGS.layers, FLAGS.max_seq_length, FLAGS.do_lower_case,
-            FLAGS.batch_size)
+            FLAGS.batch_size, FLAGS.inference_dtype)
     except (ValueError, OSError) as e:
         print("extract_features.py: error: %s" % e, file=sys.stderr)
         sys.exit(1)

@@ -3,8 +3,10 @@
 BERT-base shape (L=12, H=768, A=12, I=3072, random weights), batch 8, sequence 128 by default;
 sequences/second of a forward pass (no dropout) for:
 
-* ours: float32 graph (tf.function), float32 XLA (jit_compile=True), mixed_bfloat16 graph and
-  mixed_bfloat16 XLA (weights float32, matmuls in bf16: AVX-512 BF16 / AMX through oneDNN);
+* ours: float32 graph (tf.function) and XLA (jit_compile=True); bfloat16 graph with the weights
+  stored in bfloat16 (``BertModel(config, dtype="bfloat16")``: the inference deployment) and
+  mixed_bfloat16 graph (float32 weights, bfloat16 compute: the training policy); the bfloat16
+  matmuls run on AVX-512 BF16 / AMX through oneDNN, fused with their bias and GELU;
 * keras-hub ``BertBackbone`` float32, XLA and graph (separate venv ``bench/.venvs/kerashub``, which
   reuses the project's TensorFlow/Keras through a .pth file and adds ``keras-hub``);
 * HF transformers ``BertModel`` on PyTorch CPU (``torch==2.13.0``), eager and ``torch.compile``
@@ -63,11 +65,14 @@ def _ours_engines(d):
                         intermediate_size=d["intermediate"], type_vocab_size=2)
     inputs = _tf_inputs(d, ("input_ids", "input_mask", "segment_ids"))
     engines = {}
-    for policy, tag in (("float32", "fp32"), ("mixed_bfloat16", "bf16")):
-        keras.mixed_precision.set_global_policy(policy)
-        model = BertModel(config)
-        keras.mixed_precision.set_global_policy("float32")
-        for jit in (False, True):
+    # (variables' dtype policy, name, XLA variants): "bf16" stores the weights in bfloat16
+    # (``BertModel(config, dtype="bfloat16")``, the inference deployment); "mixed-bf16" keeps
+    # float32 weights and computes in bfloat16 (the training policy ``mixed_bfloat16``).
+    for policy, tag, jits in (("float32", "fp32", (False, True)),
+                              ("mixed_bfloat16", "mixed-bf16", (False,)),
+                              ("bfloat16", "bf16", (False,))):
+        model = BertModel(config, dtype=policy)
+        for jit in jits:
             fn = tf.function(lambda x, m=model: m(x, training=False)["sequence_output"],
                              jit_compile=jit)
             engines["ours %s %s" % (tag, "XLA" if jit else "graph")] = (

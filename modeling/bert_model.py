@@ -38,6 +38,7 @@ class Pooler(keras.layers.Layer):
         self.hidden_size = hidden_size
         self.initializer_range = initializer_range
         self.dense = keras.layers.Dense(hidden_size, activation="tanh", name="dense",
+                                        dtype=self.dtype_policy,
                                         kernel_initializer=truncated_normal(initializer_range))
 
     def build(self, input_shape):

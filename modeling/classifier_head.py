@@ -33,7 +33,7 @@ class ClassifierHead(keras.layers.Layer):
         self.num_labels = num_labels
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
-        self.dropout = keras.layers.Dropout(dropout_rate)
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape):
         hidden_size = int(input_shape[-1])

@@ -75,8 +75,9 @@ class EmbeddingPostprocessor(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.dropout_rate = dropout_rate
         self.layer_norm_eps = layer_norm_eps
-        self.layer_norm = BertLayerNorm(epsilon=layer_norm_eps, name="LayerNorm")
-        self.dropout = keras.layers.Dropout(dropout_rate)
+        self.layer_norm = BertLayerNorm(epsilon=layer_norm_eps, dtype=self.dtype_policy,
+                                        name="LayerNorm")
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, word_shape):
         hidden = word_shape[-1]

@@ -79,9 +79,10 @@ class MaskedLMTransform(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.layer_norm_eps = layer_norm_eps
         self.activation = activations.get_activation(hidden_act)
-        self.dense = keras.layers.Dense(hidden_size, name="dense",
+        self.dense = keras.layers.Dense(hidden_size, name="dense", dtype=self.dtype_policy,
                                         kernel_initializer=truncated_normal(initializer_range))
-        self.layer_norm = BertLayerNorm(epsilon=layer_norm_eps, name="LayerNorm")
+        self.layer_norm = BertLayerNorm(epsilon=layer_norm_eps, dtype=self.dtype_policy,
+                                        name="LayerNorm")
 
     def build(self, input_shape):
         self.dense.build(input_shape)

@@ -2,8 +2,8 @@
 
 Variables ``gamma`` (ones) and ``beta`` (zeros) of shape [H]; the layer is named ``LayerNorm`` by
 its users so that ``variable.path`` contains "LayerNorm" (excluded from weight decay). Under a
-mixed policy the statistics are computed in float32 and the result is cast back to the compute
-dtype.
+mixed or pure bfloat16 policy the statistics are computed in float32 (``gamma``/``beta`` cast to
+float32) and the result is cast back to the compute dtype.
 """
 
 from __future__ import annotations
@@ -30,8 +30,10 @@ class BertLayerNorm(keras.layers.Layer):
     def call(self, x):
         x32 = tf.cast(x, tf.float32)  # [..., H]
         mean, variance = tf.nn.moments(x32, axes=[-1], keepdims=True)  # [..., 1] each
-        inv = tf.math.rsqrt(variance + self.epsilon) * self.gamma.value  # [..., H]
-        y = x32 * inv + (self.beta.value - mean * inv)  # [..., H]
+        gamma = tf.cast(self.gamma.value, tf.float32)  # [H] (bf16 under a pure bf16 policy)
+        beta = tf.cast(self.beta.value, tf.float32)  # [H]
+        inv = tf.math.rsqrt(variance + self.epsilon) * gamma  # [..., H]
+        y = x32 * inv + (beta - mean * inv)  # [..., H]
         return tf.cast(y, self.compute_dtype)
 
     def get_config(self):

@@ -45,7 +45,7 @@ class MultipleChoiceHead(keras.layers.Layer):
         self.num_choices = num_choices
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
-        self.dropout = keras.layers.Dropout(dropout_rate)
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape):
         hidden_size = int(input_shape[-1])

@@ -14,9 +14,11 @@ All tensors are [B, S, H] except the intermediate activation [B, S, I]; the atte
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 
 from modeling import activations
 from modeling.attention import SelfAttention
+from modeling.dense import BertDense
 from modeling.embeddings import truncated_normal
 from modeling.layer_norm import BertLayerNorm
 
@@ -33,18 +35,24 @@ class ResidualOutput(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.dropout_rate = dropout_rate
         self.layer_norm_eps = layer_norm_eps
-        self.dense = keras.layers.Dense(hidden_size, kernel_initializer=truncated_normal(
-            initializer_range), name="dense")
-        self.dropout = keras.layers.Dropout(dropout_rate)
-        self.layer_norm = BertLayerNorm(epsilon=layer_norm_eps, name="LayerNorm")
+        self.dense = BertDense(hidden_size, kernel_initializer=truncated_normal(
+            initializer_range), dtype=self.dtype_policy, name="dense")
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.layer_norm = BertLayerNorm(epsilon=layer_norm_eps, dtype=self.dtype_policy,
+                                        name="LayerNorm")
 
     def build(self, x_shape):
         self.dense.build(x_shape)
         self.layer_norm.build(tuple(x_shape[:-1]) + (self.hidden_size,))
 
     def call(self, x, residual, training=None):
-        y = self.dropout(self.dense(x), training=training)  # [B, S, H]
-        return self.layer_norm(y + residual)
+        # In 2-D [B*S, .] so that matmul, bias_add and the residual add stay adjacent (one
+        # fused oneDNN kernel on CPU in graph mode; see modeling/dense.py).
+        x2d = tf.reshape(x, [-1, x.shape[-1]])  # [B*S, I]
+        residual2d = tf.reshape(residual, [-1, self.hidden_size])  # [B*S, H]
+        y = self.dropout(self.dense(x2d), training=training)  # [B*S, H]
+        y = self.layer_norm(y + residual2d)  # [B*S, H]
+        return tf.reshape(y, tf.shape(residual))  # [B, S, H]
 
 
     def get_config(self):
@@ -66,14 +74,15 @@ class Intermediate(keras.layers.Layer):
         self.hidden_act = hidden_act
         self.initializer_range = initializer_range
         self.activation = activations.get_activation(hidden_act)
-        self.dense = keras.layers.Dense(intermediate_size, kernel_initializer=truncated_normal(
-            initializer_range), name="dense")
+        self.dense = BertDense(intermediate_size, activation=self.activation,
+                               kernel_initializer=truncated_normal(initializer_range),
+                               dtype=self.dtype_policy, name="dense")
 
     def build(self, input_shape):
         self.dense.build(input_shape)
 
     def call(self, x):
-        return self.activation(self.dense(x))  # [B, S, I]
+        return self.dense(x)  # [B, S, I]: act(x @ kernel + bias), fused on CPU
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.intermediate_size,)
@@ -104,9 +113,10 @@ class AttentionBlock(keras.layers.Layer):
         self.self_attention = SelfAttention(
             num_attention_heads, hidden_size // num_attention_heads,
             initializer_range=initializer_range, dropout_rate=attention_probs_dropout_prob,
-            name="self")
+            dtype=self.dtype_policy, name="self")
         self.output_layer = ResidualOutput(hidden_size, initializer_range, hidden_dropout_prob,
-                                           layer_norm_eps, name="output")
+                                           layer_norm_eps, dtype=self.dtype_policy,
+                                           name="output")
 
     def build(self, hidden_shape):
         self.self_attention.build(hidden_shape)
@@ -146,11 +156,13 @@ class TransformerLayer(keras.layers.Layer):
         self.layer_norm_eps = layer_norm_eps
         self.attention = AttentionBlock(hidden_size, num_attention_heads, initializer_range,
                                         hidden_dropout_prob, attention_probs_dropout_prob,
-                                        layer_norm_eps, name="attention")
+                                        layer_norm_eps, dtype=self.dtype_policy,
+                                        name="attention")
         self.intermediate = Intermediate(intermediate_size, hidden_act, initializer_range,
-                                         name="intermediate")
+                                         dtype=self.dtype_policy, name="intermediate")
         self.output_layer = ResidualOutput(hidden_size, initializer_range, hidden_dropout_prob,
-                                           layer_norm_eps, name="output")
+                                           layer_norm_eps, dtype=self.dtype_policy,
+                                           name="output")
 
     def build(self, hidden_shape):
         self.attention.build(hidden_shape)

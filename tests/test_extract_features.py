@@ -59,6 +59,27 @@ def test_minilm_features_match_golden(tmp_path, minilm_prefix):
     assert worst <= 5e-5 + 5e-7
 
 
+def test_bfloat16_inference_is_close_to_golden(tmp_path, minilm_prefix):
+    """--inference_dtype=bfloat16: same tokens, values within bfloat16 rounding of the golden."""
+    input_file, count = _input_file(tmp_path)
+    output = str(tmp_path / "features.jsonl")
+    assert extract_features.run(input_file, output, golden_dir("minilm") + "/bert_config.json",
+                                minilm_prefix, os.path.join(MINILM, "vocab.txt"), layers="-1",
+                                max_seq_length=32, batch_size=4,
+                                inference_dtype="bfloat16") == count
+    golden = load_outputs("minilm")["sequence_output"]
+    with open(output) as f:
+        records = [json.loads(line) for line in f]
+    errors = []
+    for b, record in enumerate(records):
+        for i, feature in enumerate(record["features"]):
+            got = np.asarray(feature["layers"][0]["values"])
+            errors.append(np.abs(got - golden[b, i]).max() / (np.abs(golden[b, i]).max()))
+    # bf16 has an 8-bit mantissa (relative rounding 2^-9 per op): close, but not float32-close.
+    assert 1e-4 < max(errors) < 0.1, max(errors)
+    assert np.mean(errors) < 0.03
+
+
 def test_cli_bad_layers_flag(tmp_path, minilm_prefix):
     input_file, _ = _input_file(tmp_path)
     output = tmp_path / "out.jsonl"

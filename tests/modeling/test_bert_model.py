@@ -74,6 +74,28 @@ def test_mixed_bfloat16(loaded):
     assert 0.0 < diff < 0.25
 
 
+@pytest.mark.parametrize("policy, weight_dtype", [("mixed_bfloat16", "float32"),
+                                                  ("bfloat16", "bfloat16")])
+def test_dtype_argument_reaches_every_sublayer(loaded, policy, weight_dtype):
+    """``BertModel(config, dtype=...)``: every variable and matmul follows the policy."""
+    config, reference, _ = loaded
+    model = BertModel(config, dtype=policy)
+    load_tf1_checkpoint(model, golden_dir(NAME) + "/bert_model.ckpt")
+    assert {v.dtype for v in model.weights} == {weight_dtype}
+    for layer in model.get_layer("layer_0")._flatten_layers():
+        assert layer.compute_dtype == "bfloat16", layer.path
+    inputs = encoder_inputs(load_outputs(NAME))
+    out = model(inputs)
+    assert out["sequence_output"].dtype == tf.bfloat16
+    want = reference(inputs)
+    for key in ("sequence_output", "pooled_output"):
+        diff = max_abs_diff(out[key], want[key])
+        assert 0.0 < diff < 0.25, (key, diff)
+    # the XLA-compiled graph computes the same bf16 model
+    compiled = tf.function(lambda x: model(x)["pooled_output"], jit_compile=True)
+    assert max_abs_diff(compiled(inputs), out["pooled_output"]) < 0.1
+
+
 def test_under_distribution_strategy(loaded):
     config, reference, _ = loaded
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
