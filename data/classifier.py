@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import csv
 import os
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from absl import logging
 
@@ -146,28 +146,52 @@ def _origin(input_file: str, line_index: int) -> str:
 # --------------------------------------------------------------------------------- processors
 
 
+_GLUE_FILE_NAMES: Mapping[str, str] = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+
+
 class DataProcessor:
     """Base class for data converters of sequence classification data sets.
 
-    Subclasses implement ``get_train_examples``, ``get_dev_examples``, ``get_test_examples``
-    (each ``data_dir -> List[InputExample]``) and ``get_labels`` (``[]`` for regression).
+    ``get_train_examples``, ``get_dev_examples``, ``get_test_examples`` (each
+    ``data_dir -> List[InputExample]``) and ``get_labels`` (``[]`` for regression) are the API.
+    A subclass either overrides the ``get_<split>_examples`` methods, or sets ``file_names``
+    (split -> file name in ``data_dir``) and implements ``_create_examples(path, set_type)``:
+    ``get_<split>_examples`` then checks that the file exists and reads it with
+    ``set_type = set_types.get(split, split)`` (the guid prefix). A split that is absent from
+    ``file_names`` raises ``NotImplementedError``, as does ``get_labels`` unless overridden.
     """
 
     #: The GLUE submission file name (``<name>.tsv``), or None when there is none.
     submission_name: Optional[str] = None
     #: Whether the task is a regression (float labels, a single output).
     is_regression: bool = False
+    #: Split (``train``/``dev``/``test``) -> its file name in ``data_dir``.
+    file_names: Mapping[str, str] = {}
+    #: Split -> the ``set_type`` given to ``_create_examples``, where it is not the split name.
+    set_types: Mapping[str, str] = {}
 
     def get_train_examples(self, data_dir: str) -> List[InputExample]:
-        raise NotImplementedError()
+        return self._split_examples(data_dir, "train")
 
     def get_dev_examples(self, data_dir: str) -> List[InputExample]:
-        raise NotImplementedError()
+        return self._split_examples(data_dir, "dev")
 
     def get_test_examples(self, data_dir: str) -> List[InputExample]:
-        raise NotImplementedError()
+        return self._split_examples(data_dir, "test")
 
     def get_labels(self) -> List[str]:
+        raise NotImplementedError()
+
+    def _split_examples(self, data_dir: str, split: str) -> List[InputExample]:
+        """The examples of ``split``: ``file_names[split]`` in ``data_dir``, read by
+        ``_create_examples``."""
+        if split not in self.file_names:
+            raise NotImplementedError()
+        path = self._split_file(data_dir, self.file_names[split], split)
+        return self._create_examples(path, self.set_types.get(split, split))
+
+    def _create_examples(self, path: str, set_type: str) -> List[InputExample]:
+        """The examples of the file ``path``; ``set_type`` is the guid prefix."""
         raise NotImplementedError()
 
     @classmethod
@@ -195,6 +219,8 @@ class DataProcessor:
 class XnliProcessor(DataProcessor):
     """XNLI (the original's layout; ``language`` defaults to ``zh`` like the original)."""
 
+    file_names = {"dev": "xnli.dev.tsv", "test": "xnli.test.tsv"}
+
     def __init__(self, language: str = "zh"):
         self.language = language
 
@@ -214,56 +240,35 @@ class XnliProcessor(DataProcessor):
                 label=self._check_label(label, path, i), origin=_origin(path, i)))
         return examples
 
-    def get_dev_examples(self, data_dir: str) -> List[InputExample]:
-        path = self._split_file(data_dir, "xnli.dev.tsv", "dev")
-        examples = []
-        for i, line in enumerate(self._read_tsv(path)):
-            if i == 0 or not line:
-                continue
-            if _column(line, 0, path, i, "language") != self.language:
-                continue
-            examples.append(InputExample(
-                guid="dev-%d" % i, text_a=_column(line, 6, path, i, "sentence1"),
-                text_b=_column(line, 7, path, i, "sentence2"),
-                label=self._check_label(_column(line, 1, path, i, "gold_label"), path, i),
-                origin=_origin(path, i)))
-        return examples
-
-    def get_test_examples(self, data_dir: str) -> List[InputExample]:
-        path = self._split_file(data_dir, "xnli.test.tsv", "test")
-        examples = []
-        for i, line in enumerate(self._read_tsv(path)):
-            if i == 0 or not line:
-                continue
-            if _column(line, 0, path, i, "language") != self.language:
-                continue
-            examples.append(InputExample(
-                guid="test-%d" % i, text_a=_column(line, 6, path, i, "sentence1"),
-                text_b=_column(line, 7, path, i, "sentence2"), label=self.get_labels()[0],
-                index=str(i - 1), origin=_origin(path, i)))
-        return examples
-
     def get_labels(self) -> List[str]:
         return ["contradiction", "entailment", "neutral"]
+
+    def _create_examples(self, path: str, set_type: str) -> List[InputExample]:
+        """``xnli.dev.tsv``/``xnli.test.tsv``: the rows of ``self.language``."""
+        examples = []
+        for i, line in enumerate(self._read_tsv(path)):
+            if i == 0 or not line:
+                continue
+            if _column(line, 0, path, i, "language") != self.language:
+                continue
+            text_a = _column(line, 6, path, i, "sentence1")
+            text_b = _column(line, 7, path, i, "sentence2")
+            if set_type == "test":
+                label = self.get_labels()[0]
+            else:
+                label = self._check_label(_column(line, 1, path, i, "gold_label"), path, i)
+            examples.append(InputExample(
+                guid="%s-%d" % (set_type, i), text_a=text_a, text_b=text_b, label=label,
+                index=str(i - 1) if set_type == "test" else None, origin=_origin(path, i)))
+        return examples
 
 
 class MnliProcessor(DataProcessor):
     """MultiNLI matched (GLUE layout, as the original)."""
 
     submission_name = "MNLI-m"
-    _dev_file = "dev_matched.tsv"
-    _dev_split = "dev_matched"
-    _test_file = "test_matched.tsv"
-
-    def get_train_examples(self, data_dir: str) -> List[InputExample]:
-        return self._create_examples(self._split_file(data_dir, "train.tsv", "train"), "train")
-
-    def get_dev_examples(self, data_dir: str) -> List[InputExample]:
-        return self._create_examples(self._split_file(data_dir, self._dev_file, "dev"),
-                                     self._dev_split)
-
-    def get_test_examples(self, data_dir: str) -> List[InputExample]:
-        return self._create_examples(self._split_file(data_dir, self._test_file, "test"), "test")
+    file_names = {"train": "train.tsv", "dev": "dev_matched.tsv", "test": "test_matched.tsv"}
+    set_types = {"dev": "dev_matched"}
 
     def get_labels(self) -> List[str]:
         return ["contradiction", "entailment", "neutral"]
@@ -290,24 +295,16 @@ class MnliMismatchedProcessor(MnliProcessor):
     """MultiNLI mismatched (``dev_mismatched.tsv``, ``test_mismatched.tsv``)."""
 
     submission_name = "MNLI-mm"
-    _dev_file = "dev_mismatched.tsv"
-    _dev_split = "dev_mismatched"
-    _test_file = "test_mismatched.tsv"
+    file_names = {"train": "train.tsv", "dev": "dev_mismatched.tsv",
+                  "test": "test_mismatched.tsv"}
+    set_types = {"dev": "dev_mismatched"}
 
 
 class MrpcProcessor(DataProcessor):
     """MRPC (GLUE layout, as the original: the header line is skipped by index)."""
 
     submission_name = "MRPC"
-
-    def get_train_examples(self, data_dir: str) -> List[InputExample]:
-        return self._create_examples(self._split_file(data_dir, "train.tsv", "train"), "train")
-
-    def get_dev_examples(self, data_dir: str) -> List[InputExample]:
-        return self._create_examples(self._split_file(data_dir, "dev.tsv", "dev"), "dev")
-
-    def get_test_examples(self, data_dir: str) -> List[InputExample]:
-        return self._create_examples(self._split_file(data_dir, "test.tsv", "test"), "test")
+    file_names = _GLUE_FILE_NAMES
 
     def get_labels(self) -> List[str]:
         return ["0", "1"]
@@ -333,15 +330,7 @@ class ColaProcessor(DataProcessor):
     """CoLA (GLUE layout, as the original: only the test file has a header)."""
 
     submission_name = "CoLA"
-
-    def get_train_examples(self, data_dir: str) -> List[InputExample]:
-        return self._create_examples(self._split_file(data_dir, "train.tsv", "train"), "train")
-
-    def get_dev_examples(self, data_dir: str) -> List[InputExample]:
-        return self._create_examples(self._split_file(data_dir, "dev.tsv", "dev"), "dev")
-
-    def get_test_examples(self, data_dir: str) -> List[InputExample]:
-        return self._create_examples(self._split_file(data_dir, "test.tsv", "test"), "test")
+    file_names = _GLUE_FILE_NAMES
 
     def get_labels(self) -> List[str]:
         return ["0", "1"]
@@ -380,19 +369,10 @@ class HeaderTsvProcessor(DataProcessor):
     index_names: Sequence[str] = ("index", "idx", "id")
     labels: Sequence[str] = ()
     hf_label_names: Sequence[str] = ()
-    file_names = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+    file_names = _GLUE_FILE_NAMES
     #: Skip (with a warning) rows too short to hold the needed columns instead of failing:
     #: GLUE's QQP train file has a few broken lines, which other loaders skip too.
     skip_short_rows = False
-
-    def get_train_examples(self, data_dir: str) -> List[InputExample]:
-        return self._create_examples(data_dir, "train")
-
-    def get_dev_examples(self, data_dir: str) -> List[InputExample]:
-        return self._create_examples(data_dir, "dev")
-
-    def get_test_examples(self, data_dir: str) -> List[InputExample]:
-        return self._create_examples(data_dir, "test")
 
     def get_labels(self) -> List[str]:
         return list(self.labels)
@@ -428,8 +408,7 @@ class HeaderTsvProcessor(DataProcessor):
                 raw = self.hf_label_names[k]
         return self._check_label(raw, path, line_index)
 
-    def _create_examples(self, data_dir: str, set_type: str) -> List[InputExample]:
-        path = self._split_file(data_dir, self.file_names[set_type], set_type)
+    def _create_examples(self, path: str, set_type: str) -> List[InputExample]:
         rows = self._read_tsv(path)
         header = rows[0]
         col_a = self._find(header, self.text_a_names)
@@ -565,13 +544,15 @@ class TsvProcessor(HeaderTsvProcessor):
                 self._labels = sorted(found)
         return list(self._labels)
 
-    def _create_examples(self, data_dir: str, set_type: str) -> List[InputExample]:
+    def _split_examples(self, data_dir: str, split: str) -> List[InputExample]:
         if self.data_dir is None:
             self.data_dir = data_dir
-        path = self._split_file(data_dir, self.file_names[set_type], set_type)
+        return super()._split_examples(data_dir, split)
+
+    def _create_examples(self, path: str, set_type: str) -> List[InputExample]:
         header = self._read_tsv(path)[0]
         self.text_b_names = ("text_b",) if self._find(header, ("text_b",)) is not None else ()
-        return super()._create_examples(data_dir, set_type)
+        return super()._create_examples(path, set_type)
 
 
 # ------------------------------------------------------------------------------ task registry
