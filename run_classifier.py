@@ -21,8 +21,6 @@ half-written.
 from __future__ import annotations
 
 import os
-import re
-import sys
 from typing import Dict, List, Optional
 
 from absl import app, flags, logging
@@ -113,17 +111,6 @@ def validate_flags(bert_config) -> None:
 
 
 # ------------------------------------------------------------------------------------ stages
-
-
-def _latest_checkpoint(output_dir: str) -> Optional[str]:
-    import tensorflow as tf
-
-    return tf.train.latest_checkpoint(output_dir) if os.path.isdir(output_dir) else None
-
-
-def _step_of(checkpoint: Optional[str]) -> int:
-    match = re.search(r"ckpt-(\d+)$", checkpoint or "")
-    return int(match.group(1)) if match else 0
 
 
 def _loss_fn(regression: bool):
@@ -237,10 +224,8 @@ def write_test_results(output_dir: str, processor, examples: List, result: Dict,
 
 
 def run(_argv) -> None:
-    import keras
-
     from data import classifier, classifier_features, tokenization
-    from modeling import checkpoints, classifier_head, distribution, finetuning
+    from modeling import classifier_head, distribution, finetuning
     from modeling.config import BertConfig
 
     logging.set_verbosity(logging.INFO)
@@ -263,37 +248,21 @@ def run(_argv) -> None:
     strategy = distribution.strategy_from_flags(FLAGS)  # before any other TF op
     precision = distribution.precision_from_flags(FLAGS)  # sets the Keras dtype policy
     tpu = distribution.is_tpu(strategy)
-    os.makedirs(FLAGS.output_dir, exist_ok=True)
-    keras.utils.set_random_seed(FLAGS.random_seed)
-    tokenizer_class = (tokenization.FastFullTokenizer if FLAGS.fast_tokenizer
-                       else tokenization.FullTokenizer)
-    tokenizer = tokenizer_class(vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+    tokenizer = finetuning.init_run(FLAGS)  # --output_dir, --random_seed
 
     with strategy.scope():
         model = classifier_head.build_classifier_model(
             bert_config, 1 if regression else len(label_list),
             seq_length=FLAGS.max_seq_length if tpu else None, regression=regression)
-    init_checkpoint = FLAGS.init_checkpoint
-    if not FLAGS.do_train and not init_checkpoint:
-        init_checkpoint = _latest_checkpoint(FLAGS.output_dir)  # as the Estimator's model_dir
-        if init_checkpoint is None:
-            raise ClassifierFlagError(
-                "--init_checkpoint is needed to evaluate, predict or export without --do_train "
-                "(no checkpoint in --output_dir=%s)" % FLAGS.output_dir)
-    if init_checkpoint:
-        logging.info("%s", checkpoints.load_checkpoint(model, init_checkpoint, log=False).summary())
-    global_step = 0 if FLAGS.do_train else _step_of(init_checkpoint)
+    init_checkpoint = finetuning.restore_checkpoint(model, FLAGS, "evaluate, predict or export",
+                                                    ClassifierFlagError)
+    global_step = 0 if FLAGS.do_train else finetuning.checkpoint_step(init_checkpoint)
 
     if FLAGS.do_train:
         train_examples = splits["train"]
-        num_train_steps = int(len(train_examples) / FLAGS.train_batch_size
-                              * FLAGS.num_train_epochs)
+        num_train_steps = finetuning.count_train_steps(len(train_examples), FLAGS,
+                                                       ClassifierFlagError)
         num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
-        if num_train_steps <= 0:
-            raise ClassifierFlagError(
-                "%d training examples, --train_batch_size=%d and --num_train_epochs=%g give no "
-                "training step" % (len(train_examples), FLAGS.train_batch_size,
-                                   FLAGS.num_train_epochs))
         train_file = os.path.join(FLAGS.output_dir, "train.tf_record")
         classifier_features.file_based_convert_examples_to_features(
             train_examples, label_list, FLAGS.max_seq_length, tokenizer, train_file)
@@ -304,15 +273,11 @@ def run(_argv) -> None:
         with strategy.scope():
             optimizer = finetuning.make_optimizer(FLAGS.learning_rate, num_train_steps,
                                                   num_warmup_steps, precision.loss_scale, tpu)
-
-        def save(step: int) -> None:
-            checkpoints.save_tf1_checkpoint(
-                model, os.path.join(FLAGS.output_dir, "model.ckpt-%d" % step), global_step=step)
-
         finetuning.train(model, optimizer,
                          _dataset(train_file, FLAGS.train_batch_size, True, regression, tpu),
                          num_train_steps, _loss_fn(regression), strategy=strategy,
-                         log_every=max(1, min(100, FLAGS.iterations_per_loop)), on_save=save,
+                         log_every=max(1, min(100, FLAGS.iterations_per_loop)),
+                         on_save=finetuning.checkpoint_saver(model, FLAGS.output_dir),
                          save_every=FLAGS.save_checkpoints_steps, use_xla=FLAGS.use_xla)
         global_step = num_train_steps
 
@@ -349,17 +314,10 @@ def run(_argv) -> None:
 def main(argv) -> None:
     """Runs ``run``; bad input becomes one line on stderr and exit code 1."""
     from data.classifier import ClassifierDataError
-    from data.tokenization import VocabError
-    from modeling.checkpoints import CheckpointError
-    from modeling.config import ConfigError
-    from modeling.distribution import DistributionError
+    from modeling import finetuning
 
-    try:
-        run(argv)
-    except (ClassifierFlagError, ClassifierDataError, CheckpointError, ConfigError,
-            DistributionError, VocabError, OSError) as e:
-        print("run_classifier.py: error: %s" % e, file=sys.stderr)
-        sys.exit(1)
+    finetuning.run_main("run_classifier.py", lambda: run(argv),
+                        (ClassifierFlagError, ClassifierDataError))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import sys
 from typing import List, Optional
 
 from absl import app, flags, logging
@@ -153,18 +152,14 @@ def train_squad(model, optimizer, train_file: str, seq_length: int, batch_size: 
     ``save_checkpoints_steps`` steps and at the end.
     """
     from data import squad_input
-    from modeling import checkpoints, finetuning, squad_head
+    from modeling import finetuning, squad_head
 
     dataset = squad_input.make_dataset(train_file, seq_length, True, batch_size,
                                        drop_remainder=True, seed=seed)
-
-    def save(step: int) -> None:
-        checkpoints.save_tf1_checkpoint(model, os.path.join(output_dir, "model.ckpt-%d" % step),
-                                        global_step=step)
-
+    save = finetuning.checkpoint_saver(model, output_dir) if output_dir else None
     return finetuning.train(model, optimizer, dataset, num_train_steps,
                             squad_head.per_example_squad_loss, strategy=strategy,
-                            log_every=log_every, on_save=save if output_dir else None,
+                            log_every=log_every, on_save=save,
                             save_every=save_checkpoints_steps, use_xla=use_xla)
 
 
@@ -244,19 +239,11 @@ def run_predict(model, tokenizer, eval_examples, output_dir: str, strategy=None)
     return scores
 
 
-def _latest_checkpoint(output_dir: str) -> Optional[str]:
-    import tensorflow as tf
-
-    return tf.train.latest_checkpoint(output_dir) if os.path.isdir(output_dir) else None
-
-
 def run(_argv) -> None:
-    import keras
     import tensorflow as tf
 
     from data import squad
-    from data.tokenization import FastFullTokenizer, FullTokenizer
-    from modeling import checkpoints
+    from modeling import finetuning
     from modeling.config import BertConfig
 
     logging.set_verbosity(logging.INFO)
@@ -272,10 +259,7 @@ def run(_argv) -> None:
     if FLAGS.do_predict:
         eval_examples = squad.read_squad_examples(
             FLAGS.predict_file, is_training=False, version_2_with_negative=FLAGS.version_2_with_negative)
-    os.makedirs(FLAGS.output_dir, exist_ok=True)
-    keras.utils.set_random_seed(FLAGS.random_seed)  # python, numpy, TF and Keras initializers/dropout
-    tokenizer_class = FastFullTokenizer if FLAGS.fast_tokenizer else FullTokenizer
-    tokenizer = tokenizer_class(vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+    tokenizer = finetuning.init_run(FLAGS)  # --output_dir, --random_seed
 
     from modeling import distribution
 
@@ -283,23 +267,11 @@ def run(_argv) -> None:
     precision = distribution.precision_from_flags(FLAGS)  # sets the Keras dtype policy
     with strategy.scope():
         model = build_model(bert_config, FLAGS.max_seq_length)
-    init_checkpoint = FLAGS.init_checkpoint
-    if not FLAGS.do_train and not init_checkpoint:
-        init_checkpoint = _latest_checkpoint(FLAGS.output_dir)  # as the Estimator's model_dir
-        if init_checkpoint is None:
-            raise SquadFlagError("--init_checkpoint is needed to predict or export without "
-                                 "--do_train (no checkpoint in --output_dir=%s)" % FLAGS.output_dir)
-    if init_checkpoint:
-        report = checkpoints.load_checkpoint(model, init_checkpoint, log=False)
-        logging.info("%s", report.summary())
+    finetuning.restore_checkpoint(model, FLAGS, "predict or export", SquadFlagError)
 
     if FLAGS.do_train:
-        num_train_steps = int(len(train_examples) / FLAGS.train_batch_size * FLAGS.num_train_epochs)
+        num_train_steps = finetuning.count_train_steps(len(train_examples), FLAGS, SquadFlagError)
         num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
-        if num_train_steps <= 0:
-            raise SquadFlagError("%d training examples, --train_batch_size=%d and --num_train_epochs=%g "
-                                 "give no training step" % (len(train_examples), FLAGS.train_batch_size,
-                                                            FLAGS.num_train_epochs))
         # Pre-shuffle so that a small shuffle buffer suffices, as the original.
         random.Random(FLAGS.random_seed).shuffle(train_examples)
         with squad.FeatureWriter(os.path.join(FLAGS.output_dir, "train.tf_record"),
@@ -341,20 +313,10 @@ def main(argv) -> None:
     """Runs ``run``; bad input becomes one line on stderr and exit code 1."""
     from data.squad import SquadFormatError
     from data.squad_eval import SquadEvalError
-    from modeling.checkpoints import CheckpointError
-    from modeling.config import ConfigError
-    from modeling.distribution import DistributionError
-    from data.tokenization import VocabError
+    from modeling import finetuning
 
-    try:
-        run(argv)
-    except (SquadFlagError, SquadFormatError, SquadEvalError, CheckpointError, ConfigError,
-            DistributionError, VocabError) as e:
-        print("run_squad.py: error: %s" % e, file=sys.stderr)
-        sys.exit(1)
-    except OSError as e:
-        print("run_squad.py: error: %s" % e, file=sys.stderr)
-        sys.exit(1)
+    finetuning.run_main("run_squad.py", lambda: run(argv),
+                        (SquadFlagError, SquadFormatError, SquadEvalError))
 
 
 if __name__ == "__main__":

@@ -20,8 +20,6 @@ probabilities per example) into ``--output_dir``. Bad input: one line on stderr,
 from __future__ import annotations
 
 import os
-import re
-import sys
 from typing import Dict, List, Optional
 
 from absl import app, flags, logging
@@ -130,12 +128,11 @@ def predict_file(model, examples: List, tokenizer, record_file: str, batch_size:
 
 
 def run(_argv) -> None:
-    import keras
     import numpy as np
 
-    from data import glue_metrics, swag, tokenization
+    from data import glue_metrics, swag
     from data.io_utils import atomic_open
-    from modeling import checkpoints, distribution, finetuning, multiple_choice_head
+    from modeling import distribution, finetuning, multiple_choice_head
     from modeling.config import BertConfig
 
     logging.set_verbosity(logging.INFO)
@@ -159,34 +156,17 @@ def run(_argv) -> None:
     strategy = distribution.strategy_from_flags(FLAGS)  # before any other TF op
     precision = distribution.precision_from_flags(FLAGS)  # sets the Keras dtype policy
     tpu = distribution.is_tpu(strategy)
-    os.makedirs(FLAGS.output_dir, exist_ok=True)
-    keras.utils.set_random_seed(FLAGS.random_seed)
-    tokenizer_class = (tokenization.FastFullTokenizer if FLAGS.fast_tokenizer
-                       else tokenization.FullTokenizer)
-    tokenizer = tokenizer_class(vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+    tokenizer = finetuning.init_run(FLAGS)  # --output_dir, --random_seed
     with strategy.scope():
         model = multiple_choice_head.build_multiple_choice_model(
             bert_config, swag.NUM_CHOICES, seq_length=FLAGS.max_seq_length if tpu else None)
-    init_checkpoint = FLAGS.init_checkpoint
-    if not FLAGS.do_train and not init_checkpoint:
-        init_checkpoint = tf_latest(FLAGS.output_dir)
-        if init_checkpoint is None:
-            raise SwagFlagError("--init_checkpoint is needed to evaluate or predict without "
-                                "--do_train (no checkpoint in --output_dir=%s)" % FLAGS.output_dir)
-    if init_checkpoint:
-        logging.info("%s", checkpoints.load_checkpoint(model, init_checkpoint, log=False).summary())
-    match = re.search(r"ckpt-(\d+)$", init_checkpoint or "")
-    global_step = int(match.group(1)) if match and not FLAGS.do_train else 0
+    init_checkpoint = finetuning.restore_checkpoint(model, FLAGS, "evaluate or predict",
+                                                    SwagFlagError)
+    global_step = 0 if FLAGS.do_train else finetuning.checkpoint_step(init_checkpoint)
 
     if FLAGS.do_train:
         train_examples = examples["train"]
-        num_train_steps = int(len(train_examples) / FLAGS.train_batch_size
-                              * FLAGS.num_train_epochs)
-        if num_train_steps <= 0:
-            raise SwagFlagError("%d training examples, --train_batch_size=%d and "
-                                "--num_train_epochs=%g give no training step"
-                                % (len(train_examples), FLAGS.train_batch_size,
-                                   FLAGS.num_train_epochs))
+        num_train_steps = finetuning.count_train_steps(len(train_examples), FLAGS, SwagFlagError)
         train_file = os.path.join(FLAGS.output_dir, "train.tf_record")
         swag.write_tf_records(train_examples, FLAGS.max_seq_length, tokenizer, train_file)
         logging.info("***** Running training: %d examples, batch %d, %d steps *****",
@@ -195,14 +175,10 @@ def run(_argv) -> None:
             optimizer = finetuning.make_optimizer(
                 FLAGS.learning_rate, num_train_steps,
                 int(num_train_steps * FLAGS.warmup_proportion), precision.loss_scale, tpu)
-
-        def save(step: int) -> None:
-            checkpoints.save_tf1_checkpoint(
-                model, os.path.join(FLAGS.output_dir, "model.ckpt-%d" % step), global_step=step)
-
         finetuning.train(model, optimizer, _dataset(train_file, FLAGS.train_batch_size, True, tpu),
                          num_train_steps, _loss_fn, strategy=strategy,
-                         log_every=max(1, min(100, FLAGS.iterations_per_loop)), on_save=save,
+                         log_every=max(1, min(100, FLAGS.iterations_per_loop)),
+                         on_save=finetuning.checkpoint_saver(model, FLAGS.output_dir),
                          save_every=FLAGS.save_checkpoints_steps, use_xla=FLAGS.use_xla)
         global_step = num_train_steps
 
@@ -231,24 +207,18 @@ def run(_argv) -> None:
 
 
 def tf_latest(output_dir: str) -> Optional[str]:
-    import tensorflow as tf
+    """The newest checkpoint in ``output_dir`` (``modeling.finetuning.latest_checkpoint``)."""
+    from modeling import finetuning
 
-    return tf.train.latest_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+    return finetuning.latest_checkpoint(output_dir)
 
 
 def main(argv) -> None:
+    """Runs ``run``; bad input becomes one line on stderr and exit code 1."""
     from data.classifier import ClassifierDataError
-    from data.tokenization import VocabError
-    from modeling.checkpoints import CheckpointError
-    from modeling.config import ConfigError
-    from modeling.distribution import DistributionError
+    from modeling import finetuning
 
-    try:
-        run(argv)
-    except (SwagFlagError, ClassifierDataError, CheckpointError, ConfigError, DistributionError,
-            VocabError, OSError) as e:
-        print("run_swag.py: error: %s" % e, file=sys.stderr)
-        sys.exit(1)
+    finetuning.run_main("run_swag.py", lambda: run(argv), (SwagFlagError, ClassifierDataError))
 
 
 if __name__ == "__main__":
