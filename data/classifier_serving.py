@@ -22,14 +22,11 @@ needs ``import tensorflow_text`` first (its ops), and TF Serving built with the 
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
-from data import special_tokens
+from data import io_utils, special_tokens
 from data.tokenization import load_vocab
 
 _IDS_SPEC = [tf.TensorSpec([None, None], tf.int32, name=n)
@@ -146,19 +143,9 @@ def export_saved_model(model, export_dir: str, vocab_file: str, do_lower_case: b
     ``export_dir``, then renames it into place (an existing ``export_dir`` is replaced)."""
     module = ClassifierServingModule(model, vocab_file, do_lower_case, max_seq_length,
                                      label_list, regression)
-    parent = os.path.dirname(os.path.abspath(export_dir)) or "."
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(dir=parent, prefix="." + os.path.basename(export_dir) + ".")
-    try:
-        tf.saved_model.save(module, tmp, signatures={
-            "serving_default": module.serve_ids.get_concrete_function(),
-            "text": module.serve_text.get_concrete_function(),
-            "text_pair": module.serve_text_pair.get_concrete_function(),
-        })
-        if os.path.exists(export_dir):
-            shutil.rmtree(export_dir)
-        os.replace(tmp, export_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    io_utils.save_saved_model(module, export_dir, lambda: {
+        "serving_default": module.serve_ids.get_concrete_function(),
+        "text": module.serve_text.get_concrete_function(),
+        "text_pair": module.serve_text_pair.get_concrete_function(),
+    })
     return module

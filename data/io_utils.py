@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
-from typing import Iterator, List, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Sequence, TypeVar
+
+_W = TypeVar("_W", bound="AtomicWriter")
 
 
 def _temp_name(path: str) -> str:
@@ -44,7 +47,28 @@ def atomic_open(path: str, mode: str = "w", encoding: str = "utf-8") -> Iterator
         raise
 
 
-class AtomicTFRecordWriters:
+class AtomicWriter:
+    """The context-manager protocol of the atomic writers below: leaving the block normally
+    calls ``close()`` (the output appears under its final name), leaving it by an exception
+    calls ``abort()`` (the partial output is removed). Subclasses implement both."""
+
+    def close(self) -> None:
+        raise NotImplementedError()
+
+    def abort(self) -> None:
+        raise NotImplementedError()
+
+    def __enter__(self: _W) -> _W:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class AtomicTFRecordWriters(AtomicWriter):
     """Writes serialized examples round-robin over one or more TFRecord files.
 
     The files appear under their final names only when ``close()`` succeeds
@@ -82,14 +106,27 @@ class AtomicTFRecordWriters:
             if os.path.exists(tmp):
                 os.remove(tmp)
 
-    def __enter__(self) -> "AtomicTFRecordWriters":
-        return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
+def save_saved_model(module: Any, export_dir: str, signatures: Callable[[], Dict]) -> None:
+    """``tf.saved_model.save(module, ..., signatures=signatures())`` into a temporary folder
+    beside ``export_dir``, then renamed to ``export_dir`` (an existing one is replaced).
+
+    ``signatures`` is called inside the guarded block, so a tracing error also removes the
+    temporary folder; the parent folder of ``export_dir`` is created if needed.
+    """
+    import tensorflow as tf
+
+    parent = os.path.dirname(os.path.abspath(export_dir)) or "."
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=parent, prefix="." + os.path.basename(export_dir) + ".")
+    try:
+        tf.saved_model.save(module, tmp, signatures=signatures())
+        if os.path.exists(export_dir):
+            shutil.rmtree(export_dir)
+        os.replace(tmp, export_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def int64_feature(values) -> "tf.train.Feature":

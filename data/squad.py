@@ -502,7 +502,7 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
 # --------------------------------------------------------------------------
 
 
-class FeatureWriter:
+class FeatureWriter(io_utils.AtomicWriter):
     """Writes ``InputFeatures`` as ``tf.train.Example`` records (``data/squad_schema.py``).
 
     The file appears under ``filename`` only when ``close()`` succeeds (via
@@ -541,12 +541,3 @@ class FeatureWriter:
     def abort(self) -> None:
         """Removes the partial file."""
         self._writer.abort()
-
-    def __enter__(self) -> "FeatureWriter":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()

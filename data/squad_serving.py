@@ -30,7 +30,7 @@ from typing import Dict
 
 import tensorflow as tf
 
-from data import graph_tokenization, special_tokens
+from data import graph_tokenization, io_utils, special_tokens
 from data.tokenization import load_vocab
 
 # run_squad's doc_tokens whitespace: space, tab, CR, LF and U+202F.
@@ -159,20 +159,6 @@ def export_saved_model(model, export_dir: str, vocab_file: str, **kwargs) -> Squ
     ``kwargs`` go to ``SquadServingModule``. The folder is written under a
     temporary name beside ``export_dir`` and renamed into place.
     """
-    import os
-    import shutil
-    import tempfile
-
     module = SquadServingModule(model, vocab_file, **kwargs)
-    parent = os.path.dirname(os.path.abspath(export_dir)) or "."
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(dir=parent, prefix="." + os.path.basename(export_dir) + ".")
-    try:
-        tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve})
-        if os.path.exists(export_dir):
-            shutil.rmtree(export_dir)
-        os.replace(tmp, export_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    io_utils.save_saved_model(module, export_dir, lambda: {"serving_default": module.serve})
     return module
