@@ -39,6 +39,12 @@ be run one at a time (``--stages prep,hf,ours,report``); intermediate files
 live in ``--work_dir`` (default ``bench/out/squad_finetune``). ``--hf_optimizer`` takes a
 comma-separated list (``adamw,bert_adam`` runs both HF sides).
 
+``--stages matched`` (after prep) removes init and data-order luck from the comparison: for each
+seed, both sides train on the same batches (a per-epoch permutation of train.npz rows, drawn
+from the seed), from the same span-head init (ours, copied to HF), with dropout on; only the
+dropout masks differ. Logits go to ``ours_matched_s<seed>`` and ``hf[_bert_adam]_matched_s<seed>``
+and the report prints the per-seed paired F1 differences.
+
 ``--stages parity`` (after prep) checks that the two training paths compute the
 same thing: both sides train ``--parity_steps`` steps on the same batches (the
 first features of train.npz, in order) with dropout off and the same span-head
@@ -271,21 +277,85 @@ def run_ours(args, plan, seed: int) -> None:
     run_squad.train_squad(model, optimizer, os.path.join(args.work_dir, "train.tf_record"),
                           args.max_seq_length, args.train_batch_size, plan["num_train_steps"],
                           seed=seed)
-    train_seconds = time.time() - t0
+    save_eval_logits(model, args, plan, "ours", seed, time.time() - t0)
+
+
+def save_eval_logits(model, args, plan, name: str, seed: int, train_seconds: float) -> None:
+    """Predicts eval.tf_record with run_squad's prediction function; writes <name>_s<seed>."""
+    import run_squad
+
     results = run_squad.predict_raw_results(model, os.path.join(args.work_dir, "eval.tf_record"),
                                             args.max_seq_length, 64)
-    tmp = os.path.join(args.work_dir, "ours_s%d_logits.tmp.npz" % seed)
+    path = logits_path(args, name, seed)
+    tmp = path[:-len(".npz")] + ".tmp.npz"
     np.savez(tmp, unique_ids=np.asarray([r.unique_id for r in results], np.int64),
              start_logits=np.asarray([r.start_logits for r in results], np.float32),
              end_logits=np.asarray([r.end_logits for r in results], np.float32),
              train_seconds=np.float64(train_seconds),
              learning_rate=np.float64(args.learning_rate),
              num_train_steps=np.int64(plan["num_train_steps"]))
-    os.replace(tmp, logits_path(args, "ours", seed))
+    os.replace(tmp, path)
 
 
-SIDES = (("ours", "bert-tf2 (this port)"), ("hf", "HF, torch AdamW"),
-         ("hf_bert_adam", "HF, BERT Adam update"))
+def matched_order(n: int, steps: int, batch: int, seed: int) -> np.ndarray:
+    """Row indices of ``steps`` batches: a fresh permutation of the n features per epoch."""
+    epochs = -(-steps * batch // n)
+    order = np.concatenate([np.random.RandomState(seed * 1000 + e).permutation(n)
+                            for e in range(epochs)])
+    return order[:steps * batch]
+
+
+def run_matched(args, plan, seed: int, optimizers) -> None:
+    """Both sides on the same batches (train.npz rows in ``matched_order``), the same span-head
+    init (ours, copied to HF) and dropout on: only dropout masks differ, so the per-seed gap
+    measures the implementations, not init or data-order luck."""
+    import keras
+    import tensorflow as tf
+
+    import run_squad
+    from modeling import checkpoints, finetuning, hf_import, squad_head
+
+    steps, batch = plan["num_train_steps"], args.train_batch_size
+    train = np.load(os.path.join(args.work_dir, "train.npz"))
+    order = matched_order(len(train["input_ids"]), steps, batch, seed)
+    rows = {k: train[k][order] for k in train.files}
+    train_file = os.path.join(args.work_dir, "matched_s%d_train.npz" % seed)
+    np.savez(train_file, **rows)
+    keras.utils.set_random_seed(seed)
+    config = hf_import.read_hf_config(MODEL_DIR)
+    model = run_squad.build_model(config, args.max_seq_length)
+    report = checkpoints.load_checkpoint(model, MODEL_DIR, log=False)
+    if sorted(report.missing) != ["cls/squad/output_bias", "cls/squad/output_weights"]:
+        sys.exit("unexpected load report: %s" % report.summary())
+    head = model.get_layer("squad")
+    head_file = os.path.join(args.work_dir, "matched_s%d_head.npz" % seed)
+    np.savez(head_file, w=head.output_weights.numpy(), b=head.output_bias.numpy())  # [2, H], [2]
+    for optimizer_name in optimizers:
+        name = hf_name(optimizer_name) + "_matched"
+        cmd = [HF_PYTHON, os.path.join(ROOT, "bench", "bench_squad_finetune_hf.py"),
+               "--model_dir", MODEL_DIR, "--train", train_file,
+               "--eval", os.path.join(args.work_dir, "eval.npz"),
+               "--output", logits_path(args, name, seed), "--optimizer", optimizer_name,
+               "--in_order", "--head_init", head_file, "--seed", str(seed),
+               "--num_train_steps", str(steps), "--num_warmup_steps", str(plan["num_warmup_steps"]),
+               "--batch_size", str(batch), "--learning_rate", str(args.learning_rate),
+               "--threads", str(args.threads)]
+        subprocess.run(cmd, check=True)
+    dataset = tf.data.Dataset.from_tensor_slices(rows).batch(batch)
+    optimizer = run_squad.make_optimizer(args.learning_rate, steps, plan["num_warmup_steps"])
+    t0 = time.time()
+    finetuning.train(model, optimizer, dataset, steps, squad_head.per_example_squad_loss,
+                     log_every=50)
+    save_eval_logits(model, args, plan, "ours_matched", seed, time.time() - t0)
+
+
+# (name, label, the port's run it is compared with)
+SIDES = (("ours", "bert-tf2 (this port)", None),
+         ("hf", "HF, torch AdamW", "ours"),
+         ("hf_bert_adam", "HF, BERT Adam update", "ours"),
+         ("ours_matched", "bert-tf2, matched", None),
+         ("hf_matched", "HF AdamW, matched", "ours_matched"),
+         ("hf_bert_adam_matched", "HF BERT Adam, matched", "ours_matched"))
 
 
 def runs_of(args, plan, name: str) -> dict:
@@ -328,13 +398,14 @@ def report(args, plan) -> None:
     squad.convert_examples_to_features(examples, tokenizer, args.max_seq_length, args.doc_stride,
                                        args.max_query_length, False, features.append)
     scores = {}  # name -> {seed: result}
-    for name, _ in SIDES:
+    for name, _, _ in SIDES:
         runs = runs_of(args, plan, name)
         if runs:
             scores[name] = {seed: score(args, examples, features, name, path)
                             for seed, path in runs.items()}
-    if "ours" not in scores:
-        sys.exit("report: no ours_s<seed>_logits.npz for this recipe in %s" % args.work_dir)
+    if "ours" not in scores and "ours_matched" not in scores:
+        sys.exit("report: no ours[_matched]_s<seed>_logits.npz for this recipe in %s"
+                 % args.work_dir)
     print("SQuAD v1.1 fine-tuning from all-MiniLM-L6-v2: train articles %s (%d questions, %d "
           "features), eval %d articles (%d questions, %d features), %d steps (warmup %d) x batch "
           "%d, lr %g, max_seq_length %d, doc_stride %d, max_query_length %d"
@@ -343,13 +414,13 @@ def report(args, plan) -> None:
              plan["num_train_steps"], plan["num_warmup_steps"], args.train_batch_size,
              args.learning_rate, args.max_seq_length, args.doc_stride, args.max_query_length))
     print("%-24s %6s %8s %8s %10s" % ("per seed", "seed", "EM", "F1", "train s"))
-    for name, label in SIDES:
+    for name, label, _ in SIDES:
         for seed, r in sorted(scores.get(name, {}).items()):
             print("%-24s %6d %8.2f %8.2f %10.0f" % (label, seed, r["exact_match"], r["f1"],
                                                     r["train_seconds"]))
     print("%-24s %6s %8s %14s %10s" % ("mean over seeds", "seeds", "EM", "F1 (std)", "train s"))
     means = {}
-    for name, label in SIDES:
+    for name, label, _ in SIDES:
         if name not in scores:
             continue
         rs = list(scores[name].values())
@@ -358,11 +429,16 @@ def report(args, plan) -> None:
         print("%-24s %6d %8.2f %8.2f (%4.2f) %10.0f" % (
             label, len(rs), np.mean([r["exact_match"] for r in rs]), f1.mean(),
             f1.std(ddof=1) if len(rs) > 1 else 0.0, np.mean([r["train_seconds"] for r in rs])))
-    for name, label in SIDES[1:]:
-        if name in means:
-            gap = means["ours"] - means[name]
-            print("F1 gap of means (port - %s): %+.2f  (target |gap| <= 1.0: %s)"
-                  % (label, gap, "met" if abs(gap) <= 1.0 else "NOT met"))
+    for name, label, ref in SIDES:
+        if ref is None or name not in means or ref not in means:
+            continue
+        gap = means[ref] - means[name]
+        paired = sorted(set(scores[name]) & set(scores[ref]))
+        diffs = " ".join("s%d %+.2f" % (seed, scores[ref][seed]["f1"] - scores[name][seed]["f1"])
+                         for seed in paired) if ref == "ours_matched" else ""
+        print("F1 gap of means (%s - %s): %+.2f %s (target |gap| <= 1.0: %s)"
+              % (dict((n, l) for n, l, _ in SIDES)[ref], label, gap,
+                 "(per seed: %s)" % diffs if diffs else "", "met" if abs(gap) <= 1.0 else "NOT met"))
 
 
 def main() -> None:
@@ -405,6 +481,8 @@ def main() -> None:
         for optimizer in optimizers:
             run_parity(args, plan, optimizer)
     for seed in seeds:
+        if "matched" in stages:
+            run_matched(args, plan, seed, optimizers)
         if "hf" in stages:
             for optimizer in optimizers:
                 run_hf(args, plan, optimizer, seed)

@@ -14,6 +14,10 @@ the update made after t updates uses ``schedule(t + 1)`` = ``lr * (t + 1) / W`` 
 W warmup steps, then ``lr * (1 - (t + 1) / N)`` (decay over all N steps, so the rate drops to
 ``lr * (1 - W / N)`` when warmup ends).
 
+Matched mode (``--in_order``, ``bench_squad_finetune.py --stages matched``): trains on the rows
+of ``--train`` in file order (the exact batches the port trains on), dropout on, span head from
+``--head_init``, then evaluates as usual: only the dropout masks differ between the two sides.
+
 Parity mode (``bench_squad_finetune.py --stages parity``): ``--parity_steps K`` trains K steps
 on the first K batches of ``train.npz`` in file order, with dropout off and the span head copied
 from ``--head_init`` (npz ``w`` [2, H], ``b`` [2]), and writes the per-step losses and learning
@@ -101,6 +105,9 @@ def main() -> None:
     parser.add_argument("--parity_steps", type=int, default=0,
                         help="parity mode: this many steps in file order, no dropout, no eval")
     parser.add_argument("--head_init", default=None, help="npz (w [2, H], b [2]) for the span head")
+    parser.add_argument("--in_order", action="store_true",
+                        help="train on the rows of --train in file order (the port's batches, "
+                        "matched stage), dropout on, then evaluate as usual")
     args = parser.parse_args()
     parity = args.parity_steps > 0
 
@@ -141,7 +148,8 @@ def main() -> None:
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
     generator = torch.Generator().manual_seed(args.seed)
-    order = torch.arange(n) if parity else torch.randperm(n, generator=generator)
+    in_order = parity or args.in_order
+    order = torch.arange(n) if in_order else torch.randperm(n, generator=generator)
     cursor = 0
     model.train()
     t0 = time.time()
@@ -149,9 +157,9 @@ def main() -> None:
     steps = args.parity_steps if parity else args.num_train_steps
     for step in range(steps):
         if cursor + args.batch_size > n:
-            if parity:
-                sys.exit("--parity_steps=%d needs %d features, train has %d"
-                         % (args.parity_steps, args.parity_steps * args.batch_size, n))
+            if in_order:
+                sys.exit("%d steps need %d features in order, train has %d"
+                         % (steps, steps * args.batch_size, n))
             order = torch.randperm(n, generator=generator)
             cursor = 0
         idx = order[cursor:cursor + args.batch_size]
