@@ -37,7 +37,7 @@ def define_flags() -> None:
     flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
     flags.DEFINE_enum("inference_dtype", "float32", list(INFERENCE_DTYPES),
                       "float32 (XLA-compiled), or bfloat16: weights stored and matmuls run in "
-                      "bfloat16 (graph mode, oneDNN; ~1.6x faster on CPUs with AVX-512 BF16 or "
+                      "bfloat16 (graph mode, oneDNN; ~1.7x faster on CPUs with AVX-512 BF16 or "
                       "AMX, about 3 significant digits).")
 
 

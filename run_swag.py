@@ -206,13 +206,6 @@ def run(_argv) -> None:
         logging.info("wrote %s", path)
 
 
-def tf_latest(output_dir: str) -> Optional[str]:
-    """The newest checkpoint in ``output_dir`` (``modeling.finetuning.latest_checkpoint``)."""
-    from modeling import finetuning
-
-    return finetuning.latest_checkpoint(output_dir)
-
-
 def main(argv) -> None:
     """Runs ``run``; bad input becomes one line on stderr and exit code 1."""
     from data.classifier import ClassifierDataError

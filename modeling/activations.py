@@ -12,12 +12,13 @@ from typing import Callable, Dict
 
 import tensorflow as tf
 
+
 def gelu(x: tf.Tensor) -> tf.Tensor:
     """GELU, tanh approximation: the original's ``x * 0.5 * (1 + tanh(...))``.
 
     ``tf.nn.gelu(approximate=True)`` computes exactly this formula (the original's
     ``sqrt(2/pi)`` and ``0.044715 * x**3``; float32 results differ from the original's operation
-    order by at most an ulp), and TensorFlow's graph optimizer recognises it after a
+    order by an ulp or two), and TensorFlow's graph optimizer recognises it after a
     matmul + bias_add and fuses all three into one oneDNN kernel on CPU.
     """
     return tf.nn.gelu(x, approximate=True)

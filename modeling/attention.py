@@ -74,8 +74,7 @@ class SelfAttention(keras.layers.Layer):
         v = self._split_heads(self.value(hidden))  # [B, T, N, D]
         q = tf.transpose(q, [0, 2, 1, 3])  # [B, N, F, D]
         k = tf.transpose(k, [0, 2, 1, 3])  # [B, N, T, D]
-        # BatchMatMul, then * scale, then + bias: the original's order, and a pattern that the
-        # graph optimizer fuses into one oneDNN kernel on CPU.
+        # (q k^T) * 1/sqrt(D) + bias: the original's order (BatchMatMul on [B, N, S, D]).
         scores = tf.matmul(q, k, transpose_b=True)  # [B, N, F, T]
         scores = scores * tf.cast(1.0 / math.sqrt(float(self.size_per_head)), scores.dtype)
         scores = scores + tf.cast(attention_bias, scores.dtype)  # [B, N, F, T]

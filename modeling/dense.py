@@ -5,7 +5,7 @@ variables, same names, so checkpoints map unchanged) whose ``call`` flattens the
 computes ``act(bias_add(x2d @ kernel, bias))`` [N, units] and restores them: [..., in] ->
 [..., units]. The original computes its dense layers on [B*S, H] matrices the same way; keeping
 the three ops adjacent in 2-D lets TensorFlow's graph optimizer fuse them into one oneDNN kernel
-on CPU (``_MklFusedMatMul`` with BiasAdd and Gelu/Tanh post-ops), which matters most in bfloat16,
+on CPU (``_MklNativeFusedMatMul`` with BiasAdd and Gelu, or a following residual Add), which matters most in bfloat16,
 where unfused elementwise passes cost as much as the matmuls. Under XLA the ops fuse anyway.
 """
 
