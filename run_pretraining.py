@@ -11,7 +11,8 @@ Example (the tiny demo model on records written by create_pretraining_data.py)::
 The original's flags keep their names and defaults; this port adds ``--strategy``,
 ``--mixed_precision``, ``--use_xla``, ``--num_accumulation_steps``, ``--optimizer``,
 ``--corrected_lr_schedule``, ``--gradient_reduction``, ``--deterministic``, ``--xla_optimizer``,
-``--random_seed``, ``--keep_checkpoint_max`` and ``--num_cpu_devices``. Semantics:
+``--xla_kernels``, ``--random_seed``, ``--keep_checkpoint_max`` and ``--num_cpu_devices``.
+Semantics:
 
 * ``--train_batch_size`` is the global batch of one optimizer update (split over replicas, and
   over ``--num_accumulation_steps`` micro-batches per replica).
@@ -115,6 +116,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("bool", "xla_optimizer", True, "One replica: compile the clipping + update with "
            "XLA (one memory pass per variable; rounding within ~1e-6 relative of the "
            "original). Off with --deterministic.")
+    define("bool", "xla_kernels", True, "One replica: the GELU of the intermediate layers as "
+           "XLA-fused forward/backward kernels with a hand-written gradient (values within "
+           "float rounding of the op-by-op GELU; modeling/gelu_dense.py). Off with "
+           "--deterministic.")
     define("integer", "random_seed", 12345, "Seed of the initialisation, dropout and shuffles.")
     define("integer", "keep_checkpoint_max", 5, "How many checkpoints to keep.")
     define("integer", "num_cpu_devices", 0, "Split the CPU into this many logical devices "
@@ -292,7 +297,8 @@ def run(fv) -> Optional[Dict[str, float]]:
             save_checkpoints_steps=fv.save_checkpoints_steps,
             num_accumulation_steps=fv.num_accumulation_steps,
             keep_checkpoint_max=fv.keep_checkpoint_max, use_xla=fv.use_xla,
-            fuse_optimizer=fv.xla_optimizer and not fv.deterministic))
+            fuse_optimizer=fv.xla_optimizer and not fv.deterministic,
+            fused_kernels=fv.xla_kernels and not fv.deterministic))
 
     own = trainer.latest_checkpoint()
     eval_step = 0

@@ -112,6 +112,7 @@ def _ours_engines(d, iters_hint):
             model, optimizer, pretraining_objective.PretrainingObjective(), None,
             training_loop.TrainerConfig(tempfile.mkdtemp(prefix="bench_pretraining_"),
                                         10 ** 9, use_xla=jit, fuse_optimizer=not jit,
+                                        fused_kernels=not jit,
                                         write_summaries=False, step_log=False,
                                         progress=False))
         iterator = trainer.make_iterator(dataset)

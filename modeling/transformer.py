@@ -81,8 +81,8 @@ class Intermediate(keras.layers.Layer):
     def build(self, input_shape):
         self.dense.build(input_shape)
 
-    def call(self, x):
-        return self.dense(x)  # [B, S, I]: act(x @ kernel + bias), fused on CPU
+    def call(self, x, training=None):
+        return self.dense(x, training=training)  # [B, S, I]: act(x @ kernel + bias)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.intermediate_size,)
@@ -171,7 +171,7 @@ class TransformerLayer(keras.layers.Layer):
 
     def call(self, hidden, attention_bias, training=None):
         attention_output = self.attention(hidden, attention_bias, training=training)  # [B,S,H]
-        intermediate = self.intermediate(attention_output)  # [B, S, I]
+        intermediate = self.intermediate(attention_output, training=training)  # [B, S, I]
         return self.output_layer(intermediate, attention_output, training=training)  # [B,S,H]
 
 
