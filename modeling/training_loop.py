@@ -60,7 +60,7 @@ steps of a loop; the value shown is Σnumerator/Σdenominator (a streaming mean,
   update reproduces the original's rounding.
   ``fused_kernels`` (same condition): steps are traced inside
   ``gelu_dense.fused_training_kernels()``, so the model's tanh-GELU dense layers run their
-  XLA-fused GELU kernels and hand-written gradient (``modeling/gelu_dense.py``; ~8 ms per
+  XLA-fused GELU kernels and hand-written gradient (``modeling/gelu_dense.py``; ~12 ms per
   BERT-base layer and step at batch 8 x 128 on 2 CPU cores); values within float rounding of
   TensorFlow's op-by-op GELU, so also off by default and in ``--deterministic`` runs.
 * Checkpoints (``tf.train.CheckpointManager`` in ``model_dir``, prefix ``ckpt``, every

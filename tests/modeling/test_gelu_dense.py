@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import gelu_dense, optimization, pretraining_objective, training_loop
+from modeling import activations, gelu_dense, optimization, pretraining_objective, training_loop
 from modeling.config import BertConfig
 from modeling.dense import BertDense
 from modeling.pretraining_model import BertPretrainingModel
@@ -80,11 +80,9 @@ def _graph_op_types(fn, *args):
 
 
 def test_bert_dense_takes_the_fused_path_only_when_training_inside_the_context():
-    layer = BertDense(12, activation="gelu", name="dense")
+    layer = BertDense(12, activation=activations.get_activation("gelu"), name="dense")
     x = tf.random.stateless_normal((2, 5, 8), seed=(3, 4))
     layer.build(x.shape)
-    from modeling import activations
-    layer.activation = activations.gelu  # the config's "gelu", as Intermediate builds it
 
     def loss(x, training):
         with tf.GradientTape() as tape:
