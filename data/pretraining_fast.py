@@ -34,7 +34,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from data import pretraining
+from data import fork_safety, pretraining
 from data.pretraining_corpus import Corpus
 from data.pretraining_records import FramedRecords, RecordEncoder
 from data.pretraining_rng import MaskedLmScanner, WordStream, random_below_threshold
@@ -662,15 +662,17 @@ def write_records(corpus: Corpus, vocab: pretraining.PretrainingVocab,
     """Generates the records and writes them (the original's order, round-robin, atomic).
 
     ``helper``: build and write the records in a forked helper process, pipelined with the
-    sequential phase; default: when fork is available and a CPU is idle (load average at
-    least one below the CPU count: on a busy machine the helper only adds work).
+    sequential phase; default: when forking is safe (``data.fork_safety``: Linux, TensorFlow
+    not loaded) and a CPU is idle (load average at least one below the CPU count: on a busy
+    machine the helper only adds work).
     Returns the number of records.
     """
     import os
 
     if helper is None:
         cpus = os.cpu_count() or 1
-        helper = sys.platform.startswith("linux") and cpus >= 2 and os.getloadavg()[0] <= cpus - 1
+        helper = (fork_safety.fork_is_safe() and cpus >= 2
+                  and os.getloadavg()[0] <= cpus - 1)
     gen = FastGenerator(corpus, vocab, max_seq_length, max_predictions_per_seq, masked_lm_prob,
                         short_seq_prob, dupe_factor, random_seed, do_whole_word_mask,
                         show_progress=show_progress)

@@ -14,14 +14,12 @@ renamed to their final names only when every worker has succeeded.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import random
-import sys
 import tempfile
 from typing import Dict, List, Sequence, Tuple
 
-from data import pretraining_corpus
+from data import fork_safety, pretraining_corpus
 
 
 def worker_output_files(output_files: Sequence[str], num_workers: int) -> List[List[str]]:
@@ -93,8 +91,7 @@ def run_workers(input_files: Sequence[str], output_files: Sequence[str], num_wor
         jobs.append((k, runs[k], temp_k, vocab_file, do_lower_case, seed_settings,
                      show_progress and k == 0))
     try:
-        ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else None)
-        with ctx.Pool(num_workers) as pool:
+        with fork_safety.worker_context().Pool(num_workers) as pool:
             results = pool.map(_run_worker, jobs, chunksize=1)
         for temp_k, final_k in zip(temps, outputs):
             for tmp, final in zip(temp_k, final_k):
