@@ -90,7 +90,8 @@ def gelu_dense_train(x: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor) -> tf.Ten
             dz = gelu_backward(z, tf.cast(dy, z.dtype))  # [N, units]
             dx = tf.matmul(dz, transpose_2d(kernel))  # [N, in]
             dkernel = tf.matmul(x, dz, transpose_a=True)  # [in, units]
-            dbias = tf.reduce_sum(dz, axis=0)  # [units]
+            # Summed in float32 under bf16 too, as TensorFlow's BiasAddGrad accumulates.
+            dbias = tf.cast(tf.reduce_sum(tf.cast(dz, tf.float32), axis=0), dz.dtype)  # [units]
             return dx, dkernel, dbias
 
         return y, grad
