@@ -664,7 +664,7 @@ def write_records(corpus: Corpus, vocab: pretraining.PretrainingVocab,
     ``helper``: build and write the records in a forked helper process, pipelined with the
     sequential phase; default: when forking is safe (``data.fork_safety``: Linux, TensorFlow
     not loaded) and a CPU is idle (load average at least one below the CPU count: on a busy
-    machine the helper only adds work).
+    machine the helper only adds work); ``helper=True`` forks regardless.
     Returns the number of records.
     """
     import os

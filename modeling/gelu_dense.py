@@ -55,6 +55,7 @@ def fused_training_kernels(enabled: bool = True):
 
 
 def training_kernels_enabled() -> bool:
+    """Whether the innermost ``fused_training_kernels`` context (this thread) enables them."""
     return getattr(_state, "enabled", False)
 
 

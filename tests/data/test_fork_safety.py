@@ -1,5 +1,6 @@
 """data/fork_safety.py: no fork once TensorFlow's threads may exist."""
 
+import os
 import sys
 
 import pytest
@@ -17,13 +18,32 @@ def test_fork_only_without_tensorflow(monkeypatch):
     assert fork_safety.worker_context().get_start_method() == "forkserver"
 
 
-def _square(x):
-    return x * x
+def test_workers_started_from_a_forkserver_write_the_forked_records(tmp_path, monkeypatch):
+    """run_workers as called from a process with TensorFlow loaded (forkserver: jobs pickled,
+    modules imported afresh) writes the same shards as with fork."""
+    from data import pretraining_shards
+    from tests import paths
 
+    corpus = os.path.join(paths.GOLDEN, "inputs", "pretrain_trajectory_corpus.txt")
+    settings = dict(max_seq_length=32, max_predictions_per_seq=5, masked_lm_prob=0.15,
+                    short_seq_prob=0.1, dupe_factor=1, do_whole_word_mask=False,
+                    random_seed=7)
 
-def test_forkserver_pool_runs_module_level_workers():
-    """What run_workers does once TensorFlow is loaded: a forkserver pool, picklable jobs."""
-    import multiprocessing
+    def shards(folder, tensorflow_loaded):
+        if tensorflow_loaded:
+            monkeypatch.setitem(sys.modules, "tensorflow", object())
+        else:
+            monkeypatch.delitem(sys.modules, "tensorflow", raising=False)
+        assert fork_safety.fork_is_safe() is not tensorflow_loaded
+        (tmp_path / folder).mkdir()
+        out = [str(tmp_path / folder / "w.tfrecord")]
+        counts = pretraining_shards.run_workers([corpus], out, 2, paths.GOLDEN_VOCAB, True,
+                                                settings, False)
+        names = sorted(p.name for p in (tmp_path / folder).iterdir())
+        return counts, [(tmp_path / folder / n).read_bytes() for n in names]
 
-    with multiprocessing.get_context("forkserver").Pool(2) as pool:
-        assert pool.map(_square, [1, 2, 3], chunksize=1) == [1, 4, 9]
+    forked = shards("fork", False)
+    served = shards("forkserver", True)
+    assert [c["instances"] for c in forked[0]] == [c["instances"] for c in served[0]]
+    assert all(c["instances"] > 0 for c in served[0])
+    assert len(served[1]) == 2 and served[1] == forked[1]
