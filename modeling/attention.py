@@ -14,6 +14,7 @@ import keras
 import tensorflow as tf
 
 from modeling.dense import BertDense
+from modeling.dropout import Dropout
 from modeling.embeddings import truncated_normal
 
 MASK_ADDER = -10000.0
@@ -57,7 +58,7 @@ class SelfAttention(keras.layers.Layer):
         self.query = BertDense(width, kernel_initializer=init, dtype=self.dtype_policy, name="query")
         self.key = BertDense(width, kernel_initializer=init, dtype=self.dtype_policy, name="key")
         self.value = BertDense(width, kernel_initializer=init, dtype=self.dtype_policy, name="value")
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, hidden_shape):
         for layer in (self.query, self.key, self.value):

@@ -18,6 +18,8 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
+from modeling.dropout import Dropout
+
 CLASSIFIER_DROPOUT = 0.1  # the original's keep_prob=0.9, independent of the config
 HEAD_STDDEV = 0.02  # the original's output_weights initializer, independent of the config
 
@@ -33,7 +35,7 @@ class ClassifierHead(keras.layers.Layer):
         self.num_labels = num_labels
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape):
         hidden_size = int(input_shape[-1])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from modeling.dropout import Dropout
 from modeling.layer_norm import BertLayerNorm
 
 
@@ -77,7 +78,7 @@ class EmbeddingPostprocessor(keras.layers.Layer):
         self.layer_norm_eps = layer_norm_eps
         self.layer_norm = BertLayerNorm(epsilon=layer_norm_eps, dtype=self.dtype_policy,
                                         name="LayerNorm")
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, word_shape):
         hidden = word_shape[-1]
@@ -95,7 +96,7 @@ class EmbeddingPostprocessor(keras.layers.Layer):
         position = self.position_embeddings[:seq_length]  # [S, H]
         output = word_embeddings + token_type  # [B, S, H]
         output = output + position[tf.newaxis]  # [B, S, H]
-        output = self.layer_norm(output)
+        output = self.layer_norm(output, training=training)
         return self.dropout(output, training=training)
 
 

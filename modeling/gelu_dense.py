@@ -1,7 +1,7 @@
 """The training path of ``gelu(x @ kernel + bias)``: fused GELU kernels and a hand-written gradient.
 
 Used by ``BertDense`` (the ``intermediate`` layers) when called with ``training=True`` inside
-``fused_training_kernels()``: the model is the same, only how TensorFlow computes the step
+``training_kernels.fused_training_kernels()``: the model is the same, only how TensorFlow computes the step
 changes. In graph mode TensorFlow runs the tanh GELU as ~7 elementwise ops forward and ~8
 backward, each a pass over the [B*S, I] activation; here the forward GELU is one XLA-compiled
 kernel and its derivative another (one pass each), and the input gradient is computed as
@@ -25,38 +25,19 @@ differ by float rounding only (up to ~1e-6 / ~6e-6 absolute, in the tail where t
 which is why the trainer keeps these kernels off in ``--deterministic`` runs, like the XLA-fused
 optimizer update.
 
-The switch is read when a step is traced: ``with fused_training_kernels(): loop(...)``. XLA is
+The switch (``modeling/training_kernels.py``) is read when a step is traced. XLA is
 only used where it can compile a kernel for the replica's device: the trainer enables this for
 one local replica (as for the fused optimizer); TPUs compile the whole step anyway.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import threading
 
 import tensorflow as tf
 
 _C = math.sqrt(2.0 / math.pi)
 _A = 0.044715
-_state = threading.local()
-
-
-@contextlib.contextmanager
-def fused_training_kernels(enabled: bool = True):
-    """Within this context, steps traced with ``training=True`` use ``gelu_dense_train``."""
-    previous = getattr(_state, "enabled", False)
-    _state.enabled = bool(enabled)
-    try:
-        yield
-    finally:
-        _state.enabled = previous
-
-
-def training_kernels_enabled() -> bool:
-    """Whether the innermost ``fused_training_kernels`` context (this thread) enables them."""
-    return getattr(_state, "enabled", False)
 
 
 @tf.function(jit_compile=True)

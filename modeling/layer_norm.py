@@ -4,12 +4,18 @@ Variables ``gamma`` (ones) and ``beta`` (zeros) of shape [H]; the layer is named
 its users so that ``variable.path`` contains "LayerNorm" (excluded from weight decay). Under a
 mixed or pure bfloat16 policy the statistics are computed in float32 (``gamma``/``beta`` cast to
 float32) and the result is cast back to the compute dtype.
+
+Called with ``training=True`` inside ``training_kernels.fused_training_kernels()`` on float32
+(with the CPU kernel library built), it computes the same formula as one CPU kernel forward and
+one backward (``cpu_ops.layer_norm``; equal up to float rounding).
 """
 
 from __future__ import annotations
 
 import keras
 import tensorflow as tf
+
+from modeling import cpu_ops, training_kernels
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
@@ -27,7 +33,11 @@ class BertLayerNorm(keras.layers.Layer):
         self.beta = self.add_weight(name="beta", shape=(dim,), initializer="zeros")
         self.gamma = self.add_weight(name="gamma", shape=(dim,), initializer="ones")
 
-    def call(self, x):
+    def call(self, x, training=None):
+        if (training and x.dtype == tf.float32 and self.gamma.dtype == tf.float32
+                and training_kernels.training_kernels_enabled() and cpu_ops.usable(x.dtype)):
+            return cpu_ops.layer_norm(x, tf.convert_to_tensor(self.gamma),
+                                      tf.convert_to_tensor(self.beta), self.epsilon)  # [..., H]
         x32 = tf.cast(x, tf.float32)  # [..., H]
         mean, variance = tf.nn.moments(x32, axes=[-1], keepdims=True)  # [..., 1] each
         gamma = tf.cast(self.gamma.value, tf.float32)  # [H] (bf16 under a pure bf16 policy)

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from modeling import checkpoints
 from modeling.classifier_head import CLASSIFIER_DROPOUT, HEAD_STDDEV
+from modeling.dropout import Dropout
 
 HEAD_NAME = "multiple_choice"
 checkpoints.register_tf1_head(HEAD_NAME, "cls/multiple_choice/")
@@ -45,7 +46,7 @@ class MultipleChoiceHead(keras.layers.Layer):
         self.num_choices = num_choices
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape):
         hidden_size = int(input_shape[-1])

@@ -55,6 +55,7 @@ from typing import Dict, Iterable, Optional, Sequence, Tuple, Union
 import keras
 import tensorflow as tf
 
+from modeling import cpu_ops, training_kernels
 from modeling.lr_schedules import BertSchedule
 
 WEIGHT_DECAY_EXCLUSIONS: Tuple[str, ...] = ("LayerNorm", "layer_norm", "bias")
@@ -86,6 +87,14 @@ def uses_weight_decay(name: str, weight_decay_rate: float = 0.01,
         if re.search(pattern, name) is not None:
             return False
     return True
+
+
+def _clip_scale(global_norm: tf.Tensor, clip_norm: float) -> tf.Tensor:
+    """The factor ``tf.clip_by_global_norm`` multiplies every gradient by (NaN if the norm is
+    not finite), computed as it does."""
+    scale_for_finite = clip_norm * tf.minimum(1.0 / global_norm,
+                                              tf.constant(1.0, global_norm.dtype) / clip_norm)
+    return scale_for_finite + (global_norm - global_norm)
 
 
 def _scale_gradient(grad, factor):
@@ -180,6 +189,18 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
             inverse = 1.0 / self._loss_scale_var.value
             grads = [_scale_gradient(g, inverse) for g in grads]
         global_norm = tf.linalg.global_norm(grads)  # [] (IndexedSlices: per occurrence)
+        if (not cross_replica and training_kernels.training_kernels_enabled()
+                and self.cpu_kernel_applies(trainable_variables)):
+            # Clipping factor and update in one in-place kernel per variable (cpu_ops).
+            grad_scale = (_clip_scale(global_norm, self.clip_norm) if self.clip_norm is not None
+                          else tf.constant(1.0))
+            learning_rate = tf.cast(self.learning_rate, tf.float32)
+            for grad, var in zip(grads, trainable_variables):
+                self._cpu_kernel_update(var, tf.convert_to_tensor(grad), learning_rate,
+                                        self._get_variable_index(var), grad_scale)
+            self._stats.last = {"global_norm": global_norm,
+                                "grads_finite": tf.math.is_finite(global_norm)}
+            return
         if self.clip_norm is not None:
             grads, _ = tf.clip_by_global_norm(grads, self.clip_norm, use_norm=global_norm)
         finite = tf.math.is_finite(global_norm)  # any inf/nan gradient makes the norm so
@@ -237,6 +258,20 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
 
         tf.cond(finite, on_finite, on_overflow)
 
+    supports_cpu_kernel = False  # True where the class implements ``_cpu_kernel_update``
+
+    def cpu_kernel_applies(self, variables) -> bool:
+        """Whether, inside ``training_kernels.fused_training_kernels()``, the update of
+        ``variables`` runs as ``cpu_ops`` kernels: an optimizer that has one, no loss scaling,
+        no distribution strategy in scope, float32 variables, the kernel library built."""
+        return (self.supports_cpu_kernel and self.loss_scale_mode is None
+                and not tf.distribute.has_strategy()
+                and all(v.dtype == tf.float32 for v in variables)
+                and cpu_ops.usable(tf.float32))
+
+    def _cpu_kernel_update(self, var, grad, lr, index, grad_scale):
+        raise NotImplementedError
+
     def update_step(self, gradient, variable, learning_rate):
         """Keras' per-variable hook (no clipping, no reduction): the bare update."""
         self._update(variable, tf.convert_to_tensor(gradient), learning_rate,
@@ -285,6 +320,14 @@ class AdamWeightDecay(_ClippedOptimizer):
         var.assign(next_param)
         m.value.assign(next_m)
         v.value.assign(next_v)
+
+    supports_cpu_kernel = True
+
+    def _cpu_kernel_update(self, var, grad, lr, index, grad_scale):
+        """``_update`` on ``grad * grad_scale`` as one in-place kernel (bit-identical)."""
+        cpu_ops.adam_weight_decay_apply(
+            var, self._m[index], self._v[index], grad, lr, grad_scale, self.beta_1, self.beta_2,
+            self.epsilon, self.weight_decay_rate, self._decay_flags[index])
 
     def get_config(self):
         config = super().get_config()

@@ -59,10 +59,13 @@ steps of a loop; the value shown is Σnumerator/Σdenominator (a streaming mean,
   default here (run_pretraining turns it on unless ``--deterministic``) and the op-by-op
   update reproduces the original's rounding.
   ``fused_kernels`` (same condition): steps are traced inside
-  ``gelu_dense.fused_training_kernels()``, so the model's tanh-GELU dense layers run their
-  XLA-fused GELU kernels and hand-written gradient (``modeling/gelu_dense.py``; ~12 ms per
-  BERT-base layer and step at batch 8 x 128 on 2 CPU cores); values within float rounding of
-  TensorFlow's op-by-op GELU, so also off by default and in ``--deterministic`` runs.
+  ``training_kernels.fused_training_kernels()``: the model's tanh-GELU dense layers run
+  XLA-fused GELU kernels with a hand-written gradient (``modeling/gelu_dense.py``), dropout and
+  LayerNorm run one-pass CPU kernels, and AdamWeightDecay's clipping + update runs as one
+  in-place CPU kernel per variable instead of the XLA-fused update (``modeling/cpu_ops.py``,
+  compiled on first use; without a compiler TensorFlow's ops are used). Values within float
+  rounding of TensorFlow's op-by-op graph (the update itself is bit-identical) and other dropout
+  masks, so also off by default and in ``--deterministic`` runs.
 * Checkpoints (``tf.train.CheckpointManager`` in ``model_dir``, prefix ``ckpt``, every
   ``save_checkpoints_steps`` and at the end): model, optimizer (slots, iteration counter =
   global step, loss scale) and the data position. TensorFlow writes the files under temporary
@@ -98,7 +101,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import tensorflow as tf
 from absl import logging
 
-from modeling import distribution, gelu_dense
+from modeling import cpu_ops, distribution, training_kernels
 
 Logs = Dict[str, Tuple[tf.Tensor, tf.Tensor]]
 STEP_LOG_NAME = "train_steps.jsonl"
@@ -355,7 +358,10 @@ class Trainer:
         self._apply_fn = apply
         one_local_replica = self.num_replicas == 1 and not distribution.is_tpu(strategy)
         self._fused_kernels = self.config.fused_kernels and not use_xla and one_local_replica
-        if self.config.fuse_optimizer and not use_xla and one_local_replica:
+        with strategy.scope():
+            cpu_update = (self._fused_kernels and hasattr(self.optimizer, "cpu_kernel_applies")
+                          and self.optimizer.cpu_kernel_applies(variables))
+        if self.config.fuse_optimizer and not use_xla and one_local_replica and not cpu_update:
             # Clipping + update of every variable as XLA kernels: one pass over the memory of
             # each variable instead of one per elementwise op (the forward/backward keeps
             # TensorFlow's own kernels).
@@ -413,7 +419,7 @@ class Trainer:
         config asks for); returns (sums, losses, norms, learning rates)."""
         if self._loop_fn is None:
             self._loop_fn = self._build_loop()
-        with gelu_dense.fused_training_kernels(self._fused_kernels):
+        with training_kernels.fused_training_kernels(self._fused_kernels):
             return self._loop_fn(iterator, tf.constant(num_steps))
 
     def _can_save_iterator(self) -> bool:

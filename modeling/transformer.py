@@ -19,6 +19,7 @@ import tensorflow as tf
 from modeling import activations
 from modeling.attention import SelfAttention
 from modeling.dense import BertDense
+from modeling.dropout import Dropout
 from modeling.embeddings import truncated_normal
 from modeling.layer_norm import BertLayerNorm
 
@@ -37,7 +38,7 @@ class ResidualOutput(keras.layers.Layer):
         self.layer_norm_eps = layer_norm_eps
         self.dense = BertDense(hidden_size, kernel_initializer=truncated_normal(
             initializer_range), dtype=self.dtype_policy, name="dense")
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
         self.layer_norm = BertLayerNorm(epsilon=layer_norm_eps, dtype=self.dtype_policy,
                                         name="LayerNorm")
 
@@ -51,7 +52,7 @@ class ResidualOutput(keras.layers.Layer):
         x2d = tf.reshape(x, [-1, x.shape[-1]])  # [B*S, I]
         residual2d = tf.reshape(residual, [-1, self.hidden_size])  # [B*S, H]
         y = self.dropout(self.dense(x2d), training=training)  # [B*S, H]
-        y = self.layer_norm(y + residual2d)  # [B*S, H]
+        y = self.layer_norm(y + residual2d, training=training)  # [B*S, H]
         return tf.reshape(y, tf.shape(residual))  # [B, S, H]
 
 

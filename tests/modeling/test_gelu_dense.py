@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import activations, gelu_dense, optimization, pretraining_objective, training_loop
+from modeling import (activations, gelu_dense, optimization, pretraining_objective, training_kernels,
+                      training_loop)
 from modeling.config import BertConfig
 from modeling.dense import BertDense
 from modeling.pretraining_model import BertPretrainingModel
@@ -91,7 +92,7 @@ def test_bert_dense_takes_the_fused_path_only_when_training_inside_the_context()
         return y, tape.gradient(total, layer.trainable_variables)
 
     plain_y, plain_grads = loss(x, True)
-    with gelu_dense.fused_training_kernels():
+    with training_kernels.fused_training_kernels():
         fused_y, fused_grads = tf.function(lambda v: loss(v, True))(x)
         fused_types = _graph_op_types(lambda v: loss(v, True), x)
         eval_types = _graph_op_types(lambda v: loss(v, False), x)
@@ -101,9 +102,9 @@ def test_bert_dense_takes_the_fused_path_only_when_training_inside_the_context()
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
     assert "TanhGrad" not in fused_types and "Tanh" not in fused_types  # GELU is in XLA
     assert "Tanh" in eval_types  # inference keeps tf.nn.gelu (fusable by oneDNN)
-    with gelu_dense.fused_training_kernels(False):
-        assert not gelu_dense.training_kernels_enabled()
-    assert not gelu_dense.training_kernels_enabled()
+    with training_kernels.fused_training_kernels(False):
+        assert not training_kernels.training_kernels_enabled()
+    assert not training_kernels.training_kernels_enabled()
 
 
 def _tiny_pretraining_trainer(model_dir, fused, dtype="float32"):
@@ -164,7 +165,7 @@ def test_fused_kernels_under_mixed_bfloat16_give_the_same_gradients():
         return trainer._grads_and_logs(batch, totals)[0]  # noqa: SLF001
 
     plain = tf.function(grads)()
-    with gelu_dense.fused_training_kernels():
+    with training_kernels.fused_training_kernels():
         fused = tf.function(grads)()
     names = [v.path for v in trainer.model.trainable_variables]
     assert any("intermediate" in n for n in names)

@@ -1,0 +1,469 @@
+// CPU kernels of the training step: dropout, LayerNorm and the AdamWeightDecay update.
+//
+// Loaded by modeling/cpu_ops.py (compiled there on first use); the contract of every op, and
+// why it exists, is documented in that module. Built with -ffp-contract=off so that elementwise
+// formulas round exactly as TensorFlow's op-by-op kernels (no fused multiply-add).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/framework/resource_var.h"
+#include "tensorflow/core/framework/shape_inference.h"
+#include "tensorflow/core/util/work_sharder.h"
+
+namespace tensorflow {
+namespace {
+
+using shape_inference::InferenceContext;
+
+void ParallelFor(OpKernelContext* ctx, int64_t total, int64_t cost_per_unit,
+                 const std::function<void(int64_t, int64_t)>& work) {
+  auto* workers = ctx->device()->tensorflow_cpu_worker_threads();
+  Shard(workers->num_threads, workers->workers, total, cost_per_unit, work);
+}
+
+// ------------------------------------------------------------------------------------ Philox
+// Philox4x32-10 (Salmon et al., 2011), the counter-based generator TensorFlow's stateless random
+// ops use on CPU. Block b (a 64-bit counter) with the op's seed gives 4 words: those of elements
+// 4b .. 4b+3. kLanes blocks are computed side by side so that the compiler vectorises them.
+constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+constexpr int kLanes = 16;
+constexpr int64_t kChunk = 4 * kLanes;  // elements per call of PhiloxLanes
+
+struct PhiloxKey {
+  uint32_t k0, k1, c2, c3;
+};
+
+PhiloxKey KeyFromSeed(int64_t s0, int64_t s1) {
+  return {static_cast<uint32_t>(s0), static_cast<uint32_t>(static_cast<uint64_t>(s0) >> 32),
+          static_cast<uint32_t>(s1), static_cast<uint32_t>(static_cast<uint64_t>(s1) >> 32)};
+}
+
+// out[w * kLanes + l] = word w of block (first_block + l).
+inline void PhiloxLanes(const PhiloxKey& key, uint64_t first_block, uint32_t* out) {
+  uint32_t x0[kLanes], x1[kLanes], x2[kLanes], x3[kLanes];
+  for (int l = 0; l < kLanes; ++l) {
+    const uint64_t b = first_block + l;
+    x0[l] = static_cast<uint32_t>(b);
+    x1[l] = static_cast<uint32_t>(b >> 32);
+    x2[l] = key.c2;
+    x3[l] = key.c3;
+  }
+  uint32_t a = key.k0, c = key.k1;
+#pragma GCC unroll 1
+  for (int round = 0; round < 10; ++round) {
+#pragma omp simd
+    for (int l = 0; l < kLanes; ++l) {
+      const uint64_t p0 = static_cast<uint64_t>(kM0) * x0[l];
+      const uint64_t p1 = static_cast<uint64_t>(kM1) * x2[l];
+      const uint32_t y0 = static_cast<uint32_t>(p1 >> 32) ^ x1[l] ^ a;
+      const uint32_t y2 = static_cast<uint32_t>(p0 >> 32) ^ x3[l] ^ c;
+      x1[l] = static_cast<uint32_t>(p1);
+      x3[l] = static_cast<uint32_t>(p0);
+      x0[l] = y0;
+      x2[l] = y2;
+    }
+    a += kW0;
+    c += kW1;
+  }
+  for (int l = 0; l < kLanes; ++l) {
+    out[0 * kLanes + l] = x0[l];
+    out[1 * kLanes + l] = x1[l];
+    out[2 * kLanes + l] = x2[l];
+    out[3 * kLanes + l] = x3[l];
+  }
+}
+
+// ------------------------------------------------------------------------------------ dropout
+REGISTER_OP("BertDropout")
+    .Input("x: float")
+    .Input("seed: int64")
+    .Attr("rate: float")
+    .Output("y: float")
+    .Output("mask: uint8")
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->input(0));
+      c->set_output(1, c->input(0));
+      return absl::OkStatus();
+    });
+
+REGISTER_OP("BertDropoutGrad")
+    .Input("dy: float")
+    .Input("mask: uint8")
+    .Attr("rate: float")
+    .Output("dx: float")
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->input(0));
+      return absl::OkStatus();
+    });
+
+class BertDropoutOp : public OpKernel {
+ public:
+  explicit BertDropoutOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("rate", &rate_));
+    OP_REQUIRES(ctx, rate_ >= 0.0f && rate_ < 1.0f,
+                errors::InvalidArgument("BertDropout: rate must be in [0, 1), got ", rate_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const Tensor& seed = ctx->input(1);
+    OP_REQUIRES(ctx, seed.NumElements() == 2,
+                errors::InvalidArgument("BertDropout: seed must have 2 elements"));
+    Tensor *y = nullptr, *mask = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &y));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, x.shape(), &mask));
+    const auto s = seed.flat<int64_t>();
+    const PhiloxKey key = KeyFromSeed(s(0), s(1));
+    // Dropped iff word < threshold: P(drop) = ceil(rate * 2^32) / 2^32.
+    const uint32_t threshold = static_cast<uint32_t>(
+        std::min(std::ceil(static_cast<double>(rate_) * 4294967296.0), 4294967295.0));
+    const float scale = 1.0f / (1.0f - rate_);  // as TensorFlow's dropout: x * (1 / (1 - rate))
+    const float* in = x.flat<float>().data();
+    float* out = y->flat<float>().data();
+    uint8_t* keep = mask->flat<uint8_t>().data();
+    const int64_t n = x.NumElements();
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    ParallelFor(ctx, chunks, kChunk * 8, [&](int64_t begin, int64_t end) {
+      uint32_t words[kChunk];
+      for (int64_t chunk = begin; chunk < end; ++chunk) {
+        PhiloxLanes(key, static_cast<uint64_t>(chunk) * kLanes, words);
+        const int64_t base = chunk * kChunk;
+        const int64_t count = std::min<int64_t>(kChunk, n - base);
+        const float* xc = in + base;
+        float* yc = out + base;
+        uint8_t* kc = keep + base;
+        if (count == kChunk) {
+#pragma omp simd
+          for (int64_t j = 0; j < kChunk; ++j) {
+            const bool k = words[j] >= threshold;
+            const float scaled = xc[j] * scale;
+            kc[j] = k;
+            yc[j] = k ? scaled : 0.0f;
+          }
+        } else {
+          for (int64_t j = 0; j < count; ++j) {
+            const bool k = words[j] >= threshold;
+            kc[j] = k;
+            yc[j] = k ? xc[j] * scale : 0.0f;
+          }
+        }
+      }
+    });
+  }
+
+ private:
+  float rate_;
+};
+
+class BertDropoutGradOp : public OpKernel {
+ public:
+  explicit BertDropoutGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("rate", &rate_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& dy = ctx->input(0);
+    const Tensor& mask = ctx->input(1);
+    OP_REQUIRES(ctx, dy.NumElements() == mask.NumElements(),
+                errors::InvalidArgument("BertDropoutGrad: dy and mask differ in size"));
+    Tensor* dx = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, dy.shape(), &dx));
+    const float scale = 1.0f / (1.0f - rate_);
+    const float* in = dy.flat<float>().data();
+    const uint8_t* keep = mask.flat<uint8_t>().data();
+    float* out = dx->flat<float>().data();
+    ParallelFor(ctx, dy.NumElements(), 2, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float scaled = in[i] * scale;
+        out[i] = keep[i] ? scaled : 0.0f;
+      }
+    });
+  }
+
+ private:
+  float rate_;
+};
+
+// ---------------------------------------------------------------------------------- LayerNorm
+REGISTER_OP("BertLayerNorm")
+    .Input("x: float")
+    .Input("gamma: float")
+    .Input("beta: float")
+    .Attr("epsilon: float")
+    .Output("y: float")
+    .Output("mean: float")
+    .Output("rstd: float")
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->input(0));
+      c->set_output(1, c->UnknownShapeOfRank(1));
+      c->set_output(2, c->UnknownShapeOfRank(1));
+      return absl::OkStatus();
+    });
+
+REGISTER_OP("BertLayerNormGrad")
+    .Input("dy: float")
+    .Input("x: float")
+    .Input("mean: float")
+    .Input("rstd: float")
+    .Input("gamma: float")
+    .Output("dx: float")
+    .Output("dgamma: float")
+    .Output("dbeta: float")
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->input(1));
+      c->set_output(1, c->input(4));
+      c->set_output(2, c->input(4));
+      return absl::OkStatus();
+    });
+
+class BertLayerNormOp : public OpKernel {
+ public:
+  explicit BertLayerNormOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("epsilon", &epsilon_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const Tensor& gamma = ctx->input(1);
+    const Tensor& beta = ctx->input(2);
+    OP_REQUIRES(ctx, x.dims() >= 1 && gamma.dims() == 1 && beta.dims() == 1,
+                errors::InvalidArgument("BertLayerNorm: x [..., H], gamma [H], beta [H]"));
+    const int64_t h = x.dim_size(x.dims() - 1);
+    OP_REQUIRES(ctx, h > 0 && gamma.dim_size(0) == h && beta.dim_size(0) == h,
+                errors::InvalidArgument("BertLayerNorm: gamma/beta size != last dim of x"));
+    const int64_t rows = x.NumElements() / h;
+    Tensor *y = nullptr, *mean = nullptr, *rstd = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &y));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({rows}), &mean));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({rows}), &rstd));
+    const float* in = x.flat<float>().data();
+    const float* g = gamma.flat<float>().data();
+    const float* b = beta.flat<float>().data();
+    float* out = y->flat<float>().data();
+    float* mu_out = mean->flat<float>().data();
+    float* rs_out = rstd->flat<float>().data();
+    const float eps = epsilon_;
+    ParallelFor(ctx, rows, h * 12, [&](int64_t begin, int64_t end) {
+      std::vector<float> inv(h);
+      for (int64_t r = begin; r < end; ++r) {
+        const float* xr = in + r * h;
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < h; ++j) sum += xr[j];
+        const float mu = sum / static_cast<float>(h);
+        float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+        for (int64_t j = 0; j < h; ++j) {
+          const float d = xr[j] - mu;
+          sq += d * d;
+        }
+        const float var = sq / static_cast<float>(h);
+        const float rs = 1.0f / std::sqrt(var + eps);
+        mu_out[r] = mu;
+        rs_out[r] = rs;
+        float* yr = out + r * h;
+        // y = x * inv + (beta - mean * inv), inv = rstd * gamma: the original's formula
+        for (int64_t j = 0; j < h; ++j) {
+          const float iv = rs * g[j];
+          yr[j] = xr[j] * iv + (b[j] - mu * iv);
+        }
+      }
+    });
+  }
+
+ private:
+  float epsilon_;
+};
+
+class BertLayerNormGradOp : public OpKernel {
+ public:
+  explicit BertLayerNormGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& dy = ctx->input(0);
+    const Tensor& x = ctx->input(1);
+    const Tensor& mean = ctx->input(2);
+    const Tensor& rstd = ctx->input(3);
+    const Tensor& gamma = ctx->input(4);
+    const int64_t h = gamma.NumElements();
+    OP_REQUIRES(ctx, h > 0 && x.dims() >= 1 && x.dim_size(x.dims() - 1) == h &&
+                         dy.shape() == x.shape(),
+                errors::InvalidArgument("BertLayerNormGrad: shapes of dy, x, gamma differ"));
+    const int64_t rows = x.NumElements() / h;
+    OP_REQUIRES(ctx, mean.NumElements() == rows && rstd.NumElements() == rows,
+                errors::InvalidArgument("BertLayerNormGrad: mean/rstd need one value per row"));
+    Tensor *dx = nullptr, *dgamma = nullptr, *dbeta = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &dx));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, gamma.shape(), &dgamma));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, gamma.shape(), &dbeta));
+    const float* gy = dy.flat<float>().data();
+    const float* in = x.flat<float>().data();
+    const float* mu = mean.flat<float>().data();
+    const float* rs = rstd.flat<float>().data();
+    const float* g = gamma.flat<float>().data();
+    float* gx = dx->flat<float>().data();
+    // Row blocks, each with its own dgamma/dbeta partial sums, added in block order (the
+    // result does not depend on the thread count).
+    const int64_t blocks = std::min<int64_t>(rows, 32);
+    std::vector<float> partial(static_cast<size_t>(blocks) * 2 * h, 0.0f);
+    ParallelFor(ctx, blocks, (rows / blocks + 1) * h * 16, [&](int64_t begin, int64_t end) {
+      std::vector<float> xhat(h), gxhat(h);
+      for (int64_t blk = begin; blk < end; ++blk) {
+        float* pg = partial.data() + blk * 2 * h;
+        float* pb = pg + h;
+        const int64_t r0 = rows * blk / blocks, r1 = rows * (blk + 1) / blocks;
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* xr = in + r * h;
+          const float* dyr = gy + r * h;
+          float sum_g = 0.0f, sum_gx = 0.0f;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+          for (int64_t j = 0; j < h; ++j) {
+            xhat[j] = (xr[j] - mu[r]) * rs[r];
+            gxhat[j] = dyr[j] * g[j];
+            sum_g += gxhat[j];
+            sum_gx += gxhat[j] * xhat[j];
+            pg[j] += dyr[j] * xhat[j];
+            pb[j] += dyr[j];
+          }
+          const float mean_g = sum_g / static_cast<float>(h);
+          const float mean_gx = sum_gx / static_cast<float>(h);
+          float* dxr = gx + r * h;
+          for (int64_t j = 0; j < h; ++j) dxr[j] = rs[r] * (gxhat[j] - mean_g - xhat[j] * mean_gx);
+        }
+      }
+    });
+    float* dg = dgamma->flat<float>().data();
+    float* db = dbeta->flat<float>().data();
+    std::fill(dg, dg + h, 0.0f);
+    std::fill(db, db + h, 0.0f);
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const float* pg = partial.data() + blk * 2 * h;
+      for (int64_t j = 0; j < h; ++j) {
+        dg[j] += pg[j];
+        db[j] += pg[h + j];
+      }
+    }
+  }
+};
+
+// --------------------------------------------------------------------------- AdamWeightDecay
+REGISTER_OP("BertAdamWeightDecayApply")
+    .Input("var: resource")
+    .Input("m: resource")
+    .Input("v: resource")
+    .Input("grad: float")
+    .Input("lr: float")
+    .Input("grad_scale: float")
+    .Attr("beta_1: float")
+    .Attr("one_minus_beta_1: float")
+    .Attr("beta_2: float")
+    .Attr("one_minus_beta_2: float")
+    .Attr("epsilon: float")
+    .Attr("weight_decay_rate: float")
+    .Attr("decay: bool")
+    .SetShapeFn([](InferenceContext* c) { return absl::OkStatus(); });
+
+absl::Status WritableBuffer(OpKernelContext* ctx, Var* var, const TensorShape& shape,
+                            float** data) {
+  Tensor* t = var->tensor();
+  if (t->dtype() != DT_FLOAT || t->shape() != shape) {
+    return errors::InvalidArgument("BertAdamWeightDecayApply: variable is ",
+                                   DataTypeString(t->dtype()), t->shape().DebugString(),
+                                   ", gradient is float", shape.DebugString());
+  }
+  if (var->copy_on_read_mode.load() || !t->RefCountIsOne()) {
+    // The buffer is shared with a read still alive: update a copy (as TensorFlow's ApplyAdam).
+    Tensor copy;
+    TF_RETURN_IF_ERROR(ctx->allocate_temp(DT_FLOAT, t->shape(), &copy));
+    std::memcpy(copy.flat<float>().data(), t->flat<float>().data(), t->TotalBytes());
+    *t = copy;
+  }
+  *data = t->flat<float>().data();
+  return absl::OkStatus();
+}
+
+class BertAdamWeightDecayApplyOp : public OpKernel {
+ public:
+  explicit BertAdamWeightDecayApplyOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("beta_1", &beta_1_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("one_minus_beta_1", &one_minus_beta_1_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("beta_2", &beta_2_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("one_minus_beta_2", &one_minus_beta_2_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("epsilon", &epsilon_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("weight_decay_rate", &weight_decay_rate_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("decay", &decay_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    core::RefCountPtr<Var> var, m, v;
+    OP_REQUIRES_OK(ctx, LookupResource(ctx, HandleFromInput(ctx, 0), &var));
+    OP_REQUIRES_OK(ctx, LookupResource(ctx, HandleFromInput(ctx, 1), &m));
+    OP_REQUIRES_OK(ctx, LookupResource(ctx, HandleFromInput(ctx, 2), &v));
+    const Tensor& grad = ctx->input(3);
+    const float lr = ctx->input(4).scalar<float>()();
+    const float scale = ctx->input(5).scalar<float>()();
+    mutex_lock lock_var(*var->mu());
+    mutex_lock lock_m(*m->mu());
+    mutex_lock lock_v(*v->mu());
+    float *p = nullptr, *pm = nullptr, *pv = nullptr;
+    OP_REQUIRES_OK(ctx, WritableBuffer(ctx, var.get(), grad.shape(), &p));
+    OP_REQUIRES_OK(ctx, WritableBuffer(ctx, m.get(), grad.shape(), &pm));
+    OP_REQUIRES_OK(ctx, WritableBuffer(ctx, v.get(), grad.shape(), &pv));
+    const float* g = grad.flat<float>().data();
+    const float b1 = beta_1_, c1 = one_minus_beta_1_, b2 = beta_2_, c2 = one_minus_beta_2_;
+    const float eps = epsilon_, wd = weight_decay_rate_;
+    const bool decay = decay_;
+    // The original's step, op by op (modeling/optimization.py AdamWeightDecay._update):
+    // g' = g * scale (clip_by_global_norm); m' = b1 m + (1 - b1) g'; v' = b2 v + (1 - b2) g'^2;
+    // u = m' / (sqrt(v') + eps) [+ wd * p]; p' = p - lr * u.
+    // Unswitched on `decay` so that each loop vectorises; `restrict`: the four buffers differ.
+    auto step = [&](auto with_decay, int64_t begin, int64_t end) {
+      float* __restrict__ pp = p;
+      float* __restrict__ mm = pm;
+      float* __restrict__ vv = pv;
+      const float* __restrict__ gg = g;
+#pragma omp simd
+      for (int64_t i = begin; i < end; ++i) {
+        const float gi = gg[i] * scale;
+        const float mi = b1 * mm[i] + c1 * gi;
+        const float vi = b2 * vv[i] + c2 * (gi * gi);
+        float u = mi / (std::sqrt(vi) + eps);
+        if constexpr (decltype(with_decay)::value) u += wd * pp[i];
+        pp[i] = pp[i] - lr * u;
+        mm[i] = mi;
+        vv[i] = vi;
+      }
+    };
+    ParallelFor(ctx, grad.NumElements(), 24, [&](int64_t begin, int64_t end) {
+      if (decay) {
+        step(std::true_type(), begin, end);
+      } else {
+        step(std::false_type(), begin, end);
+      }
+    });
+  }
+
+ private:
+  float beta_1_, one_minus_beta_1_, beta_2_, one_minus_beta_2_, epsilon_, weight_decay_rate_;
+  bool decay_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("BertDropout").Device(DEVICE_CPU), BertDropoutOp);
+REGISTER_KERNEL_BUILDER(Name("BertDropoutGrad").Device(DEVICE_CPU), BertDropoutGradOp);
+REGISTER_KERNEL_BUILDER(Name("BertLayerNorm").Device(DEVICE_CPU), BertLayerNormOp);
+REGISTER_KERNEL_BUILDER(Name("BertLayerNormGrad").Device(DEVICE_CPU), BertLayerNormGradOp);
+REGISTER_KERNEL_BUILDER(Name("BertAdamWeightDecayApply").Device(DEVICE_CPU).HostMemory("lr")
+                            .HostMemory("grad_scale"),
+                        BertAdamWeightDecayApplyOp);
+
+}  // namespace
+}  // namespace tensorflow
