@@ -34,8 +34,9 @@ Semantics:
   ``--init_checkpoint`` weights are evaluated (global_step 0).
 * ``--deterministic``: records in file order, no shuffling (batch t = records t*B..t*B+B-1),
   fixed seeds and the optimizer update op by op: a run reproduces the original's train steps
-  from the same checkpoint. Otherwise (``--xla_optimizer``, default) the update of one replica
-  is XLA-fused, faster, with float rounding within ~1e-6 relative of the original's.
+  from the same checkpoint. Otherwise (``--xla_kernels``, ``--xla_optimizer``, default) one
+  replica runs the fused training kernels and update: faster, with float rounding within ~1e-6
+  relative of the original's and other dropout masks.
 * ``--init_checkpoint``: a TF1 checkpoint with Google's names (prefix or folder), a Hugging
   Face folder / .safetensors, a .keras / .weights.h5 file, or a ``ckpt-N`` of this script.
 
@@ -116,9 +117,11 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("bool", "xla_optimizer", True, "One replica: compile the clipping + update with "
            "XLA (one memory pass per variable; rounding within ~1e-6 relative of the "
            "original). Off with --deterministic.")
-    define("bool", "xla_kernels", True, "One replica: the GELU of the intermediate layers as "
-           "XLA-fused forward/backward kernels with a hand-written gradient (values within "
-           "float rounding of the op-by-op GELU; modeling/gelu_dense.py). Off with "
+    define("bool", "xla_kernels", True, "One replica: fused training kernels: the GELU of the "
+           "intermediate layers as XLA kernels with a hand-written gradient "
+           "(modeling/gelu_dense.py); dropout, LayerNorm and the AdamWeightDecay clipping + "
+           "update as one-pass CPU kernels compiled on first use (modeling/cpu_ops.py). Values "
+           "within float rounding of the op-by-op graph, other dropout masks. Off with "
            "--deterministic.")
     define("integer", "random_seed", 12345, "Seed of the initialisation, dropout and shuffles.")
     define("integer", "keep_checkpoint_max", 5, "How many checkpoints to keep.")

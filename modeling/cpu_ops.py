@@ -43,6 +43,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from typing import Optional
@@ -112,6 +113,8 @@ def load():
                 if shutil.which(cxx) is None:
                     raise RuntimeError("no C++ compiler %r on PATH" % cxx)
                 os.makedirs(os.path.dirname(path), exist_ok=True)
+                print("Compiling the CPU training kernels (once per TensorFlow version and CPU, "
+                      "~20 s): %s" % path, file=sys.stderr, flush=True)
                 fd, tmp = tempfile.mkstemp(suffix=".so.tmp", dir=os.path.dirname(path))
                 os.close(fd)
                 try:
