@@ -116,7 +116,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
            "the original's op-by-op optimizer rounding (no --xla_optimizer).")
     define("bool", "xla_optimizer", True, "One replica: compile the clipping + update with "
            "XLA (one memory pass per variable; rounding within ~1e-6 relative of the "
-           "original). Off with --deterministic.")
+           "original), unless --xla_kernels runs it as a CPU kernel (AdamWeightDecay, fp32 "
+           "variables, no loss scaling). Off with --deterministic.")
     define("bool", "xla_kernels", True, "One replica: fused training kernels: the GELU of the "
            "intermediate layers as XLA kernels with a hand-written gradient "
            "(modeling/gelu_dense.py); dropout, LayerNorm and the AdamWeightDecay clipping + "

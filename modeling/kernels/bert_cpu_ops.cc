@@ -370,6 +370,7 @@ REGISTER_OP("BertAdamWeightDecayApply")
     .Attr("epsilon: float")
     .Attr("weight_decay_rate: float")
     .Attr("decay: bool")
+    .SetIsStateful()  // updates its resources in place
     .SetShapeFn([](InferenceContext* c) { return absl::OkStatus(); });
 
 absl::Status WritableBuffer(OpKernelContext* ctx, Var* var, const TensorShape& shape,
