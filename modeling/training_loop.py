@@ -101,7 +101,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import tensorflow as tf
 from absl import logging
 
-from modeling import cpu_ops, distribution, training_kernels
+from modeling import distribution, training_kernels
 
 Logs = Dict[str, Tuple[tf.Tensor, tf.Tensor]]
 STEP_LOG_NAME = "train_steps.jsonl"

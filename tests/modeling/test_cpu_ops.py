@@ -10,6 +10,7 @@ import tensorflow as tf
 from modeling import cpu_ops, optimization, training_kernels
 from modeling.dropout import Dropout
 from modeling.layer_norm import BertLayerNorm
+from tests.modeling.tiny_pretraining import pretraining_batches, tiny_pretraining_trainer
 
 
 @pytest.fixture(scope="module")
@@ -219,32 +220,8 @@ def test_library_is_cached_under_a_key_of_source_and_toolchain(ops):
 def test_trainer_with_fused_kernels_runs_the_cpu_kernels_and_learns(ops, tmp_path):
     """A tiny BERT with dropout 0.1: the traced step contains the three kernels, and 12 updates
     on one batch lower the loss."""
-    from modeling import pretraining_objective, training_loop
-    from modeling.config import BertConfig
-    from modeling.pretraining_model import BertPretrainingModel
-
-    keras.utils.set_random_seed(3)
-    config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=32,
-                        max_position_embeddings=16)  # dropout 0.1 (default)
-    model = BertPretrainingModel(config, seq_length=8, max_predictions_per_seq=3)
-    trainer = training_loop.Trainer(
-        model, optimization.create_optimizer(1e-2, 100, 2),
-        pretraining_objective.PretrainingObjective(), None,
-        training_loop.TrainerConfig(str(tmp_path), 12, steps_per_loop=12, fused_kernels=True,
-                                    write_summaries=False, step_log=False, progress=False))
-    rng = np.random.RandomState(4)
-    n = 16
-    batch = {
-        "input_ids": rng.randint(5, 64, (n, 8)).astype(np.int32),
-        "input_mask": np.ones((n, 8), np.int32),
-        "segment_ids": np.repeat([[0] * 4 + [1] * 4], n, 0).astype(np.int32),
-        "masked_lm_positions": np.tile(np.array([1, 3, 6], np.int32), (n, 1)),
-        "masked_lm_ids": rng.randint(5, 64, (n, 3)).astype(np.int32),
-        "masked_lm_weights": np.ones((n, 3), np.float32),
-        "next_sentence_labels": rng.randint(0, 2, (n, 1)).astype(np.int32),
-    }
-    iterator = trainer.make_iterator(tf.data.Dataset.from_tensors(batch).repeat())
+    trainer = tiny_pretraining_trainer(str(tmp_path), True, dropout=0.1, steps=12)
+    iterator = trainer.make_iterator(pretraining_batches())
     losses = trainer.run_steps(iterator, 12)
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0] - 0.3, losses
     graph = trainer._loop_fn.get_concrete_function(iterator, tf.constant(12)).graph  # noqa: SLF001

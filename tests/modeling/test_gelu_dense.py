@@ -2,16 +2,13 @@
 
 import tempfile
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import (activations, gelu_dense, optimization, pretraining_objective, training_kernels,
-                      training_loop)
-from modeling.config import BertConfig
+from modeling import activations, gelu_dense, training_kernels
 from modeling.dense import BertDense
-from modeling.pretraining_model import BertPretrainingModel
+from tests.modeling.tiny_pretraining import pretraining_batches, tiny_pretraining_trainer
 
 
 def _reference(x, kernel, bias, dy):
@@ -107,46 +104,13 @@ def test_bert_dense_takes_the_fused_path_only_when_training_inside_the_context()
     assert not training_kernels.training_kernels_enabled()
 
 
-def _tiny_pretraining_trainer(model_dir, fused, dtype="float32"):
-    keras.utils.set_random_seed(5)
-    config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=32, hidden_dropout_prob=0.0,
-                        attention_probs_dropout_prob=0.0, max_position_embeddings=16)
-    keras.mixed_precision.set_global_policy(dtype)
-    try:
-        model = BertPretrainingModel(config, seq_length=8, max_predictions_per_seq=3)
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
-    optimizer = optimization.create_optimizer(1e-2, 100, 2)
-    trainer = training_loop.Trainer(
-        model, optimizer, pretraining_objective.PretrainingObjective(), None,
-        training_loop.TrainerConfig(model_dir, 4, steps_per_loop=4, fused_kernels=fused,
-                                    write_summaries=False, step_log=False, progress=False))
-    return trainer
-
-
-def _pretraining_batches():
-    rng = np.random.RandomState(2)
-    n = 16
-    features = {
-        "input_ids": rng.randint(5, 64, (n, 8)).astype(np.int32),
-        "input_mask": np.ones((n, 8), np.int32),
-        "segment_ids": np.repeat([[0] * 4 + [1] * 4], n, 0).astype(np.int32),
-        "masked_lm_positions": np.tile(np.array([1, 3, 6], np.int32), (n, 1)),
-        "masked_lm_ids": rng.randint(5, 64, (n, 3)).astype(np.int32),
-        "masked_lm_weights": np.ones((n, 3), np.float32),
-        "next_sentence_labels": rng.randint(0, 2, (n, 1)).astype(np.int32),
-    }
-    return tf.data.Dataset.from_tensor_slices(features).batch(n).take(1).repeat()  # one batch
-
-
 def test_trainer_with_fused_kernels_follows_the_op_by_op_trajectory():
     """4 pre-training updates of a tiny BERT (dropout 0): the fused GELU path gives the op-by-op
     path's losses and weights up to float32 rounding."""
     results = {}
     for fused in (False, True):
-        trainer = _tiny_pretraining_trainer(tempfile.mkdtemp(), fused)
-        losses = trainer.run_steps(trainer.make_iterator(_pretraining_batches()), 4)
+        trainer = tiny_pretraining_trainer(tempfile.mkdtemp(), fused)
+        losses = trainer.run_steps(trainer.make_iterator(pretraining_batches()), 4)
         results[fused] = losses, [v.numpy() for v in trainer.model.trainable_variables]
     np.testing.assert_allclose(results[True][0], results[False][0], rtol=1e-5)
     assert results[True][0][-1] < results[True][0][0] - 0.1  # it trained
@@ -157,8 +121,8 @@ def test_trainer_with_fused_kernels_follows_the_op_by_op_trajectory():
 def test_fused_kernels_under_mixed_bfloat16_give_the_same_gradients():
     """bf16 activations: the fused path's gradients equal the op-by-op path's to bf16 rounding
     (relative norm of the difference per variable)."""
-    trainer = _tiny_pretraining_trainer(tempfile.mkdtemp(), False, "mixed_bfloat16")
-    batch = next(iter(_pretraining_batches()))
+    trainer = tiny_pretraining_trainer(tempfile.mkdtemp(), False, "mixed_bfloat16")
+    batch = next(iter(pretraining_batches()))
     totals = trainer.objective.totals(batch)
 
     def grads():
