@@ -195,9 +195,15 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
             grad_scale = (_clip_scale(global_norm, self.clip_norm) if self.clip_norm is not None
                           else tf.constant(1.0))
             learning_rate = tf.cast(self.learning_rate, tf.float32)
+            one = tf.constant(1.0)
             for grad, var in zip(grads, trainable_variables):
-                self._cpu_kernel_update(var, tf.convert_to_tensor(grad), learning_rate,
-                                        self._get_variable_index(var), grad_scale)
+                if isinstance(grad, tf.IndexedSlices):
+                    # Clipped per occurrence, then repeated rows summed: as the op-by-op path.
+                    grad, scale = tf.convert_to_tensor(_scale_gradient(grad, grad_scale)), one
+                else:
+                    scale = grad_scale
+                self._cpu_kernel_update(var, grad, learning_rate, self._get_variable_index(var),
+                                        scale)
             self._stats.last = {"global_norm": global_norm,
                                 "grads_finite": tf.math.is_finite(global_norm)}
             return

@@ -138,6 +138,7 @@ def _optimizer_and_variables():
         "layer/dense/kernel": np.random.RandomState(0).randn(300, 70).astype(np.float32),
         "layer/dense/bias": np.random.RandomState(1).randn(70).astype(np.float32),
         "layer/LayerNorm/gamma": np.random.RandomState(2).randn(70).astype(np.float32),
+        "word_embeddings": np.random.RandomState(3).randn(50, 70).astype(np.float32),
     }
     variables = [keras.Variable(v, name=n.replace("/", "_")) for n, v in values.items()]
     optimizer = optimization.create_optimizer(1e-2, 20, 3)
@@ -145,24 +146,31 @@ def _optimizer_and_variables():
     return optimizer, variables
 
 
-@pytest.mark.parametrize("gradient_scale", [0.01, 30.0])  # clipping inactive / active
+@pytest.mark.parametrize("gradient_scale", [0.001, 30.0])  # clipping inactive / active
 def test_adam_weight_decay_kernel_is_bit_identical_to_the_op_by_op_update(ops, gradient_scale):
     results = []
     for fused in (False, True):
         optimizer, variables = _optimizer_and_variables()
         assert optimizer.cpu_kernel_applies(variables)
         decays = [optimizer.decays(v) for v in variables]
-        assert decays == [True, False, False]
+        assert decays == [True, False, False, True]
 
         @tf.function
         def step(grads):
             return optimizer.clip_and_apply(grads, variables)
 
+        def gradients(t):
+            grads = [tf.random.stateless_normal(v.shape, seed=(t, i)) * gradient_scale
+                     for i, v in enumerate(variables[:3])]
+            # a gather's gradient: clipped per occurrence, repeated rows summed after
+            rows = tf.constant([3, 7, 3, 3, 49, 0, 7], tf.int64)
+            values = tf.random.stateless_normal([7, 70], seed=(t, 9)) * gradient_scale
+            return grads + [tf.IndexedSlices(values, rows, tf.constant([50, 70], tf.int64))]
+
         norms = []
         with training_kernels.fused_training_kernels(fused):
             for t in range(4):
-                grads = [tf.random.stateless_normal(v.shape, seed=(t, i)) * gradient_scale
-                         for i, v in enumerate(variables)]
+                grads = gradients(t)
                 norms.append(float(step(grads)["global_norm"]))
             types = _graph_op_types(step, grads)
         assert ("BertAdamWeightDecayApply" in types) == fused
@@ -171,6 +179,7 @@ def test_adam_weight_decay_kernel_is_bit_identical_to_the_op_by_op_update(ops, g
                         int(optimizer.iterations.numpy())))
     (p0, s0, n0, i0), (p1, s1, n1, i1) = results
     assert i0 == i1 == 4 and n0 == n1
+    assert all((n > 1.0) == (gradient_scale > 1.0) for n in n0)
     for a, b in zip(p0 + s0, p1 + s1):
         np.testing.assert_array_equal(a, b)
 
