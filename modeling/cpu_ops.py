@@ -91,7 +91,8 @@ def library_path() -> str:
     key = hashlib.sha256()
     with open(SOURCE, "rb") as f:
         key.update(f.read())
-    for part in [tf.__version__, cxx, " ".join(_CXXFLAGS), " ".join(tf.sysconfig.get_compile_flags()),
+    for part in [tf.__version__, cxx, " ".join(_CXXFLAGS),
+                 " ".join(tf.sysconfig.get_compile_flags()),
                  " ".join(tf.sysconfig.get_link_flags()), _cpu_signature()]:
         key.update(part.encode())
     return os.path.join(_cache_dir(), "bert_cpu_ops-%s.so" % key.hexdigest()[:20])
