@@ -31,8 +31,9 @@ void ParallelFor(OpKernelContext* ctx, int64_t total, int64_t cost_per_unit,
 
 // ------------------------------------------------------------------------------------ Philox
 // Philox4x32-10 (Salmon et al., 2011), the counter-based generator TensorFlow's stateless random
-// ops use on CPU. Block b (a 64-bit counter) with the op's seed gives 4 words: those of elements
-// 4b .. 4b+3. kLanes blocks are computed side by side so that the compiler vectorises them.
+// ops use on CPU. Block b (a 64-bit counter) with the op's seed gives 4 words; kLanes blocks are
+// computed side by side so that the compiler vectorises them. Chunk c (kChunk elements) uses
+// blocks c*kLanes .. c*kLanes + kLanes-1: its element j is word j / kLanes of block j % kLanes.
 constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
 constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
 constexpr int kLanes = 16;
