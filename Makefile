@@ -6,7 +6,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 3
 
 .PHONY: demo test install install-dev bench
 
-$(VENV)/.installed: requirements.txt pyproject.toml setup.py data/_fast_wordpiece.c
+$(VENV)/.installed: requirements.txt pyproject.toml setup.py data/tokenization/_fast_wordpiece.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt

@@ -40,7 +40,7 @@ def define_flags() -> None:
 
 
 def _config_for(input_path: str, config_file: str | None, hidden_act: str | None):
-    from modeling import hf_import
+    from modeling.checkpoints import hf as hf_import
     from modeling.config import BertConfig
 
     if config_file:
@@ -55,7 +55,8 @@ def _config_for(input_path: str, config_file: str | None, hidden_act: str | None
 def convert(input_path: str, output: str, config_file: str | None = None,
             model_kind: str = "auto", hidden_act: str | None = None) -> str:
     """Runs one conversion; returns a one-line summary. Raises ValueError subclasses on bad input."""
-    from modeling import checkpoints, hf_import
+    from modeling import checkpoints
+    from modeling.checkpoints import hf as hf_import
 
     if not os.path.exists(input_path) and not os.path.exists(input_path + ".index"):
         raise checkpoints.CheckpointError("%s: no such file, folder or checkpoint" % input_path)
@@ -87,9 +88,10 @@ def convert(input_path: str, output: str, config_file: str | None = None,
 
 
 def _build_model(config, input_path: str, model_kind: str):
-    from modeling import checkpoints, hf_import
-    from modeling.bert_model import BertModel
-    from modeling.pretraining_model import BertPretrainingModel
+    from modeling import checkpoints
+    from modeling.checkpoints import hf as hf_import
+    from modeling.encoder import BertModel
+    from modeling.heads.pretraining import BertPretrainingModel
 
     if model_kind == "auto":
         if hf_import.is_hf_checkpoint(input_path):
@@ -103,7 +105,7 @@ def _build_model(config, input_path: str, model_kind: str):
 
 
 def _write_config(config, path: str) -> None:
-    from data.io_utils import atomic_open
+    from bert_common.files import atomic_open
 
     with atomic_open(path) as f:
         f.write(config.to_json_string())

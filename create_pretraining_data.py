@@ -7,7 +7,7 @@ each globbed), ``--output_file`` (comma list: records go round-robin), ``--vocab
 ``--masked_lm_prob=0.15``, ``--short_seq_prob=0.1``; plus ``--num_workers`` (default 1: one
 stream, the original's records for the same seed; N > 1 splits the corpus at document
 boundaries across N processes, each with its own seed and output file, see
-``data/pretraining_shards.py``) and ``--show_progress``.
+``data/pretraining/shards.py``) and ``--show_progress``.
 
 Input: one sentence per line, a blank line between documents; documents continue across input
 files. With ``--num_workers=1`` the records are identical (parsed) to the original's.
@@ -86,8 +86,9 @@ def _split_outputs(value: str) -> List[str]:
 
 def run(fv: flags.FlagValues = FLAGS) -> int:
     """Creates the records as the flags say; returns the number of records written."""
-    from data import pretraining, pretraining_corpus
-    from data.tokenization import FastFullTokenizer
+    from data.pretraining import instances as pretraining
+    from data.pretraining import corpus as pretraining_corpus
+    from data.tokenization.wordpiece import FastFullTokenizer
 
     for name in ("input_file", "output_file", "vocab_file"):
         if not fv[name].value:
@@ -107,7 +108,7 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
                     random_seed=fv.random_seed)
     start = time.perf_counter()
     if fv.num_workers > 1:
-        from data import pretraining_shards
+        from data.pretraining import shards as pretraining_shards
 
         results = pretraining_shards.run_workers(input_files, output_files, fv.num_workers,
                                                  fv.vocab_file, fv.do_lower_case, settings,
@@ -120,7 +121,7 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
              % (total, fv.num_workers, time.perf_counter() - start))
         return total
 
-    from data import pretraining_fast
+    from data.pretraining import fast as pretraining_fast
 
     corpus = pretraining_corpus.read_corpus(input_files, tokenizer, fv.show_progress)
     del tokenizer  # its caches are not needed any more (``vocab`` has the ids)
@@ -134,7 +135,7 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
 
 
 def _check_corpus(corpus) -> None:
-    from data.pretraining_corpus import CorpusError
+    from data.pretraining.corpus import CorpusError
 
     if corpus.num_documents == 0:
         raise CorpusError("the input files have no text (no line with a token): nothing to "
@@ -155,10 +156,10 @@ def _log(fv, message: str) -> None:
 
 def execute(fv: flags.FlagValues = FLAGS) -> int:
     """``run`` with bad input reported as one line on stderr; returns the exit code."""
-    from data.pretraining import PretrainingDataError
-    from data.pretraining_corpus import CorpusError
-    from data.pretraining_fast import HelperError
-    from data.tokenization import VocabError
+    from data.pretraining.instances import PretrainingDataError
+    from data.pretraining.corpus import CorpusError
+    from data.pretraining.fast import HelperError
+    from data.tokenization.wordpiece import VocabError
 
     try:
         run(fv)

@@ -89,11 +89,11 @@ def run(input_file: str, output_file: str, bert_config_file: str, init_checkpoin
     import numpy as np
     import tensorflow as tf
 
-    from data import tokenization
-    from data.io_utils import atomic_open
+    from data.tokenization import wordpiece as tokenization
+    from bert_common.files import atomic_open
     from data.sentence_features import convert_examples_to_features, read_examples
     from modeling import checkpoints
-    from modeling.bert_model import BertModel
+    from modeling.encoder import BertModel
     from modeling.config import BertConfig
 
     config = BertConfig.from_json_file(bert_config_file)

@@ -6,7 +6,7 @@ The original ``run_classifier.py``'s flags (``--data_dir``, ``--bert_config_file
 ``--learning_rate=5e-5``, ``--num_train_epochs=3.0``, ``--warmup_proportion=0.1``,
 ``--save_checkpoints_steps``, ``--iterations_per_loop``, TPU flags) plus ``--xnli_language``,
 the project's shared ``--strategy`` / ``--mixed_precision`` / ``--use_xla`` flags
-(``modeling/distribution.py``), ``--length_aware_batching``, ``--export_dir``,
+(``modeling/training/distribution.py``), ``--length_aware_batching``, ``--export_dir``,
 ``--fast_tokenizer`` and ``--random_seed``.
 
 Writes into ``--output_dir``: ``train.tf_record``/``eval.tf_record``/``predict.tf_record`` (one
@@ -14,7 +14,7 @@ record per example, in processor order, padded to ``--max_seq_length``), TF1-nam
 ``model.ckpt-<step>``, ``eval_results.txt`` (``key = value``), ``test_results.tsv`` (one line
 of class probabilities per test example; the prediction for STS-B) and a GLUE submission file
 ``<TASK>.tsv`` (``index<TAB>prediction``). ``--export_dir`` writes a SavedModel for TF Serving
-(``data/classifier_serving.py``). Bad input: one line on stderr, exit code 1, nothing
+(``data/glue/serving.py``). Bad input: one line on stderr, exit code 1, nothing
 half-written.
 """
 
@@ -34,8 +34,8 @@ class ClassifierFlagError(ValueError):
 
 def define_flags(flag_values: Optional[flags.FlagValues] = None) -> None:
     """The original's flags plus this port's (defined only when run as a script)."""
-    from data import classifier
-    from modeling import distribution
+    from data.glue import processors as classifier
+    from modeling.training import distribution
 
     def define(kind, *args, **kwargs):
         target = FLAGS if flag_values is None else flag_values
@@ -114,7 +114,7 @@ def validate_flags(bert_config) -> None:
 
 
 def _loss_fn(regression: bool):
-    from modeling import classifier_head
+    from modeling.heads import classifier as classifier_head
 
     def loss_fn(outputs, batch):
         if regression:
@@ -125,7 +125,7 @@ def _loss_fn(regression: bool):
 
 
 def _dataset(path: str, batch_size: int, is_training: bool, regression: bool, tpu: bool):
-    from data import classifier_input
+    from data.glue import dataset as classifier_input
 
     length_aware = FLAGS.length_aware_batching and not tpu
     return classifier_input.make_dataset(
@@ -138,7 +138,7 @@ def _dataset(path: str, batch_size: int, is_training: bool, regression: bool, tp
 
 def _padded(examples: List, batch_size: int, tpu: bool) -> List:
     """On TPU, pads with PaddingInputExample to a multiple of the batch size (as the original)."""
-    from data.classifier import PaddingInputExample
+    from data.glue.processors import PaddingInputExample
 
     if not tpu:
         return list(examples)
@@ -150,8 +150,10 @@ def run_predictions(model, examples: List, label_list: List[str], tokenizer, rec
     """Writes ``record_file`` and returns the model's outputs for the real examples, in order."""
     import numpy as np
 
-    from data import classifier_features, classifier_input
-    from modeling import distribution, finetuning
+    from data.glue import features as classifier_features
+    from data.glue import dataset as classifier_input
+    from modeling.training import distribution
+    from modeling.training import finetuning
 
     tpu = distribution.is_tpu(strategy)
     padded = _padded(examples, batch_size, tpu)
@@ -175,7 +177,7 @@ def eval_metrics(task: str, result: Dict, regression: bool) -> Dict[str, float]:
     """eval_* metrics of the task, eval_loss (mean per-example loss) and loss."""
     import numpy as np
 
-    from data import glue_metrics
+    from data.glue import metrics as glue_metrics
 
     labels = result["label_ids"]
     if regression:
@@ -198,7 +200,7 @@ def write_test_results(output_dir: str, processor, examples: List, result: Dict,
     """``test_results.tsv`` (the original's) and the GLUE submission TSV; returns their paths."""
     import numpy as np
 
-    from data.io_utils import atomic_open
+    from bert_common.files import atomic_open
 
     results_path = os.path.join(output_dir, "test_results.tsv")
     with atomic_open(results_path) as writer:
@@ -224,8 +226,12 @@ def write_test_results(output_dir: str, processor, examples: List, result: Dict,
 
 
 def run(_argv) -> None:
-    from data import classifier, classifier_features, tokenization
-    from modeling import classifier_head, distribution, finetuning
+    from data.glue import processors as classifier
+    from data.glue import features as classifier_features
+    from data.tokenization import wordpiece as tokenization
+    from modeling.heads import classifier as classifier_head
+    from modeling.training import distribution
+    from modeling.training import finetuning
     from modeling.config import BertConfig
 
     logging.set_verbosity(logging.INFO)
@@ -302,7 +308,7 @@ def run(_argv) -> None:
             logging.info("wrote %s", path)
 
     if FLAGS.export_dir:
-        from data import classifier_serving
+        from data.glue import serving as classifier_serving
 
         classifier_serving.export_saved_model(model, FLAGS.export_dir, FLAGS.vocab_file,
                                               FLAGS.do_lower_case, FLAGS.max_seq_length,
@@ -313,8 +319,8 @@ def run(_argv) -> None:
 
 def main(argv) -> None:
     """Runs ``run``; bad input becomes one line on stderr and exit code 1."""
-    from data.classifier import ClassifierDataError
-    from modeling import finetuning
+    from data.glue.processors import ClassifierDataError
+    from modeling.training import finetuning
 
     finetuning.run_main("run_classifier.py", lambda: run(argv),
                         (ClassifierFlagError, ClassifierDataError))

@@ -16,7 +16,7 @@ Semantics:
 
 * ``--train_batch_size`` is the global batch of one optimizer update (split over replicas, and
   over ``--num_accumulation_steps`` micro-batches per replica).
-* The optimizer is the original's (``modeling.optimization``): clip by global norm 1.0,
+* The optimizer is the original's (``modeling.training.optimization``): clip by global norm 1.0,
   AdamWeightDecay, learning rate one step ahead as the original (``--corrected_lr_schedule``
   for schedule(t) at update t), or LAMB (``--optimizer=lamb``).
 * Gradient reduction over replicas: ``mean_then_clip`` (the default off TPU: identical to one
@@ -64,7 +64,8 @@ class PretrainingFlagError(ValueError):
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     """The original's flags plus this port's (see the module docstring)."""
-    from modeling import distribution, optimization
+    from modeling.training import distribution
+    from modeling.training import optimization
 
     def define(kind, name, default, help_text, **kwargs):
         if name in flag_values:
@@ -120,8 +121,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
            "variables, no loss scaling). Off with --deterministic.")
     define("bool", "xla_kernels", True, "One replica: fused training kernels: the GELU of the "
            "intermediate layers as XLA kernels with a hand-written gradient "
-           "(modeling/gelu_dense.py); dropout, LayerNorm and the AdamWeightDecay clipping + "
-           "update as one-pass CPU kernels compiled on first use (modeling/cpu_ops.py). Values "
+           "(modeling/kernels/gelu_dense.py); dropout, LayerNorm and the AdamWeightDecay clipping + "
+           "update as one-pass CPU kernels compiled on first use (modeling/kernels/cpu_ops.py). Values "
            "within float rounding of the op-by-op graph, other dropout masks. Off with "
            "--deterministic.")
     define("integer", "random_seed", 12345, "Seed of the initialisation, dropout and shuffles.")
@@ -249,7 +250,7 @@ def run(fv) -> Optional[Dict[str, float]]:
              "Cannot use sequence length %d because the BERT model was only trained up to "
              "sequence length %d" % (fv.max_seq_length, config.max_position_embeddings))
 
-    from modeling import distribution
+    from modeling.training import distribution
 
     precision = distribution.precision_from_flags(fv)
     if fv.num_cpu_devices > 1:
@@ -259,9 +260,12 @@ def run(fv) -> Optional[Dict[str, float]]:
     import keras
     import tensorflow as tf
 
-    from data import pretraining_dataset as pd
-    from modeling import checkpoints, optimization, pretraining_objective, training_loop
-    from modeling.pretraining_model import BertPretrainingModel
+    from data.pretraining import dataset as pd
+    from modeling import checkpoints
+    from modeling.training import optimization
+    from modeling.training import objectives as pretraining_objective
+    from modeling.training import trainer as training_loop
+    from modeling.heads.pretraining import BertPretrainingModel
 
     chief = distribution.is_chief(strategy)
     if chief:
@@ -340,7 +344,7 @@ def run(fv) -> Optional[Dict[str, float]]:
     results = {key: results[key] for key in pretraining_objective.EVAL_KEYS}
     results["global_step"] = eval_step
     if chief:
-        from data.io_utils import atomic_open
+        from bert_common.files import atomic_open
 
         text = format_eval_results(results)
         with atomic_open(os.path.join(fv.output_dir, EVAL_RESULTS)) as writer:
@@ -356,10 +360,10 @@ def run(fv) -> Optional[Dict[str, float]]:
 
 def main(argv) -> None:
     del argv
-    from data.pretraining_dataset import PretrainingDataError
-    from modeling.checkpoints import CheckpointError
+    from data.pretraining.dataset import PretrainingDataError
+    from modeling.checkpoints.tf1 import CheckpointError
     from modeling.config import ConfigError
-    from modeling.distribution import DistributionError
+    from modeling.training.distribution import DistributionError
 
     try:
         run(FLAGS)

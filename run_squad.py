@@ -7,7 +7,7 @@ Flags are the original's (``--bert_config_file``, ``--vocab_file``, ``--output_d
 ``--warmup_proportion``, ``--save_checkpoints_steps``, ``--n_best_size=20``,
 ``--max_answer_length=30``, ``--verbose_logging``, ``--version_2_with_negative``,
 ``--null_score_diff_threshold=0.0``, TPU flags) plus the shared ``--strategy``, ``--mixed_precision`` (bf16|fp16) and ``--use_xla``
-(``modeling/distribution.py``), ``--export_dir``, ``--fast_tokenizer`` and ``--random_seed``.
+(``modeling/training/distribution.py``), ``--export_dir``, ``--fast_tokenizer`` and ``--random_seed``.
 
 ``--do_train`` writes ``train.tf_record``, fine-tunes and saves a TF1-named checkpoint
 ``model.ckpt-<steps>`` in ``--output_dir``. ``--do_predict`` writes ``eval.tf_record``,
@@ -15,7 +15,7 @@ Flags are the original's (``--bert_config_file``, ``--vocab_file``, ``--output_d
 predict file has answers, ``eval_results.json`` with the official scores (v2.0: with the null
 odds, so the best threshold on the file is reported too). ``--export_dir`` writes a SavedModel
 whose ``serving_default`` signature maps ``question``/``context`` strings to ``answer_text``,
-``answer_start``/``answer_end`` (character span) and ``score`` (see ``data/squad_serving.py``).
+``answer_start``/``answer_end`` (character span) and ``score`` (see ``data/squad/serving.py``).
 
 Bad input is one line on stderr and exit code 1; outputs are written atomically.
 """
@@ -75,8 +75,8 @@ def define_flags(flag_values: Optional[flags.FlagValues] = None) -> None:
     define("float", "null_score_diff_threshold", 0.0,
            "If null_score - best_non_null is greater than the threshold predict null.")
     # This port's flags: --strategy, --use_tpu and the original's TPU flags, --mixed_precision,
-    # --use_xla (shared with the other entry points, modeling/distribution.py).
-    from modeling import distribution
+    # --use_xla (shared with the other entry points, modeling/training/distribution.py).
+    from modeling.training import distribution
 
     distribution.define_distribution_flags(target)
     distribution.define_precision_flags(target)
@@ -119,22 +119,22 @@ def validate_flags_or_throw(bert_config) -> None:
 
 
 def make_strategy():
-    """The tf.distribute strategy named by --strategy / --use_tpu (``modeling.distribution``)."""
-    from modeling import distribution
+    """The tf.distribute strategy named by --strategy / --use_tpu (``modeling.training.distribution``)."""
+    from modeling.training import distribution
 
     return distribution.strategy_from_flags(FLAGS)
 
 
 def build_model(bert_config, seq_length: int):
-    from modeling import squad_head
+    from modeling.heads import squad as squad_head
 
     return squad_head.build_squad_model(bert_config, seq_length=seq_length)
 
 
 def make_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int,
                    loss_scale=None, use_tpu: bool = False):
-    """The original's AdamWeightDecay schedule (via ``modeling.finetuning.make_optimizer``)."""
-    from modeling import finetuning
+    """The original's AdamWeightDecay schedule (via ``modeling.training.finetuning.make_optimizer``)."""
+    from modeling.training import finetuning
 
     return finetuning.make_optimizer(learning_rate, num_train_steps, num_warmup_steps,
                                      loss_scale=loss_scale, use_tpu=use_tpu)
@@ -146,13 +146,14 @@ def train_squad(model, optimizer, train_file: str, seq_length: int, batch_size: 
                 strategy=None, use_xla: bool = False) -> List[float]:
     """Fine-tunes ``model`` on a training TFRecord for ``num_train_steps`` steps; returns the losses.
 
-    Runs ``modeling.finetuning.train`` with ``squad_head.per_example_squad_loss`` (batch mean =
+    Runs ``modeling.training.finetuning.train`` with ``squad_head.per_example_squad_loss`` (batch mean =
     the original's (start loss + end loss) / 2); progress (step, loss, steps/s, ETA) goes to
     stderr. With ``output_dir`` a TF1-named checkpoint ``model.ckpt-<step>`` is written every
     ``save_checkpoints_steps`` steps and at the end.
     """
-    from data import squad_input
-    from modeling import finetuning, squad_head
+    from data.squad import dataset as squad_input
+    from modeling.training import finetuning
+    from modeling.heads import squad as squad_head
 
     dataset = squad_input.make_dataset(train_file, seq_length, True, batch_size,
                                        drop_remainder=True, seed=seed)
@@ -168,8 +169,9 @@ def predict_raw_results(model, eval_file: str, seq_length: int, batch_size: int,
     import numpy as np
     import tensorflow as tf
 
-    from data import squad, squad_input
-    from modeling import finetuning
+    from data.squad import features as squad
+    from data.squad import dataset as squad_input
+    from modeling.training import finetuning
 
     dataset = squad_input.make_dataset(eval_file, seq_length, False, batch_size, drop_remainder=False)
     total = sum(1 for _ in tf.data.TFRecordDataset(eval_file))
@@ -191,8 +193,9 @@ def _has_answers(input_file: str) -> bool:
 
 def run_predict(model, tokenizer, eval_examples, output_dir: str, strategy=None) -> Optional[dict]:
     """--do_predict: features, logits, the three JSON files, and the official scores if possible."""
-    from data import squad, squad_eval
-    from data.io_utils import atomic_open
+    from data.squad import features as squad
+    from data.squad import evaluate as squad_eval
+    from bert_common.files import atomic_open
 
     eval_features = []
     with squad.FeatureWriter(os.path.join(output_dir, "eval.tf_record"), is_training=False) as writer:
@@ -242,8 +245,8 @@ def run_predict(model, tokenizer, eval_examples, output_dir: str, strategy=None)
 def run(_argv) -> None:
     import tensorflow as tf
 
-    from data import squad
-    from modeling import finetuning
+    from data.squad import features as squad
+    from modeling.training import finetuning
     from modeling.config import BertConfig
 
     logging.set_verbosity(logging.INFO)
@@ -261,7 +264,7 @@ def run(_argv) -> None:
             FLAGS.predict_file, is_training=False, version_2_with_negative=FLAGS.version_2_with_negative)
     tokenizer = finetuning.init_run(FLAGS)  # --output_dir, --random_seed
 
-    from modeling import distribution
+    from modeling.training import distribution
 
     strategy = make_strategy()  # before any other TF op
     precision = distribution.precision_from_flags(FLAGS)  # sets the Keras dtype policy
@@ -298,7 +301,7 @@ def run(_argv) -> None:
         run_predict(model, tokenizer, eval_examples, FLAGS.output_dir, strategy=strategy)
 
     if FLAGS.export_dir:
-        from data import squad_serving
+        from data.squad import serving as squad_serving
 
         squad_serving.export_saved_model(
             model, FLAGS.export_dir, FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
@@ -311,9 +314,9 @@ def run(_argv) -> None:
 
 def main(argv) -> None:
     """Runs ``run``; bad input becomes one line on stderr and exit code 1."""
-    from data.squad import SquadFormatError
-    from data.squad_eval import SquadEvalError
-    from modeling import finetuning
+    from data.squad.features import SquadFormatError
+    from data.squad.evaluate import SquadEvalError
+    from modeling.training import finetuning
 
     finetuning.run_main("run_squad.py", lambda: run(argv),
                         (SquadFlagError, SquadFormatError, SquadEvalError))

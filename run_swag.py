@@ -7,11 +7,11 @@ swagaf layout, or ``train.jsonl``/``val.jsonl``/``test.jsonl``) or explicit ``--
 ``--do_train``/``--do_eval``/``--do_predict``, batch sizes 16/8/8, ``--learning_rate=2e-5``,
 ``--num_train_epochs=3.0``, ``--warmup_proportion=0.1``, ``--save_checkpoints_steps``,
 the shared ``--strategy``/``--use_tpu``/TPU flags, ``--mixed_precision``, ``--use_xla``
-(``modeling/distribution.py``), ``--length_aware_batching``, ``--random_seed``.
+(``modeling/training/distribution.py``), ``--length_aware_batching``, ``--random_seed``.
 
 Each example is 4 sequences ``[CLS] sent1 [SEP] sent2 endingN [SEP]`` (``data/swag.py``); the
 head scores each pooled output with one learned vector and takes a softmax over the 4
-(``modeling/multiple_choice_head.py``). Writes ``train.tf_record``/``eval.tf_record``/
+(``modeling/heads/multiple_choice.py``). Writes ``train.tf_record``/``eval.tf_record``/
 ``predict.tf_record``, checkpoints ``model.ckpt-<step>``, ``eval_results.txt``
 (``eval_accuracy``, ``eval_loss``, ``global_step``, ``loss``) and ``test_results.tsv`` (4
 probabilities per example) into ``--output_dir``. Bad input: one line on stderr, exit code 1.
@@ -34,7 +34,7 @@ class SwagFlagError(ValueError):
 
 
 def define_flags(flag_values: Optional[flags.FlagValues] = None) -> None:
-    from modeling import distribution
+    from modeling.training import distribution
 
     def define(kind, *args, **kwargs):
         target = FLAGS if flag_values is None else flag_values
@@ -93,7 +93,8 @@ def split_file(split: str) -> str:
 
 
 def _dataset(path: str, batch_size: int, is_training: bool, tpu: bool):
-    from data import classifier_input, swag
+    from data import swag
+    from data.glue import dataset as classifier_input
 
     length_aware = FLAGS.length_aware_batching and not tpu
     return classifier_input.make_dataset(
@@ -104,7 +105,7 @@ def _dataset(path: str, batch_size: int, is_training: bool, tpu: bool):
 
 
 def _loss_fn(outputs, batch):
-    from modeling import classifier_head
+    from modeling.heads import classifier as classifier_head
 
     return classifier_head.classification_loss(outputs["logits"], batch["label_ids"])
 
@@ -112,8 +113,10 @@ def _loss_fn(outputs, batch):
 def predict_file(model, examples: List, tokenizer, record_file: str, batch_size: int,
                  strategy) -> Dict:
     """Writes ``record_file``; returns logits/probabilities/labels in example order."""
-    from data import classifier_input, swag
-    from modeling import distribution, finetuning
+    from data import swag
+    from data.glue import dataset as classifier_input
+    from modeling.training import distribution
+    from modeling.training import finetuning
 
     tpu = distribution.is_tpu(strategy)
     n = len(examples)
@@ -130,9 +133,12 @@ def predict_file(model, examples: List, tokenizer, record_file: str, batch_size:
 def run(_argv) -> None:
     import numpy as np
 
-    from data import glue_metrics, swag
-    from data.io_utils import atomic_open
-    from modeling import distribution, finetuning, multiple_choice_head
+    from data import swag
+    from data.glue import metrics as glue_metrics
+    from bert_common.files import atomic_open
+    from modeling.training import distribution
+    from modeling.training import finetuning
+    from modeling.heads import multiple_choice as multiple_choice_head
     from modeling.config import BertConfig
 
     logging.set_verbosity(logging.INFO)
@@ -208,8 +214,8 @@ def run(_argv) -> None:
 
 def main(argv) -> None:
     """Runs ``run``; bad input becomes one line on stderr and exit code 1."""
-    from data.classifier import ClassifierDataError
-    from modeling import finetuning
+    from data.glue.processors import ClassifierDataError
+    from modeling.training import finetuning
 
     finetuning.run_main("run_swag.py", lambda: run(argv), (SwagFlagError, ClassifierDataError))
 

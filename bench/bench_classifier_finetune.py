@@ -3,7 +3,7 @@
 Both sides start from the real all-MiniLM-L6-v2 weights (``../shared/data/minilm``: encoder and
 pooler; fresh classifier), see the same features (``run_classifier``'s converter, max_seq_length
 128) of the train split and are scored on the dev split with the same metric code
-(``data/glue_metrics.py``), with the paper's recipe: batch 32, ``--epochs`` 3, warmup 10%,
+(``data/glue/metrics.py``), with the paper's recipe: batch 32, ``--epochs`` 3, warmup 10%,
 learning rate from {2e-5, 3e-5, 5e-5} (``--learning_rates``):
 
 * ``ours``: ``run_classifier.py --do_train --do_eval`` as a subprocess (its own optimizer,
@@ -53,7 +53,10 @@ SEQ = 128
 # step/s with 2 threads under load 8); set by --hf_threads.
 HF_THREADS = 1
 
-from data import classifier, classifier_features, glue_metrics, tokenization  # noqa: E402
+from data.glue import processors as classifier  # noqa: E402
+from data.glue import features as classifier_features
+from data.glue import metrics as glue_metrics
+from data.tokenization import wordpiece as tokenization
 
 
 def prepare(task: str, work_dir: str) -> dict:

@@ -8,7 +8,7 @@ dev set, classifier head included:
 
 * ``ours length-aware``: ``run_classifier``'s eval pipeline: ``eval.tf_record`` parsed by
   ``tf.data``, grouped by length (``bucket_by_sequence_length``) and every batch cut to its
-  longest example (``data/classifier_input.py``), model in a ``tf.function``;
+  longest example (``data/glue/dataset.py``), model in a ``tf.function``;
 * ``ours padded 128``: the same model and records, every example padded to 128 (the original);
 * ``keras-hub padded 128``: ``keras_hub.models.BertBackbone`` + a dense head on the pooled
   output, pre-batched int32 tensors padded to 128, ``tf.function`` graph and XLA
@@ -46,7 +46,9 @@ def prepare(work_dir: str) -> dict:
     import numpy as np
 
     sys.path.insert(0, ROOT)
-    from data import classifier, classifier_features, tokenization
+    from data.glue import processors as classifier
+    from data.glue import features as classifier_features
+    from data.tokenization import wordpiece as tokenization
 
     examples = classifier.get_processor("mrpc").get_dev_examples(MRPC)
     tokenizer = tokenization.FastFullTokenizer(os.path.join(MODEL_DIR, "vocab.txt"), True)
@@ -71,8 +73,10 @@ def _ours_engines(work_dir: str, batch_size: int):
     import tensorflow as tf
 
     sys.path.insert(0, ROOT)
-    from data import classifier_input
-    from modeling import checkpoints, classifier_head, finetuning
+    from data.glue import dataset as classifier_input
+    from modeling import checkpoints
+    from modeling.heads import classifier as classifier_head
+    from modeling.training import finetuning
     from modeling.config import BertConfig
 
     config = BertConfig.from_json_file(os.path.join(MODEL_DIR, "config.json"))

@@ -6,7 +6,7 @@ instances/s, peak RSS (the largest of its processes, by getrusage and ``/usr/bin
 ratios to the original's figures measured on this kind of machine
 (``../shared/golden/pretraining_data/speed_anchor.json``: 22.87 s in main(), 775 MiB,
 70405 instances, 58435382 bytes). ``--baseline`` also runs this project's faithful
-pure-Python path (data/pretraining.py with FullTokenizer: the original's algorithm and data
+pure-Python path (data/pretraining/instances.py with FullTokenizer: the original's algorithm and data
 structures, record writing excepted) in the same conditions, for a side-by-side ratio;
 ``--verify`` then checks that both wrote the same records (parsed, in order).
 
@@ -55,8 +55,8 @@ print(json.dumps(dict(instances=n, wall=t1 - t0, cpu=c1 - c0, load=[load0, os.ge
 _BASELINE = r"""
 import json, os, random, resource, sys, time
 sys.path.insert(0, {root!r})
-from data import pretraining
-from data.tokenization import FullTokenizer
+from data.pretraining import instances as pretraining
+from data.tokenization.wordpiece import FullTokenizer
 load0 = os.getloadavg()
 t0, c0 = time.perf_counter(), time.process_time()
 tok = FullTokenizer({vocab!r}, True)
@@ -86,7 +86,7 @@ def _child(code: str) -> dict:
 
 
 def _records(path):
-    from data import pretraining_records
+    from data.pretraining import records as pretraining_records
 
     return [pretraining_records.decode_example(x) for x in pretraining_records.read_records(path)]
 

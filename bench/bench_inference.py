@@ -57,7 +57,7 @@ def _ours_engines(d):
     import tensorflow as tf
 
     sys.path.insert(0, ROOT)
-    from modeling.bert_model import BertModel
+    from modeling.encoder import BertModel
     from modeling.config import BertConfig
 
     config = BertConfig(vocab_size=d["vocab"], hidden_size=d["hidden"],

@@ -4,11 +4,11 @@ BERT-base (L=12, H=768, A=12, I=3072, V=30522, dropout 0.1, random weights), bat
 128, 20 masked predictions, one full optimizer update per step (forward, backward, clipping,
 update). Engines:
 
-* ours: ``run_pretraining``'s train step (``modeling.training_loop.Trainer`` with the original
+* ours: ``run_pretraining``'s train step (``modeling.training.trainer.Trainer`` with the original
   optimizer: clip by global norm + AdamWeightDecay; MLM + NSP) in float32 and mixed_bfloat16 as
   run_pretraining runs it by default (``--xla_kernels``: matmuls on TensorFlow's oneDNN kernels,
   the GELU as XLA kernels, dropout, LayerNorm and the clipping + update as the one-pass CPU
-  kernels of ``modeling/cpu_ops.py``) and float32 with the whole step under XLA
+  kernels of ``modeling/kernels/cpu_ops.py``) and float32 with the whole step under XLA
   (``--use_xla``); one host loop of ``--iters`` steps per measurement;
 * keras-hub ``BertMaskedLM`` (MLM head on the 20 positions, tied embeddings), Keras ``AdamW``
   with ``global_clipnorm=1.0``, ``compile(jit_compile=True)`` then ``fit`` (separate venv
@@ -89,9 +89,11 @@ def _ours_engines(d, iters_hint):
     import tensorflow as tf
 
     sys.path.insert(0, ROOT)
-    from modeling import optimization, pretraining_objective, training_loop
+    from modeling.training import optimization
+    from modeling.training import objectives as pretraining_objective
+    from modeling.training import trainer as training_loop
     from modeling.config import BertConfig
-    from modeling.pretraining_model import BertPretrainingModel
+    from modeling.heads.pretraining import BertPretrainingModel
 
     config = BertConfig(vocab_size=d["vocab"], hidden_size=d["hidden"],
                         num_hidden_layers=d["layers"], num_attention_heads=d["heads"],

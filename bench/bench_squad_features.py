@@ -22,8 +22,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from data import squad  # noqa: E402
-from data.tokenization import FastFullTokenizer, FullTokenizer  # noqa: E402
+from data.squad import features as squad  # noqa: E402
+from data.tokenization.wordpiece import FastFullTokenizer, FullTokenizer  # noqa: E402
 
 DEFAULT_FILE = os.path.join(os.path.dirname(ROOT), "shared", "data", "squad", "v1.1",
                             "dev-v1.1.part1-of-2.json")

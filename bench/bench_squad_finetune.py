@@ -5,11 +5,11 @@ Splits ``../shared/data/squad/v1.1/dev-v1.1.part1-of-2.json`` by article:
 question, as training requires) for training and the remaining articles for
 evaluation (all gold answers). Both sides start from the all-MiniLM-L6-v2
 weights (``../shared/data/minilm``; fresh span head), see the same
-features from ``data.squad`` and the same step count, batch size, learning
+features from ``data.squad.features`` and the same step count, batch size, learning
 rate and warmup, and their eval logits go through the same
 ``write_predictions`` and official scorer:
 
-* ``ours``: ``modeling.squad_head.build_squad_model`` + ``modeling.optimization``
+* ``ours``: ``modeling.heads.squad.build_squad_model`` + ``modeling.training.optimization``
   (AdamWeightDecay as the original) trained by ``run_squad.train_squad`` on
   the TFRecords, in this process;
 * ``hf``: ``BertForQuestionAnswering`` + torch AdamW (or, with
@@ -74,8 +74,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 
-from data import squad, squad_eval  # noqa: E402
-from data.tokenization import FastFullTokenizer  # noqa: E402
+from data.squad import features as squad  # noqa: E402
+from data.squad import evaluate as squad_eval
+from data.tokenization.wordpiece import FastFullTokenizer  # noqa: E402
 
 MODEL_DIR = os.path.join(SHARED, "data", "minilm")
 SOURCE = os.path.join(SHARED, "data", "squad", "v1.1", "dev-v1.1.part1-of-2.json")
@@ -203,7 +204,10 @@ def run_parity(args, plan, optimizer: str) -> None:
     import tensorflow as tf
 
     import run_squad
-    from modeling import checkpoints, finetuning, hf_import, squad_head
+    from modeling import checkpoints
+    from modeling.training import finetuning
+    from modeling.checkpoints import hf as hf_import
+    from modeling.heads import squad as squad_head
 
     steps, batch = args.parity_steps, args.train_batch_size
     train = np.load(os.path.join(args.work_dir, "train.npz"))
@@ -263,7 +267,8 @@ def run_ours(args, plan, seed: int) -> None:
     import keras
 
     import run_squad
-    from modeling import checkpoints, hf_import
+    from modeling import checkpoints
+    from modeling.checkpoints import hf as hf_import
 
     keras.utils.set_random_seed(seed)
     config = hf_import.read_hf_config(MODEL_DIR)  # HF "gelu" = exact erf GELU, as HF runs it
@@ -313,7 +318,10 @@ def run_matched(args, plan, seed: int, optimizers) -> None:
     import tensorflow as tf
 
     import run_squad
-    from modeling import checkpoints, finetuning, hf_import, squad_head
+    from modeling import checkpoints
+    from modeling.training import finetuning
+    from modeling.checkpoints import hf as hf_import
+    from modeling.heads import squad as squad_head
 
     steps, batch = plan["num_train_steps"], args.train_batch_size
     train = np.load(os.path.join(args.work_dir, "train.npz"))

@@ -9,7 +9,7 @@ the original BERT update (``--optimizer=bert_adam``, no bias correction) +
 linear warmup/decay, weight decay 0.01 except LayerNorm/bias, global-norm
 clipping 1.0, and writes the eval start/end logits to ``--output``.
 
-The learning-rate schedule is the original's, as this port applies it (``modeling/lr_schedules.py``):
+The learning-rate schedule is the original's, as this port applies it (``modeling/training/lr_schedules.py``):
 the update made after t updates uses ``schedule(t + 1)`` = ``lr * (t + 1) / W`` during the
 W warmup steps, then ``lr * (1 - (t + 1) / N)`` (decay over all N steps, so the rate drops to
 ``lr * (1 - W / N)`` when warmup ends).
@@ -139,7 +139,7 @@ def main() -> None:
 
     def lr_lambda(step: int) -> float:
         """Factor of the update made after ``step`` updates: the original's schedule(step + 1)
-        (modeling/lr_schedules.py): linear warmup over W steps, then polynomial (power 1) decay
+        (modeling/training/lr_schedules.py): linear warmup over W steps, then polynomial (power 1) decay
         over all N steps from the start, 1 - s / N (not HF's decay over N - W)."""
         s = step + 1
         if s < args.num_warmup_steps:

@@ -15,7 +15,7 @@ to WordPiece ids with
   table build and the first traced call are reported separately),
 
 checks that all of them give identical ids, prints which ``FastFullTokenizer``
-engine ran (the compiled ``data._fast_wordpiece`` or pure Python,
+engine ran (the compiled ``data.tokenization._fast_wordpiece`` or pure Python,
 ``--no_extension`` forces the latter), and prints the figures and the
 speed-ups over the faithful path, all measured side by side in this run
 (repeats alternate between the paths; the best repeat of each is kept), in
@@ -39,7 +39,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from data import tokenization  # noqa: E402
+from data.tokenization import wordpiece as tokenization  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 DEFAULT_CORPUS = os.path.join(SHARED, "data", "pretrain", "derived_pretrain_corpus.txt")
@@ -117,7 +117,7 @@ def main() -> None:
     graph_fn = None
     if not args.no_graph:
         import tensorflow as tf
-        from data import graph_tokenization
+        from data.tokenization import graph as graph_tokenization
 
         t_build, _, graph_tok = _timed(
             lambda: graph_tokenization.BertGraphTokenizer(args.vocab_file, do_lower_case=lower))

@@ -13,7 +13,8 @@ import dataclasses
 import re
 from typing import Iterator, List, Optional
 
-from data import special_tokens, tokenization
+from data.tokenization import special_tokens
+from data.tokenization import wordpiece as tokenization
 
 _PAIR_RE = re.compile(r"^(.*) \|\|\| (.*)$")
 

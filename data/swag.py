@@ -11,11 +11,11 @@ Readers (the layout is chosen by the file name: ``.jsonl``/``.json`` lines, else
 Features, as the BERT paper §4.4 recipe (and the pytorch-pretrained-BERT ``run_swag`` example):
 for each of the 4 endings, ``[CLS] context [SEP] ending [SEP]`` where context = ``sent1`` and
 ending = ``sent2 + " " + endingN``; the pair is cut to ``max_seq_length - 3`` tokens by
-``data.classifier_features._truncate_seq_pair`` (one rule for the project); segments 0 for
+``data.glue.features._truncate_seq_pair`` (one rule for the project); segments 0 for
 ``[CLS] context [SEP]``, 1 for ``ending [SEP]``; zero-padded. ``label`` is the right ending's
 index (0 when unknown, as a dummy).
 
-TFRecord features reuse the classifier's names (``data.classifier_features``): ``input_ids``,
+TFRecord features reuse the classifier's names (``data.glue.features``): ``input_ids``,
 ``input_mask``, ``segment_ids`` int64 [4 * S] (choice-major), ``label_ids`` int64 [1],
 ``is_real_example`` int64 [1]; ``parse_example`` reshapes them to [4, S].
 """
@@ -32,9 +32,9 @@ from typing import Dict, List, Optional
 
 from absl import logging
 
-from data import classifier_features as cf
-from data.classifier import ClassifierDataError
-from data.io_utils import AtomicTFRecordWriters, int64_feature
+from data.glue import features as cf
+from data.glue.processors import ClassifierDataError
+from bert_common.files import AtomicTFRecordWriters, int64_feature
 
 NUM_CHOICES = 4
 ENDING_KEYS = tuple("ending%d" % i for i in range(NUM_CHOICES))

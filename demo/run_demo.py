@@ -99,7 +99,8 @@ def stage_generate(out: str, seed: int) -> dict:
 
 
 def stage_vocab(out: str, corpus: str) -> str:
-    from data import tokenization, vocab_builder
+    from data.tokenization import wordpiece as tokenization
+    from data.tokenization import vocab_builder
 
     with open(corpus, encoding="utf-8") as f:
         lines = f.read().split("\n")
@@ -120,7 +121,7 @@ def stage_vocab(out: str, corpus: str) -> str:
 
 
 def stage_pretraining_data(out: str, corpus: str, vocab_file: str, seed: int) -> tuple:
-    from data.tokenization import load_vocab
+    from data.tokenization.wordpiece import load_vocab
 
     config = dict(TINY_CONFIG, vocab_size=len(load_vocab(vocab_file)))
     config_file = os.path.join(out, "bert_config.json")

@@ -17,7 +17,7 @@ import json
 import os
 from typing import Any, Dict, Optional
 
-from modeling import activations
+from modeling.layers import activations
 
 
 class ConfigError(ValueError):

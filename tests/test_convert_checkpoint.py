@@ -10,7 +10,7 @@ import pytest
 
 import convert_checkpoint
 from modeling import checkpoints
-from modeling.checkpoints import CheckpointError
+from modeling.checkpoints.tf1 import CheckpointError
 from modeling.config import ConfigError
 from tests.modeling.golden_utils import golden_dir
 

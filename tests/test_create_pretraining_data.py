@@ -13,7 +13,9 @@ import pytest
 from absl import flags
 
 import create_pretraining_data as cli
-from data import pretraining_records, pretraining_schema, vocab_builder
+from data.pretraining import records as pretraining_records
+from data.pretraining import schema as pretraining_schema
+from data.tokenization import vocab_builder
 from tests import paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

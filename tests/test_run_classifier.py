@@ -92,7 +92,9 @@ def test_outputs_written(trained):
 
 
 def test_saved_model_in_fresh_process_matches(trained, tmp_path):
-    from data import classifier, classifier_features, tokenization
+    from data.glue import processors as classifier
+    from data.glue import features as classifier_features
+    from data.tokenization import wordpiece as tokenization
 
     tokenizer = tokenization.FullTokenizer(paths.GOLDEN_VOCAB, do_lower_case=True)
     test = classifier.get_processor("mrpc").get_test_examples(trained["data_dir"])
@@ -272,7 +274,7 @@ def test_eval_metrics_classification_and_regression():
 
 
 def test_regression_result_files(tmp_path):
-    from data import classifier
+    from data.glue import processors as classifier
 
     processor = classifier.get_processor("sts-b")
     examples = [classifier.InputExample("test-1", "a", "b", 0.0, index="7"),

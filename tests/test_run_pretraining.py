@@ -16,9 +16,10 @@ import tensorflow as tf
 from absl import flags
 
 import run_pretraining
-from data import pretraining_dataset
-from data.io_utils import float_feature, int64_feature
-from modeling import checkpoints, training_loop
+from data.pretraining import dataset as pretraining_dataset
+from bert_common.files import float_feature, int64_feature
+from modeling import checkpoints
+from modeling.training import trainer as training_loop
 from modeling.config import ConfigError
 from tests import paths
 
@@ -178,7 +179,7 @@ def test_deterministic_training_replays_the_original_trajectory(trajectory_run):
 
 def _fresh_model():
     from modeling.config import BertConfig
-    from modeling.pretraining_model import BertPretrainingModel
+    from modeling.heads.pretraining import BertPretrainingModel
 
     config = BertConfig.from_json_file(os.path.join(TRAJ, "init", "bert_config.json"))
     return BertPretrainingModel(config, seq_length=64, max_predictions_per_seq=10)
@@ -190,7 +191,7 @@ def test_bf16_lamb_accumulation_shuffled_run_resumes(tmp_path):
     restarted from its step-2 checkpoint (iterator state of the shuffled pipeline restored)
     ends exactly as the uninterrupted one; then eval of the saved checkpoint. The whole step
     under XLA (--use_xla) with accumulation is checked on a tiny model in
-    tests/modeling/test_training_loop.py (its compile is too slow for this model here)."""
+    tests/modeling/training/test_trainer.py (its compile is too slow for this model here)."""
     args = trajectory_args(tmp_path, "--do_train", "--mixed_precision=bf16", "--optimizer=lamb",
                            "--num_accumulation_steps=2", "--num_train_steps=4",
                            "--save_checkpoints_steps=2", "--iterations_per_loop=2")

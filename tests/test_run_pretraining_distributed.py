@@ -21,7 +21,8 @@ import pytest
 import tensorflow as tf
 
 import run_pretraining
-from modeling import checkpoints, training_loop
+from modeling import checkpoints
+from modeling.training import trainer as training_loop
 from tests import paths
 from tests.test_run_pretraining import (NOISE_MARGIN, TRAJ, parse_flags, trajectory_args,
                                         trajectory_run)  # noqa: F401 (session fixture)

@@ -16,9 +16,11 @@ import pytest
 import tensorflow as tf
 
 import run_pretraining
-from data import special_tokens, tokenization, vocab_builder
-from data.io_utils import float_feature, int64_feature
-from modeling import training_loop
+from data.tokenization import special_tokens
+from data.tokenization import wordpiece as tokenization
+from data.tokenization import vocab_builder
+from bert_common.files import float_feature, int64_feature
+from modeling.training import trainer as training_loop
 from tests import paths
 from tests.test_run_pretraining import parse_flags
 

@@ -12,7 +12,7 @@ import tensorflow_text  # noqa: F401  (registers the ops the exported signature 
 from absl import flags
 
 import run_squad
-from data import squad
+from data.squad import features as squad
 from tests import paths
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")

@@ -1,6 +1,6 @@
 // CPU kernels of the training step: dropout, LayerNorm and the AdamWeightDecay update.
 //
-// Loaded by modeling/cpu_ops.py (compiled there on first use); the contract of every op, and
+// Loaded by modeling/kernels/cpu_ops.py (compiled there on first use); the contract of every op, and
 // why it exists, is documented in that module. Built with -ffp-contract=off so that elementwise
 // formulas round exactly as TensorFlow's op-by-op kernels (no fused multiply-add).
 
@@ -424,7 +424,7 @@ class BertAdamWeightDecayApplyOp : public OpKernel {
     const float b1 = beta_1_, c1 = one_minus_beta_1_, b2 = beta_2_, c2 = one_minus_beta_2_;
     const float eps = epsilon_, wd = weight_decay_rate_;
     const bool decay = decay_;
-    // The original's step, op by op (modeling/optimization.py AdamWeightDecay._update):
+    // The original's step, op by op (modeling/training/optimization.py AdamWeightDecay._update):
     // g' = g * scale (clip_by_global_norm); m' = b1 m + (1 - b1) g'; v' = b2 v + (1 - b2) g'^2;
     // u = m' / (sqrt(v') + eps) [+ wd * p]; p' = p - lr * u.
     // Unswitched on `decay` so that each loop vectorises; `restrict`: the four buffers differ.

@@ -5,7 +5,9 @@ import os
 import pytest
 import tensorflow as tf
 
-from data import special_tokens, swag, tokenization
+from data import swag
+from data.tokenization import special_tokens
+from data.tokenization import wordpiece as tokenization
 from tests import paths
 
 CSV = os.path.join(paths.DATA, "swag", "val.first91rows.csv")

@@ -4,9 +4,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from modeling import optimization, pretraining_objective, training_loop
+from modeling.training import optimization
+from modeling.training import objectives as pretraining_objective
+from modeling.training import trainer as training_loop
 from modeling.config import BertConfig
-from modeling.pretraining_model import BertPretrainingModel
+from modeling.heads.pretraining import BertPretrainingModel
 
 
 def tiny_pretraining_trainer(model_dir, fused: bool, dtype: str = "float32",

@@ -1,0 +1,7 @@
+"""Sentence(-pair) classification data: GLUE, XNLI and your own TSV.
+
+* ``processors``: the original's ``DataProcessor`` family, one per ``--task_name``;
+* ``features``: examples -> fixed-length features and TFRecords, as the original;
+* ``dataset``: ``tf.data`` over those records, with length-aware batching (also used by SWAG);
+* ``metrics``: every GLUE metric; ``serving``: SavedModels that take raw text.
+"""

@@ -1,0 +1,107 @@
+"""tf.data pipelines over classifier / SWAG TFRecords, with length-aware batching.
+
+The records on disk stay as the original writes them: one per example, in processor order,
+padded to ``max_seq_length``. Length awareness happens only here:
+
+* ``trim_batch``: a batch is cut to the longest real sequence in it (rounded up to a multiple
+  of ``multiple``; positions past it are padding in every row: id 0, mask 0, segment 0). The
+  model masks padding with -10000 before the softmax, whose exp underflows to exactly 0 in
+  float32, so a real token's output does not depend on how much padding follows (up to float
+  summation order).
+* ``bucket`` (eval/predict): ``tf.data``'s ``bucket_by_sequence_length`` groups examples of
+  similar length into the same batch, then each batch is trimmed. Batches come out of file
+  order, so every element carries ``example_index`` (its record number) and the caller
+  restores the order (``restore_order``).
+
+Training batches are never reordered (the original's shuffle-then-batch), only trimmed.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from data.glue import features as cf
+
+EXAMPLE_INDEX = "example_index"
+
+
+def decode_classifier_record(record: tf.Tensor, max_seq_length: int,
+                             regression: bool = False) -> Dict[str, tf.Tensor]:
+    """A serialized record -> int32 ids/mask/segments [S], labels [] (float32 for regression)."""
+    parsed = tf.io.parse_single_example(record, cf.name_to_features(max_seq_length, regression))
+    out = {}
+    for name, value in parsed.items():
+        if value.dtype == tf.int64:
+            value = tf.cast(value, tf.int32)  # tf.Example has only int64; the model takes int32
+        out[name] = value
+    return out
+
+
+def sequence_lengths(batch_or_example: Dict[str, tf.Tensor]) -> tf.Tensor:
+    """Real tokens per sequence: ``sum(input_mask, -1)`` (any leading shape)."""
+    return tf.reduce_sum(batch_or_example[cf.INPUT_MASK], axis=-1)
+
+
+def trim_batch(batch: Dict[str, tf.Tensor], multiple: int = 8) -> Dict[str, tf.Tensor]:
+    """Cuts the id features' last axis to the batch's longest real sequence (see module doc)."""
+    full = tf.shape(batch[cf.INPUT_IDS])[-1]
+    longest = tf.reduce_max(sequence_lengths(batch))
+    length = tf.minimum(full, (longest + multiple - 1) // multiple * multiple)
+    length = tf.maximum(length, 1)
+    out = dict(batch)
+    for name in cf.MODEL_INPUT_NAMES:
+        out[name] = batch[name][..., :length]
+    return out
+
+
+def make_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Tensor]],
+                 batch_size: int, is_training: bool, drop_remainder: bool = False,
+                 trim: bool = True, bucket: bool = False,
+                 bucket_boundaries: Optional[Sequence[int]] = None, max_seq_length: int = 128,
+                 seed: Optional[int] = None, shuffle_buffer: int = 100,
+                 trim_multiple: int = 8) -> tf.data.Dataset:
+    """Batches of decoded records (see the module docstring).
+
+    Training: repeat, shuffle (buffer ``shuffle_buffer`` as the original), batch, trim.
+    Eval/predict: adds ``example_index``; with ``bucket`` groups by length (boundaries every
+    ``max_seq_length / 8`` tokens unless given), else keeps file order; then trims.
+    """
+    dataset = tf.data.TFRecordDataset(input_file)
+    if is_training:
+        dataset = dataset.repeat().shuffle(shuffle_buffer, seed=seed)
+        dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    else:
+        dataset = dataset.enumerate().map(
+            lambda i, record: dict(decode(record), **{EXAMPLE_INDEX: tf.cast(i, tf.int32)}),
+            num_parallel_calls=tf.data.AUTOTUNE)
+        if bucket:
+            if bucket_boundaries is None:
+                step = max(8, max_seq_length // 8)
+                bucket_boundaries = list(range(step + 1, max_seq_length + 1, step))
+            boundaries = sorted(set(int(b) for b in bucket_boundaries))
+            dataset = dataset.bucket_by_sequence_length(
+                element_length_func=lambda x: tf.reduce_max(sequence_lengths(x)),
+                bucket_boundaries=boundaries,
+                bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
+                drop_remainder=drop_remainder, pad_to_bucket_boundary=False)
+        else:
+            dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    if trim:
+        dataset = dataset.map(lambda b: trim_batch(b, trim_multiple),
+                              num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def restore_order(example_indices: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` [N, ...] gathered in bucket order -> file order by ``example_indices`` [N]."""
+    example_indices = np.asarray(example_indices).reshape(-1)
+    out = np.empty_like(values)
+    if sorted(example_indices.tolist()) != list(range(len(example_indices))):
+        raise ValueError("example indices are not a permutation of 0..%d"
+                         % (len(example_indices) - 1))
+    out[example_indices] = values
+    return out

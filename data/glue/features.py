@@ -1,0 +1,216 @@
+"""Classifier examples -> fixed-length features and TFRecords, as the original run_classifier.
+
+``convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer)``:
+
+* ``tokens_a = tokenize(text_a)``; ``tokens_b = tokenize(text_b)`` when ``text_b`` is non-empty;
+* a pair (``tokens_b`` non-empty) is cut to ``max_seq_length - 3`` tokens by ``_truncate_seq_pair``
+  (pop from the end of the longer list, from b on ties); a single to ``max_seq_length - 2``;
+* ``[CLS] a [SEP]`` with segment 0, then ``b [SEP]`` with segment 1; ids, mask (1 = real) and
+  segments zero-padded to ``max_seq_length``;
+* ``label_id = label_list.index(label)`` (the float label itself for regression, when
+  ``label_list`` is empty); a label outside the list raises ``LabelError`` naming the example's
+  file and line;
+* a ``PaddingInputExample`` gives all-zero features with ``label_id`` 0 and
+  ``is_real_example`` False.
+
+TFRecord features (the names are defined once, in ``FEATURE_NAMES``): ``input_ids``,
+``input_mask``, ``segment_ids`` int64 [max_seq_length], ``label_ids`` int64 [1] (float [1] for
+regression) and ``is_real_example`` int64 [1]. ``name_to_features`` is the matching parse spec.
+
+``_truncate_seq_pair`` is THE pair-truncation rule of the project: other modules import it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Dict, Iterable, List, Optional, Sequence, Union
+
+from absl import logging
+
+from data.tokenization import special_tokens
+from data.glue.processors import ClassifierDataError, InputExample, InputFeatures, PaddingInputExample
+from bert_common.files import AtomicTFRecordWriters, float_feature, int64_feature
+
+INPUT_IDS = "input_ids"
+INPUT_MASK = "input_mask"
+SEGMENT_IDS = "segment_ids"
+LABEL_IDS = "label_ids"
+IS_REAL_EXAMPLE = "is_real_example"
+#: The record layout, in the original's order.
+FEATURE_NAMES = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS, LABEL_IDS, IS_REAL_EXAMPLE)
+#: The model-input features (what ``modeling.encoder.BertModel`` takes).
+MODEL_INPUT_NAMES = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS)
+
+
+class LabelError(ClassifierDataError, KeyError):
+    """An example's label is not in the label list; names the example's file and line."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return self.args[0] if self.args else ""
+
+
+def _truncate_seq_pair(tokens_a: List, tokens_b: List, max_length: int) -> None:
+    """Truncates a sequence pair in place to at most ``max_length`` items in total.
+
+    One token at a time from the end of the longer list (from ``tokens_b`` when equally long),
+    so the shorter sequence keeps as much as it can.
+    """
+    while True:
+        total_length = len(tokens_a) + len(tokens_b)
+        if total_length <= max_length:
+            break
+        if len(tokens_a) > len(tokens_b):
+            tokens_a.pop()
+        else:
+            tokens_b.pop()
+
+
+truncate_seq_pair = _truncate_seq_pair
+
+
+def pair_tokens(tokens_a: List[str], tokens_b: Optional[List[str]], max_seq_length: int):
+    """(tokens, segment_ids) of ``[CLS] a [SEP] (b [SEP])`` after the original's truncation.
+
+    ``tokens_a``/``tokens_b`` are not modified. ``tokens_b`` None or empty means a single text.
+    Returns also whether anything was cut, as a third item.
+    """
+    tokens_a = list(tokens_a)
+    tokens_b = list(tokens_b) if tokens_b else None
+    before = len(tokens_a) + (len(tokens_b) if tokens_b else 0)
+    if tokens_b:
+        # Account for [CLS], [SEP], [SEP] with "- 3".
+        _truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+    elif len(tokens_a) > max_seq_length - 2:
+        # Account for [CLS] and [SEP] with "- 2".
+        tokens_a = tokens_a[:max_seq_length - 2]
+    truncated = len(tokens_a) + (len(tokens_b) if tokens_b else 0) < before
+    tokens = [special_tokens.CLS] + tokens_a + [special_tokens.SEP]
+    segment_ids = [0] * len(tokens)
+    if tokens_b:
+        tokens += tokens_b + [special_tokens.SEP]
+        segment_ids += [1] * (len(tokens_b) + 1)
+    return tokens, segment_ids, truncated
+
+
+def label_to_id(example: InputExample, label_list: Sequence[str]) -> Union[int, float]:
+    """The example's class index in ``label_list`` (its float value when the list is empty)."""
+    if not label_list:
+        try:
+            return float(example.label)
+        except (TypeError, ValueError):
+            raise LabelError("%s: regression label %r is not a number"
+                             % (example.origin or "example %s" % example.guid,
+                                example.label)) from None
+    try:
+        return list(label_list).index(example.label)
+    except ValueError:
+        raise LabelError("%s: label %r is not in the label list %s"
+                         % (example.origin or "example %s" % example.guid, example.label,
+                            list(label_list))) from None
+
+
+def padding_features(max_seq_length: int, regression: bool = False) -> InputFeatures:
+    """The all-zero features of a ``PaddingInputExample``."""
+    zeros = [0] * max_seq_length
+    return InputFeatures(input_ids=list(zeros), input_mask=list(zeros), segment_ids=list(zeros),
+                         label_id=0.0 if regression else 0, is_real_example=False)
+
+
+def convert_single_example(ex_index: int, example, label_list: Sequence[str],
+                           max_seq_length: int, tokenizer) -> InputFeatures:
+    """Converts one ``InputExample`` (or ``PaddingInputExample``) into ``InputFeatures``."""
+    if isinstance(example, PaddingInputExample):
+        return padding_features(max_seq_length, regression=not label_list)
+    features, _, _ = _convert(example, label_list, max_seq_length, tokenizer)
+    if ex_index < 5:
+        logging.info("*** Example ***")
+        logging.info("guid: %s", example.guid)
+        logging.info("input_ids: %s", " ".join(str(x) for x in features.input_ids))
+        logging.info("input_mask: %s", " ".join(str(x) for x in features.input_mask))
+        logging.info("segment_ids: %s", " ".join(str(x) for x in features.segment_ids))
+        logging.info("label: %s (id = %s)", example.label, features.label_id)
+    return features
+
+
+def _convert(example: InputExample, label_list: Sequence[str], max_seq_length: int, tokenizer):
+    """(features, tokens, truncated) of one real example."""
+    if max_seq_length < 3:
+        raise ValueError("max_seq_length must be at least 3, got %d" % max_seq_length)
+    label_id = label_to_id(example, label_list)
+    tokens_a = tokenizer.tokenize(example.text_a)
+    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
+    tokens, segment_ids, truncated = pair_tokens(tokens_a, tokens_b, max_seq_length)
+    input_ids = tokenizer.convert_tokens_to_ids(tokens)
+    padding = [0] * (max_seq_length - len(input_ids))
+    features = InputFeatures(input_ids=input_ids + padding,
+                             input_mask=[1] * len(input_ids) + padding,
+                             segment_ids=segment_ids + padding, label_id=label_id,
+                             is_real_example=True)
+    return features, tokens, truncated
+
+
+def convert_example_with_tokens(example, label_list: Sequence[str], max_seq_length: int,
+                                tokenizer):
+    """(features, tokens, truncated) of one example: the tokens before padding and whether
+    truncation shortened it (``[]``/False for a ``PaddingInputExample``)."""
+    if isinstance(example, PaddingInputExample):
+        return padding_features(max_seq_length, regression=not label_list), [], False
+    return _convert(example, label_list, max_seq_length, tokenizer)
+
+
+def convert_examples_to_features(examples: Iterable, label_list: Sequence[str],
+                                 max_seq_length: int, tokenizer) -> List[InputFeatures]:
+    """``convert_single_example`` over a list of examples."""
+    return [convert_single_example(i, ex, label_list, max_seq_length, tokenizer)
+            for i, ex in enumerate(examples)]
+
+
+def features_to_tf_example(features: InputFeatures) -> "tf.train.Example":
+    """``InputFeatures`` -> ``tf.train.Example`` with the ``FEATURE_NAMES`` features."""
+    import tensorflow as tf
+
+    label = (float_feature([features.label_id]) if isinstance(features.label_id, float)
+             else int64_feature([features.label_id]))
+    return tf.train.Example(features=tf.train.Features(feature={
+        INPUT_IDS: int64_feature(features.input_ids),
+        INPUT_MASK: int64_feature(features.input_mask),
+        SEGMENT_IDS: int64_feature(features.segment_ids),
+        LABEL_IDS: label,
+        IS_REAL_EXAMPLE: int64_feature([int(features.is_real_example)]),
+    }))
+
+
+def file_based_convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
+                                            max_seq_length: int, tokenizer,
+                                            output_file: str) -> int:
+    """Converts ``examples`` to a TFRecord file, one record per example in order.
+
+    The file appears only when every example converted (written to a temporary name, then
+    renamed). Progress (examples, rate, ETA) goes to the log every 10000 examples. Returns the
+    number of records.
+    """
+    total = len(examples)
+    start = time.time()
+    with AtomicTFRecordWriters([output_file]) as writer:
+        for ex_index, example in enumerate(examples):
+            if ex_index % 10000 == 0 and ex_index:
+                rate = ex_index / max(time.time() - start, 1e-9)
+                logging.info("Writing example %d of %d (%.0f/s, ETA %.0fs)", ex_index, total,
+                             rate, (total - ex_index) / rate)
+            features = convert_single_example(ex_index, example, label_list, max_seq_length,
+                                              tokenizer)
+            writer.write(features_to_tf_example(features).SerializeToString())
+        return writer.num_written
+
+
+def name_to_features(max_seq_length: int, regression: bool = False) -> Dict[str, object]:
+    """The ``tf.io.parse_single_example`` spec of the records written above."""
+    import tensorflow as tf
+
+    return {
+        INPUT_IDS: tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        INPUT_MASK: tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        SEGMENT_IDS: tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        LABEL_IDS: tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
+        IS_REAL_EXAMPLE: tf.io.FixedLenFeature([], tf.int64),
+    }

@@ -1,0 +1,106 @@
+"""Pre-training data in parallel: the corpus split across worker processes (``--num_workers``).
+
+The input files are cut into ``num_workers`` runs of about equal size, each cut right after a
+blank line (``pretraining_corpus.split_at_documents``), so every document stays whole. Worker
+``k`` reads and tokenizes its run, and generates its records exactly as the single-stream
+generator does, but on its own documents and with its own seed,
+``random.Random("<random_seed>/<k>")``, into its own output file(s). Only ``num_workers=1``
+reproduces the original's records; with more workers, random-next pairs only draw from the
+worker's documents, and the final shuffle is per worker.
+
+Outputs are all-or-nothing: workers write temporary files next to the outputs, which are
+renamed to their final names only when every worker has succeeded.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from typing import Dict, List, Sequence, Tuple
+
+from bert_common import fork_safety
+from data.pretraining import corpus as pretraining_corpus
+
+
+def worker_output_files(output_files: Sequence[str], num_workers: int) -> List[List[str]]:
+    """The files each worker writes: one each when ``num_workers`` files are given; with a
+    single file, ``<stem>-<k>-of-<N><ext>`` per worker (k from 00000)."""
+    if len(output_files) == num_workers:
+        return [[f] for f in output_files]
+    if len(output_files) == 1:
+        stem, ext = os.path.splitext(output_files[0])
+        return [["%s-%05d-of-%05d%s" % (stem, k, num_workers, ext)]
+                for k in range(num_workers)]
+    from data.pretraining.instances import PretrainingDataError
+
+    raise PretrainingDataError(
+        "--num_workers=%d needs 1 or %d comma-separated --output_file entries, got %d"
+        % (num_workers, num_workers, len(output_files)))
+
+
+def worker_seed(random_seed: int, worker: int) -> random.Random:
+    """The generator of worker ``worker`` (a string seed: hashed with SHA-512, stable)."""
+    return random.Random("%d/%d" % (random_seed, worker))
+
+
+def _run_worker(args: Tuple) -> Dict[str, int]:
+    (worker, pieces, temp_files, vocab_file, do_lower_case, settings, show_progress) = args
+    from data.pretraining import instances as pretraining
+    from data.pretraining import fast as pretraining_fast
+    from data.tokenization.wordpiece import FastFullTokenizer
+
+    tokenizer = FastFullTokenizer(vocab_file, do_lower_case)
+    vocab = pretraining.PretrainingVocab(tokenizer.vocab, vocab_file)
+    corpus = pretraining_corpus.read_corpus(pieces, tokenizer, show_progress=False)
+    if corpus.num_documents == 0:
+        for path in temp_files:
+            open(path, "wb").close()
+        return {"worker": worker, "instances": 0, "documents": 0}
+    written = pretraining_fast.write_records(
+        corpus, vocab, temp_files, random_seed=settings["random_seed"],
+        max_seq_length=settings["max_seq_length"],
+        max_predictions_per_seq=settings["max_predictions_per_seq"],
+        masked_lm_prob=settings["masked_lm_prob"], short_seq_prob=settings["short_seq_prob"],
+        dupe_factor=settings["dupe_factor"], do_whole_word_mask=settings["do_whole_word_mask"],
+        show_progress=show_progress, helper=False)
+    return {"worker": worker, "instances": written, "documents": corpus.num_documents}
+
+
+def run_workers(input_files: Sequence[str], output_files: Sequence[str], num_workers: int,
+                vocab_file: str, do_lower_case: bool, settings: Dict, show_progress: bool
+                ) -> List[Dict[str, int]]:
+    """Generates the shards in ``num_workers`` processes; returns per-worker counts.
+
+    ``settings``: max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob,
+    dupe_factor, do_whole_word_mask, random_seed.
+    """
+    outputs = worker_output_files(output_files, num_workers)
+    runs = pretraining_corpus.split_at_documents(input_files, num_workers)
+    while len(runs) < num_workers:
+        runs.append([])  # fewer document boundaries than workers: empty shards
+    temps: List[List[str]] = []
+    jobs = []
+    for k in range(num_workers):
+        temp_k = []
+        for path in outputs[k]:
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)) or ".",
+                                       prefix="." + os.path.basename(path) + ".", suffix=".part")
+            os.close(fd)
+            temp_k.append(tmp)
+        temps.append(temp_k)
+        seed_settings = dict(settings, random_seed=worker_seed(settings["random_seed"], k))
+        jobs.append((k, runs[k], temp_k, vocab_file, do_lower_case, seed_settings,
+                     show_progress and k == 0))
+    try:
+        with fork_safety.worker_context().Pool(num_workers) as pool:
+            results = pool.map(_run_worker, jobs, chunksize=1)
+        for temp_k, final_k in zip(temps, outputs):
+            for tmp, final in zip(temp_k, final_k):
+                os.replace(tmp, final)
+        return results
+    finally:
+        for temp_k in temps:
+            for tmp in temp_k:
+                if os.path.exists(tmp):
+                    os.remove(tmp)

@@ -1,0 +1,72 @@
+"""The SQuAD TFRecord layout: feature names and how to parse them, defined once.
+
+Every record written by ``data.squad.features.FeatureWriter`` is a ``tf.train.Example``
+of int64 lists:
+
+* ``unique_ids``  [1]  the feature's unique id (from 1000000000);
+* ``input_ids``   [S]  WordPiece ids of ``[CLS] query [SEP] doc-window [SEP]``, 0-padded;
+* ``input_mask``  [S]  1 for real tokens, 0 for padding;
+* ``segment_ids`` [S]  0 for ``[CLS]``/query/first ``[SEP]`` and padding, 1 for the window and last ``[SEP]``;
+
+and, in training mode only:
+
+* ``start_positions`` / ``end_positions`` [1]  answer token positions in the
+  sequence (0/0 when the answer is outside the window or the question is
+  impossible);
+* ``is_impossible`` [1]  1 for a v2.0 question without an answer.
+
+The original's input pipeline reads the first four (plus the two positions in
+training) and casts every int64 to int32; ``is_impossible`` is written but not
+read.
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+UNIQUE_IDS = "unique_ids"
+INPUT_IDS = "input_ids"
+INPUT_MASK = "input_mask"
+SEGMENT_IDS = "segment_ids"
+START_POSITIONS = "start_positions"
+END_POSITIONS = "end_positions"
+IS_IMPOSSIBLE = "is_impossible"
+
+# The sequence-valued features, in the order the original writes them.
+SEQUENCE_FEATURES = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS)
+# Written in every mode / only in training mode.
+EVAL_FEATURES = (UNIQUE_IDS,) + SEQUENCE_FEATURES
+TRAIN_ONLY_FEATURES = (START_POSITIONS, END_POSITIONS, IS_IMPOSSIBLE)
+
+
+def feature_spec(seq_length: int, is_training: bool,
+                 with_is_impossible: bool = False) -> Dict[str, "tf.io.FixedLenFeature"]:
+    """``tf.io.parse_single_example`` spec of a SQuAD record (all int64).
+
+    Training adds the two positions (and ``is_impossible`` if asked), as the
+    original ``input_fn_builder`` does.
+    """
+    import tensorflow as tf
+
+    spec = {UNIQUE_IDS: tf.io.FixedLenFeature([], tf.int64)}
+    for name in SEQUENCE_FEATURES:
+        spec[name] = tf.io.FixedLenFeature([seq_length], tf.int64)
+    if is_training:
+        spec[START_POSITIONS] = tf.io.FixedLenFeature([], tf.int64)
+        spec[END_POSITIONS] = tf.io.FixedLenFeature([], tf.int64)
+        if with_is_impossible:
+            spec[IS_IMPOSSIBLE] = tf.io.FixedLenFeature([], tf.int64)
+    return spec
+
+
+def decode_record(record, spec: Dict) -> Dict:
+    """Parses one serialized record and casts every int64 tensor to int32.
+
+    Returns scalars for ``unique_ids``/positions and [S] int32 tensors for the
+    sequence features.
+    """
+    import tensorflow as tf
+
+    example = tf.io.parse_single_example(record, spec)
+    return {name: (tf.cast(t, tf.int32) if t.dtype == tf.int64 else t)
+            for name, t in example.items()}

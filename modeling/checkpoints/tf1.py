@@ -1,0 +1,323 @@
+"""Keras variables <-> Google's TF1 variable names: the one name map, TF1 reading and writing.
+
+One mapping, ``tf1_name_for(variable) -> (tf1_name, transpose)``, is used by every loader and by
+the writer. It reads the Keras ``variable.path`` from the first *anchor* component (a top-level
+layer name of ``modeling.encoder`` / ``modeling.heads.pretraining`` or a registered head):
+
+==============================================  =============================================
+Keras path                                       TF1 name (transpose)
+==============================================  =============================================
+word_embeddings/embeddings                       bert/embeddings/word_embeddings
+embeddings/{token_type,position}_embeddings      bert/embeddings/{...}_embeddings
+embeddings/LayerNorm/{gamma,beta}                bert/embeddings/LayerNorm/{gamma,beta}
+layer_N/<rest>                                   bert/encoder/layer_N/<rest>
+pooler/dense/{kernel,bias}                       bert/pooler/dense/{kernel,bias}
+predictions_transform/<rest>                     cls/predictions/transform/<rest>
+predictions/output_bias                          cls/predictions/output_bias
+seq_relationship/kernel [H,2]                    cls/seq_relationship/output_weights [2,H] (T)
+seq_relationship/bias                            cls/seq_relationship/output_bias
+<registered head>/kernel [H,K]                   <scope>output_weights [K,H] (T)
+<registered head>/output_weights [K,H]           <scope>output_weights
+<registered head>/{bias,output_bias}             <scope>output_bias
+==============================================  =============================================
+
+Fine-tuning heads hook: ``register_tf1_head(layer_name, scope)``. Pre-registered: a layer named
+``classifier`` (run_classifier's top-level ``output_weights``/``output_bias``) and ``squad``
+(``cls/squad/output_weights``/``output_bias``). The MLM output layer has no variable of its own:
+it is the word-embedding table.
+
+``load_tf1_checkpoint`` skips optimizer slots (``adam_m``, ``adam_v``) and ``global_step``,
+returns a ``LoadReport`` (loaded / missing from the checkpoint / unused checkpoint variables),
+and refuses a shape mismatch with a ``CheckpointError`` naming the variable and both shapes.
+``save_tf1_checkpoint`` writes a TF1-named checkpoint. ``modeling.checkpoints.load`` puts every
+other format (Hugging Face, ``.keras``, ``.weights.h5``) through the same map.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+from absl import logging
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded into a model; one line naming the file and variable."""
+
+
+# ---------------------------------------------------------------------------------- name mapping
+
+_LAYER_RE = re.compile(r"^layer_\d+$")
+# Registered fine-tuning heads: Keras layer name -> TF1 scope prefix ("" or "cls/squad/").
+_HEADS: Dict[str, str] = {}
+
+
+def register_tf1_head(layer_name: str, scope: str = "") -> None:
+    """Maps a head layer's variables to ``<scope>output_weights`` / ``<scope>output_bias``.
+
+    The layer may hold a Keras-layout ``kernel`` [H, K] (transposed to [K, H]) and ``bias`` [K],
+    or the original-layout ``output_weights`` [K, H] and ``output_bias`` [K]. ``scope`` is the
+    TF1 variable scope with a trailing slash, e.g. ``"cls/squad/"``, or ``""`` (run_classifier).
+    """
+    if scope and not scope.endswith("/"):
+        scope += "/"
+    _HEADS[layer_name] = scope
+
+
+register_tf1_head("classifier", "")
+register_tf1_head("squad", "cls/squad/")
+
+
+def _map_components(anchor: str, rest: Sequence[str]) -> Optional[Tuple[str, bool]]:
+    tail = "/".join(rest)
+    if anchor == "word_embeddings":
+        return ("bert/embeddings/word_embeddings", False) if tail == "embeddings" else None
+    if anchor == "embeddings":
+        return "bert/embeddings/" + tail, False
+    if _LAYER_RE.match(anchor):
+        return "bert/encoder/%s/%s" % (anchor, tail), False
+    if anchor == "pooler":
+        return "bert/pooler/" + tail, False
+    if anchor == "predictions_transform":
+        return "cls/predictions/transform/" + tail, False
+    if anchor == "predictions":
+        return ("cls/predictions/output_bias", False) if tail == "output_bias" else None
+    if anchor == "seq_relationship":
+        return {"kernel": ("cls/seq_relationship/output_weights", True),
+                "bias": ("cls/seq_relationship/output_bias", False)}.get(tail)
+    if anchor in _HEADS:
+        scope = _HEADS[anchor]
+        return {"kernel": (scope + "output_weights", True),
+                "output_weights": (scope + "output_weights", False),
+                "bias": (scope + "output_bias", False),
+                "output_bias": (scope + "output_bias", False)}.get(tail)
+    return None
+
+
+def _is_anchor(component: str) -> bool:
+    return (component in ("word_embeddings", "embeddings", "pooler", "predictions_transform",
+                          "predictions", "seq_relationship")
+            or component in _HEADS or bool(_LAYER_RE.match(component)))
+
+
+def tf1_name_for_path(path: str) -> Optional[Tuple[str, bool]]:
+    """Keras variable path -> (Google TF1 name, transpose?) or None if it has no TF1 name."""
+    parts = path.split("/")
+    for i, component in enumerate(parts[:-1]):
+        if _is_anchor(component):
+            return _map_components(component, parts[i + 1:])
+    return None
+
+
+def tf1_name_for(variable) -> Optional[Tuple[str, bool]]:
+    """Keras variable -> (TF1 name, transpose?); ``transpose`` means TF1 layout = Keras ``.T``."""
+    return tf1_name_for_path(variable.path)
+
+
+def tf1_variable_map(model) -> Dict[str, Tuple[object, bool]]:
+    """TF1 name -> (Keras variable, transpose) for every mapped variable (tied ones once)."""
+    out: Dict[str, Tuple[object, bool]] = {}
+    seen = set()
+    for variable in model.weights:
+        if id(variable) in seen:
+            continue
+        seen.add(id(variable))
+        mapped = tf1_name_for(variable)
+        if mapped is None:
+            continue
+        name, transpose = mapped
+        if name in out and out[name][0] is not variable:
+            raise CheckpointError("two model variables map to TF1 name %s: %s and %s"
+                                  % (name, out[name][0].path, variable.path))
+        out[name] = (variable, transpose)
+    return out
+
+
+def unmapped_variables(model) -> List[str]:
+    """Paths of model variables that have no TF1 name (custom, unregistered heads)."""
+    return [v.path for v in model.weights if tf1_name_for(v) is None]
+
+
+# ---------------------------------------------------------------------------------- loading
+
+_SKIPPED_RE = re.compile(r"(^|/)(adam_m|adam_v|Adam|Adam_1|Momentum)$|^global_step$|"
+                         r"^beta[12]_power$|^_CHECKPOINTABLE_OBJECT_GRAPH$")
+
+
+@dataclasses.dataclass
+class LoadReport:
+    """What a load did: TF1 names loaded, model variables not in the source, unused source names."""
+
+    source: str
+    loaded: List[str] = dataclasses.field(default_factory=list)
+    missing: List[str] = dataclasses.field(default_factory=list)
+    unused: List[str] = dataclasses.field(default_factory=list)
+    skipped: List[str] = dataclasses.field(default_factory=list)
+    unmapped: List[str] = dataclasses.field(default_factory=list)
+
+    def summary(self) -> str:
+        lines = ["%s: loaded %d variables, %d missing from the checkpoint (kept fresh), "
+                 "%d unused checkpoint variables, %d optimizer/step entries skipped"
+                 % (self.source, len(self.loaded), len(self.missing), len(self.unused),
+                    len(self.skipped))]
+        if self.missing:
+            lines.append("  missing (fresh init): " + ", ".join(self.missing))
+        if self.unused:
+            lines.append("  unused in checkpoint: " + ", ".join(self.unused))
+        if self.unmapped:
+            lines.append("  model variables without a TF1 name (fresh init): "
+                         + ", ".join(self.unmapped))
+        return "\n".join(lines)
+
+
+class _Source:
+    """A read-only bag of TF1-named arrays: ``shapes`` and ``read(name)``."""
+
+    def __init__(self, description: str, shapes: Dict[str, Tuple[int, ...]],
+                 read: Callable[[str], np.ndarray]):
+        self.description = description
+        self.shapes = shapes
+        self.read = read
+
+
+def assign_tf1_values(model, source: _Source) -> LoadReport:
+    """Assigns every model variable whose TF1 name is in ``source``; see ``LoadReport``."""
+    report = LoadReport(source=source.description)
+    available = {}
+    for name, shape in source.shapes.items():
+        if _SKIPPED_RE.search(name):
+            report.skipped.append(name)
+        else:
+            available[name] = shape
+    used = set()
+    for name, (variable, transpose) in sorted(tf1_variable_map(model).items()):
+        if name not in available:
+            report.missing.append(name)
+            continue
+        stored = tuple(available[name])
+        expected = tuple(int(d) for d in variable.shape)
+        expected_stored = expected[::-1] if transpose else expected
+        if stored != expected_stored:
+            raise CheckpointError(
+                "%s: variable %s has shape %s in the checkpoint but the model expects %s "
+                "(Keras variable %s)" % (source.description, name, list(stored),
+                                         list(expected_stored), variable.path))
+        value = np.asarray(source.read(name))
+        if transpose:
+            value = value.T
+        variable.assign(value.astype(variable.dtype))
+        used.add(name)
+        report.loaded.append(name)
+    report.unused = sorted(set(available) - used)
+    report.unmapped = unmapped_variables(model)
+    return report
+
+
+def _resolve_tf1_prefix(path: str) -> str:
+    """A TF1 checkpoint prefix from a prefix or a folder with a ``checkpoint`` state file."""
+    import tensorflow as tf
+
+    if os.path.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest is None:
+            raise CheckpointError("%s: folder holds no TF checkpoint (no 'checkpoint' state "
+                                  "file)" % path)
+        return latest
+    if not os.path.exists(path + ".index"):
+        raise CheckpointError("%s: no such checkpoint (expected %s.index and its data files)"
+                              % (path, path))
+    return path
+
+
+def tf1_checkpoint_source(ckpt_prefix: str) -> _Source:
+    """Lazy reader of a TF1 (V2-format) checkpoint: names, shapes, tensors on demand."""
+    import tensorflow as tf
+
+    prefix = _resolve_tf1_prefix(ckpt_prefix)
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        shapes = {name: tuple(shape) for name, shape in
+                  reader.get_variable_to_shape_map().items()}
+    except (tf.errors.OpError, ValueError) as e:
+        message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError("%s: cannot read checkpoint (%s)" % (prefix, message)) from None
+    return _Source(prefix, shapes, reader.get_tensor)
+
+
+def array_source(description: str, arrays: Mapping[str, np.ndarray]) -> _Source:
+    """A source from in-memory TF1-named arrays (e.g. converted Hugging Face weights)."""
+    return _Source(description, {k: tuple(np.shape(v)) for k, v in arrays.items()},
+                   lambda name: arrays[name])
+
+
+def load_tf1_checkpoint(model, ckpt_prefix: str, log: bool = True) -> LoadReport:
+    """Loads Google-named TF1 checkpoint variables into ``model`` in place; returns the report."""
+    report = assign_tf1_values(model, tf1_checkpoint_source(ckpt_prefix))
+    if log:
+        logging.info("%s", report.summary())
+    return report
+
+
+def read_tf1_checkpoint(ckpt_prefix: str) -> Dict[str, np.ndarray]:
+    """Every tensor of a TF1 checkpoint as a dict name -> numpy array."""
+    source = tf1_checkpoint_source(ckpt_prefix)
+    return {name: source.read(name) for name in source.shapes}
+
+
+# ---------------------------------------------------------------------------------- writing
+
+def model_tf1_arrays(model) -> Dict[str, np.ndarray]:
+    """Every mapped model variable as TF1 name -> numpy array in the TF1 layout."""
+    arrays = {}
+    for name, (variable, transpose) in tf1_variable_map(model).items():
+        value = np.asarray(variable.numpy())
+        arrays[name] = np.ascontiguousarray(value.T) if transpose else value
+    return arrays
+
+
+def write_tf1_arrays(arrays: Mapping[str, np.ndarray], prefix: str) -> str:
+    """Writes TF1-named arrays as a V2 checkpoint at ``prefix`` (+ a ``checkpoint`` state file).
+
+    The files are written under temporary names in the same folder and renamed at the end.
+    Returns the prefix.
+    """
+    import tensorflow as tf
+
+    folder = os.path.dirname(os.path.abspath(prefix))
+    if not os.path.isdir(folder):
+        raise CheckpointError("%s: output folder %s does not exist" % (prefix, folder))
+    base = os.path.basename(prefix)
+    tmp_base = ".%s.tmp%d" % (base, os.getpid())
+    tmp_prefix = os.path.join(folder, tmp_base)
+    names = sorted(arrays)
+    tensors = [tf.convert_to_tensor(np.asarray(arrays[n])) for n in names]
+    try:
+        tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names,
+                          shape_and_slices=[""] * len(names), tensors=tensors)
+        for suffix in (".data-00000-of-00001", ".index"):
+            os.replace(tmp_prefix + suffix, os.path.join(folder, base + suffix))
+    finally:
+        for suffix in (".data-00000-of-00001", ".index"):
+            if os.path.exists(tmp_prefix + suffix):
+                os.remove(tmp_prefix + suffix)
+    state = os.path.join(folder, "checkpoint")
+    tmp_state = state + ".tmp%d" % os.getpid()
+    with open(tmp_state, "w", encoding="utf-8") as f:
+        f.write('model_checkpoint_path: "%s"\nall_model_checkpoint_paths: "%s"\n' % (base, base))
+    os.replace(tmp_state, state)
+    return os.path.join(folder, base)
+
+
+def save_tf1_checkpoint(model, prefix: str, global_step: Optional[int] = None) -> str:
+    """Writes the model's variables under Google's TF1 names (kernels [in, out], NSP/heads
+    ``output_weights`` [K, H]) to ``prefix``; optionally a ``global_step`` (int64). Returns it."""
+    arrays: Dict[str, np.ndarray] = dict(model_tf1_arrays(model))
+    skipped = unmapped_variables(model)
+    if skipped:
+        logging.warning("not written (no TF1 name): %s", ", ".join(skipped))
+    if global_step is not None:
+        arrays["global_step"] = np.asarray(global_step, dtype=np.int64)
+    return write_tf1_arrays(arrays, prefix)

@@ -1,0 +1,106 @@
+"""run_classifier's head: pooled output -> dropout -> logits, and its losses.
+
+As the original ``run_classifier.create_model``: ``output_weights`` [K, H] (truncated normal,
+stddev 0.02) and ``output_bias`` [K] (zeros) at the top level of the TF1 checkpoint (the Keras
+layer is named ``classifier``, which ``modeling.checkpoints.tf1`` maps to those names); dropout with
+rate 0.1 on the pooled output during training only; ``logits = pooled @ W^T + b`` [B, K].
+
+Classification: ``probabilities = softmax(logits)``; per-example loss
+``-sum(one_hot(label) * log_softmax(logits))`` [B]. Regression (STS-B, K = 1, not in the
+original): ``predictions = logits[:, 0]`` [B] and squared-error loss [B]. Logits,
+probabilities and losses are float32 whatever the compute dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import keras
+import tensorflow as tf
+
+from modeling.layers.dropout import Dropout
+
+CLASSIFIER_DROPOUT = 0.1  # the original's keep_prob=0.9, independent of the config
+HEAD_STDDEV = 0.02  # the original's output_weights initializer, independent of the config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class ClassifierHead(keras.layers.Layer):
+    """pooled_output [B, H] -> logits float32 [B, num_labels]."""
+
+    def __init__(self, num_labels: int, dropout_rate: float = CLASSIFIER_DROPOUT,
+                 initializer_range: float = HEAD_STDDEV, **kwargs):
+        kwargs.setdefault("name", "classifier")
+        super().__init__(**kwargs)
+        self.num_labels = num_labels
+        self.dropout_rate = dropout_rate
+        self.initializer_range = initializer_range
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
+
+    def build(self, input_shape):
+        hidden_size = int(input_shape[-1])
+        # [K, H] as the original, so TF1 checkpoints map without a transpose.
+        self.output_weights = self.add_weight(
+            name="output_weights", shape=(self.num_labels, hidden_size),
+            initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range))
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.num_labels,),
+                                           initializer="zeros")
+
+    def call(self, pooled_output, training=None):
+        x = self.dropout(pooled_output, training=training)  # [B, H]
+        w = tf.cast(self.output_weights, x.dtype)  # [K, H]
+        b = tf.cast(self.output_bias, x.dtype)  # [K]
+        logits = tf.matmul(x, w, transpose_b=True) + b  # [B, K]
+        return tf.cast(logits, tf.float32)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], self.num_labels)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_labels=self.num_labels, dropout_rate=self.dropout_rate,
+                      initializer_range=self.initializer_range)
+        return config
+
+
+def classification_loss(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+    """Per-example cross-entropy [B]: logits float [B, K], labels int [B]."""
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [B, K]
+    one_hot = tf.one_hot(tf.cast(tf.reshape(labels, [-1]), tf.int32),
+                         depth=tf.shape(logits)[-1], dtype=tf.float32)  # [B, K]
+    return -tf.reduce_sum(one_hot * log_probs, axis=-1)  # [B]
+
+
+def regression_loss(predictions: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+    """Per-example squared error [B]: predictions [B], labels float [B]."""
+    labels = tf.cast(tf.reshape(labels, [-1]), tf.float32)
+    return tf.square(tf.cast(predictions, tf.float32) - labels)  # [B]
+
+
+def build_classifier_model(config, num_labels: int, seq_length: Optional[int] = None,
+                           dtype=None, regression: bool = False,
+                           name: str = "bert_classifier") -> keras.Model:
+    """BERT encoder + ``ClassifierHead`` as a functional ``keras.Model``.
+
+    Inputs: dict of int32 [B, S] ``input_ids``, ``input_mask``, ``segment_ids``. Outputs (dict,
+    float32): ``logits`` [B, K] and ``probabilities`` [B, K]; with ``regression`` (K = 1)
+    ``logits`` [B, 1] and ``predictions`` [B]. Dropout only when called with ``training=True``.
+    """
+    from modeling import encoder as bert_model
+
+    if regression and num_labels != 1:
+        raise ValueError("a regression head has one output, got num_labels=%d" % num_labels)
+    if num_labels < 1:
+        raise ValueError("num_labels must be positive, got %d" % num_labels)
+    config.validate("classifier model config")
+    inputs = bert_model.bert_inputs(seq_length)
+    outputs, _ = bert_model.build_encoder(config, inputs, dtype=dtype)
+    logits = ClassifierHead(num_labels, dtype=dtype, name="classifier")(
+        outputs["pooled_output"])  # [B, K]
+    if regression:
+        predictions = keras.layers.Reshape((), name="predictions")(logits)  # [B]
+        model_outputs = {"logits": logits, "predictions": predictions}
+    else:
+        probabilities = keras.layers.Softmax(name="probabilities", dtype="float32")(logits)
+        model_outputs = {"logits": logits, "probabilities": probabilities}
+    return keras.Model(inputs=inputs, outputs=model_outputs, name=name)

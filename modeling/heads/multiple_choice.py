@@ -1,0 +1,92 @@
+"""Multiple-choice head (SWAG, BERT paper §4.4): one learned vector scores each choice.
+
+The C choices of an example are run through the encoder as C sequences; the head takes their
+pooled outputs [B*C, H], applies dropout (rate 0.1, training only), scores each with
+``output_weights`` [1, H] and ``output_bias`` [1] and reshapes the scores to logits [B, C]; a
+softmax over the C choices gives the probabilities. The Keras layer is named
+``multiple_choice`` and mapped to the TF1 names ``cls/multiple_choice/output_weights`` and
+``.../output_bias``. Loss: per-example cross-entropy over the choices
+(``modeling.heads.classifier.classification_loss``).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import keras
+import tensorflow as tf
+
+from modeling import checkpoints
+from modeling.heads.classifier import CLASSIFIER_DROPOUT, HEAD_STDDEV
+from modeling.layers.dropout import Dropout
+
+HEAD_NAME = "multiple_choice"
+checkpoints.register_tf1_head(HEAD_NAME, "cls/multiple_choice/")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class FlattenChoices(keras.layers.Layer):
+    """int [B, C, S] -> [B*C, S]."""
+
+    def call(self, x):
+        return tf.reshape(x, [-1, tf.shape(x)[-1]])  # [B*C, S]
+
+    def compute_output_shape(self, input_shape):
+        return (None, input_shape[-1])
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class MultipleChoiceHead(keras.layers.Layer):
+    """pooled_output [B*C, H] -> logits float32 [B, C]."""
+
+    def __init__(self, num_choices: int, dropout_rate: float = CLASSIFIER_DROPOUT,
+                 initializer_range: float = HEAD_STDDEV, **kwargs):
+        kwargs.setdefault("name", HEAD_NAME)
+        super().__init__(**kwargs)
+        self.num_choices = num_choices
+        self.dropout_rate = dropout_rate
+        self.initializer_range = initializer_range
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
+
+    def build(self, input_shape):
+        hidden_size = int(input_shape[-1])
+        self.output_weights = self.add_weight(
+            name="output_weights", shape=(1, hidden_size),
+            initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range))
+        self.output_bias = self.add_weight(name="output_bias", shape=(1,), initializer="zeros")
+
+    def call(self, pooled_output, training=None):
+        x = self.dropout(pooled_output, training=training)  # [B*C, H]
+        w = tf.cast(self.output_weights, x.dtype)  # [1, H]
+        scores = tf.matmul(x, w, transpose_b=True) + tf.cast(self.output_bias, x.dtype)  # [B*C, 1]
+        return tf.cast(tf.reshape(scores, [-1, self.num_choices]), tf.float32)  # [B, C]
+
+    def compute_output_shape(self, input_shape):
+        return (None, self.num_choices)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_choices=self.num_choices, dropout_rate=self.dropout_rate,
+                      initializer_range=self.initializer_range)
+        return config
+
+
+def build_multiple_choice_model(config, num_choices: int = 4, seq_length: Optional[int] = None,
+                                dtype=None, name: str = "bert_multiple_choice") -> keras.Model:
+    """BERT encoder + ``MultipleChoiceHead`` as a functional ``keras.Model``.
+
+    Inputs: dict of int32 [B, C, S] ``input_ids``, ``input_mask``, ``segment_ids``. Outputs
+    (dict, float32): ``logits`` [B, C] and ``probabilities`` [B, C].
+    """
+    from modeling import encoder as bert_model
+
+    config.validate("multiple-choice model config")
+    inputs = {n: keras.Input(shape=(num_choices, seq_length), dtype="int32", name=n)
+              for n in bert_model.INPUT_NAMES}
+    flat = {n: FlattenChoices(name="flatten_" + n)(inputs[n]) for n in bert_model.INPUT_NAMES}
+    outputs, _ = bert_model.build_encoder(config, flat, dtype=dtype)
+    logits = MultipleChoiceHead(num_choices, dtype=dtype, name=HEAD_NAME)(
+        outputs["pooled_output"])  # [B, C]
+    probabilities = keras.layers.Softmax(name="probabilities", dtype="float32")(logits)
+    return keras.Model(inputs=inputs, outputs={"logits": logits, "probabilities": probabilities},
+                       name=name)

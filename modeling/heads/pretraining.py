@@ -1,0 +1,282 @@
+"""Pre-training heads of the original (``run_pretraining.get_masked_lm_output`` /
+``get_next_sentence_output``) as Keras layers, plus their loss functions.
+
+Masked LM, for P predictions per sequence:
+
+* ``GatherIndexes``: sequence_output [B, S, H], masked_lm_positions [B, P] -> [B*P, H];
+* ``MaskedLMTransform`` (``cls/predictions/transform``): dense [H, H] + hidden_act + LayerNorm;
+* the tied output layer: ``WordEmbedding(x, reverse=True)`` -> logits [B*P, V];
+* ``MaskedLMOutput`` (``cls/predictions``): + ``output_bias`` [V], log-softmax, float32 [B*P, V];
+* ``masked_lm_loss``: per prediction -log p(label) [B*P] and sum(w * loss) / (sum(w) + 1e-5).
+
+Next sentence: ``NextSentenceOutput`` (``cls/seq_relationship``): pooled [B, H] -> log-softmax
+float32 [B, 2]; ``next_sentence_loss``: per example -log p(label) [B] and its mean.
+
+Heads compute their log-softmax and losses in float32 (also under ``mixed_bfloat16``).
+
+``BertPretrainingModel``: encoder + both heads as one functional model (run_pretraining's graph).
+
+Inputs (dict): the encoder's ``input_ids``, ``input_mask``, ``segment_ids`` (int32 [B, S]) plus
+``masked_lm_positions``, ``masked_lm_ids`` (int32 [B, P]), ``masked_lm_weights`` (float32 [B, P])
+and ``next_sentence_labels`` (int32 [B, 1]).
+
+Outputs (dict, heads and losses in float32): ``masked_lm_log_probs`` [B*P, V],
+``masked_lm_example_loss`` [B*P], ``masked_lm_loss`` [] (sum(w*CE) / (sum(w) + 1e-5)),
+``next_sentence_log_probs`` [B, 2], ``next_sentence_example_loss`` [B], ``next_sentence_loss``
+[] (mean), ``total_loss`` [] = MLM + NSP, and the encoder's ``sequence_output``,
+``pooled_output``, ``embedding_output``, ``encoder_outputs``.
+
+The MLM output layer is the word-embedding layer called with ``reverse=True``: one variable.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+import keras
+import tensorflow as tf
+
+from modeling.config import BertConfig
+from modeling.encoder import bert_inputs, build_encoder
+from modeling.layers import activations
+from modeling.layers.embeddings import truncated_normal
+from modeling.layers.layer_norm import BertLayerNorm
+
+MLM_LOSS_EPSILON = 1e-5
+
+
+def gather_indexes(sequence_tensor: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
+    """sequence [B, S, H], positions int [B, P] -> the gathered vectors flattened [B*P, H]."""
+    gathered = tf.gather(sequence_tensor, tf.cast(positions, tf.int32), batch_dims=1)  # [B,P,H]
+    return tf.reshape(gathered, [-1, tf.shape(sequence_tensor)[-1]])  # [B*P, H]
+
+
+def masked_lm_loss(log_probs: tf.Tensor, label_ids: tf.Tensor,
+                   label_weights: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    """log_probs float32 [B*P, V], ids int [B, P], weights float [B, P] -> (per-example [B*P], [])."""
+    ids = tf.reshape(tf.cast(label_ids, tf.int32), [-1])  # [B*P]
+    weights = tf.reshape(tf.cast(label_weights, tf.float32), [-1])  # [B*P]
+    per_example = -tf.gather(log_probs, ids[:, tf.newaxis], batch_dims=1)[:, 0]  # [B*P]
+    numerator = tf.reduce_sum(weights * per_example)
+    denominator = tf.reduce_sum(weights) + MLM_LOSS_EPSILON
+    return per_example, numerator / denominator
+
+
+def next_sentence_loss(log_probs: tf.Tensor, labels: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    """log_probs float32 [B, 2], labels int [B, 1] -> (per-example [B], mean [])."""
+    ids = tf.reshape(tf.cast(labels, tf.int32), [-1])  # [B]
+    per_example = -tf.gather(log_probs, ids[:, tf.newaxis], batch_dims=1)[:, 0]  # [B]
+    return per_example, tf.reduce_mean(per_example)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class GatherIndexes(keras.layers.Layer):
+    """(sequence [B, S, H], positions int [B, P]) -> [B*P, H]."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("name", "gather_indexes")
+        super().__init__(**kwargs)
+
+    def call(self, sequence_tensor, positions):
+        return gather_indexes(sequence_tensor, positions)
+
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class MaskedLMTransform(keras.layers.Layer):
+    """[N, H] -> LayerNorm(act(dense(x))) [N, H]; variables ``dense/*``, ``LayerNorm/*``."""
+
+    def __init__(self, hidden_size: int, hidden_act: str = "gelu",
+                 initializer_range: float = 0.02, layer_norm_eps: float = 1e-12, **kwargs):
+        kwargs.setdefault("name", "predictions_transform")
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        self.layer_norm_eps = layer_norm_eps
+        self.activation = activations.get_activation(hidden_act)
+        self.dense = keras.layers.Dense(hidden_size, name="dense", dtype=self.dtype_policy,
+                                        kernel_initializer=truncated_normal(initializer_range))
+        self.layer_norm = BertLayerNorm(epsilon=layer_norm_eps, dtype=self.dtype_policy,
+                                        name="LayerNorm")
+
+    def build(self, input_shape):
+        self.dense.build(input_shape)
+        self.layer_norm.build(tuple(input_shape[:-1]) + (self.hidden_size,))
+
+    def call(self, x):
+        return self.layer_norm(self.activation(self.dense(x)))  # [N, H]
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.hidden_size,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, hidden_act=self.hidden_act,
+                      initializer_range=self.initializer_range,
+                      layer_norm_eps=self.layer_norm_eps)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class MaskedLMOutput(keras.layers.Layer):
+    """Tied logits [N, V] -> log_softmax(float32(logits) + output_bias) float32 [N, V]."""
+
+    def __init__(self, vocab_size: int, **kwargs):
+        kwargs.setdefault("name", "predictions")
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+
+    def build(self, input_shape):
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,),
+                                           initializer="zeros")
+
+    def call(self, logits):
+        logits = tf.cast(logits, tf.float32) + self.output_bias  # [N, V]
+        return tf.nn.log_softmax(logits, axis=-1)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class NextSentenceOutput(keras.layers.Layer):
+    """pooled [B, H] -> log_softmax(x @ kernel + bias) float32 [B, 2].
+
+    ``kernel`` is [H, 2] (Keras layout); Google's ``cls/seq_relationship/output_weights`` is its
+    transpose [2, H] (``modeling.checkpoints.tf1`` transposes on load/save).
+    """
+
+    def __init__(self, initializer_range: float = 0.02, num_classes: int = 2, **kwargs):
+        kwargs.setdefault("name", "seq_relationship")
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+        self.initializer_range = initializer_range
+        self.num_classes = num_classes
+
+    def build(self, input_shape):
+        self.kernel = self.add_weight(name="kernel", shape=(input_shape[-1], self.num_classes),
+                                      initializer=truncated_normal(self.initializer_range))
+        self.bias = self.add_weight(name="bias", shape=(self.num_classes,), initializer="zeros")
+
+    def call(self, pooled):
+        logits = tf.matmul(tf.cast(pooled, tf.float32), self.kernel) + self.bias  # [B, 2]
+        return tf.nn.log_softmax(logits, axis=-1)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], self.num_classes)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(initializer_range=self.initializer_range, num_classes=self.num_classes)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class MaskedLMLoss(keras.layers.Layer):
+    """(log_probs [B*P, V], ids [B, P], weights [B, P]) -> (per-example [B*P], loss [])."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("name", "masked_lm_loss")
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+
+    def call(self, log_probs, label_ids, label_weights):
+        return masked_lm_loss(log_probs, label_ids, label_weights)
+
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class NextSentenceLoss(keras.layers.Layer):
+    """(log_probs [B, 2], labels [B, 1]) -> (per-example [B], mean loss [])."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("name", "next_sentence_loss")
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+
+    def call(self, log_probs, labels):
+        return next_sentence_loss(log_probs, labels)
+
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class SumLosses(keras.layers.Layer):
+    """(loss [], loss [], ...) -> their sum []: ``total_loss = masked_lm_loss + next_sentence_loss``."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("name", "total_loss")
+        kwargs["dtype"] = "float32"
+        super().__init__(**kwargs)
+
+    def call(self, losses):
+        total = losses[0]
+        for loss in losses[1:]:
+            total = total + loss
+        return total
+
+    def compute_output_shape(self, input_shape):
+        return ()
+
+
+# === Functional model ===
+
+PRETRAINING_INPUT_NAMES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
+                           "next_sentence_labels")
+
+
+def pretraining_inputs(seq_length: Optional[int] = None,
+                       max_predictions_per_seq: Optional[int] = None) -> Dict[str, object]:
+    """Symbolic inputs of ``BertPretrainingModel`` (dtypes and shapes as in the TFRecords)."""
+    inputs = bert_inputs(seq_length)
+    inputs["masked_lm_positions"] = keras.Input((max_predictions_per_seq,), dtype="int32",
+                                                name="masked_lm_positions")
+    inputs["masked_lm_ids"] = keras.Input((max_predictions_per_seq,), dtype="int32",
+                                          name="masked_lm_ids")
+    inputs["masked_lm_weights"] = keras.Input((max_predictions_per_seq,), dtype="float32",
+                                              name="masked_lm_weights")
+    inputs["next_sentence_labels"] = keras.Input((1,), dtype="int32", name="next_sentence_labels")
+    return inputs
+
+
+def BertPretrainingModel(config: BertConfig, seq_length: Optional[int] = None,
+                         max_predictions_per_seq: Optional[int] = None, dtype=None,
+                         name: str = "bert_pretraining") -> keras.Model:
+    """Functional pre-training model (see the module docstring for inputs and outputs)."""
+    config.validate("BertPretrainingModel config")
+    inputs = pretraining_inputs(seq_length, max_predictions_per_seq)
+    encoder, word_layer = build_encoder(config, inputs, dtype=dtype)
+
+    gathered = GatherIndexes(dtype=dtype)(encoder["sequence_output"],
+                                          inputs["masked_lm_positions"])  # [B*P, H]
+    transformed = MaskedLMTransform(config.hidden_size, config.hidden_act,
+                                    config.initializer_range, config.layer_norm_eps,
+                                    dtype=dtype)(gathered)  # [B*P, H]
+    tied_logits = word_layer(transformed, reverse=True)  # [B*P, V]
+    mlm_log_probs = MaskedLMOutput(config.vocab_size)(tied_logits)  # [B*P, V] float32
+    mlm_example_loss, mlm_loss = MaskedLMLoss()(
+        mlm_log_probs, inputs["masked_lm_ids"], inputs["masked_lm_weights"])
+
+    nsp_log_probs = NextSentenceOutput(config.initializer_range)(
+        encoder["pooled_output"])  # [B, 2] float32
+    nsp_example_loss, nsp_loss = NextSentenceLoss()(nsp_log_probs,
+                                                    inputs["next_sentence_labels"])
+    total_loss = SumLosses(name="total_loss")([mlm_loss, nsp_loss])  # []
+
+    outputs = dict(encoder)
+    outputs.update({
+        "masked_lm_log_probs": mlm_log_probs,
+        "masked_lm_example_loss": mlm_example_loss,
+        "masked_lm_loss": mlm_loss,
+        "next_sentence_log_probs": nsp_log_probs,
+        "next_sentence_example_loss": nsp_example_loss,
+        "next_sentence_loss": nsp_loss,
+        "total_loss": total_loss,
+    })
+    return keras.Model(inputs=inputs, outputs=outputs, name=name)

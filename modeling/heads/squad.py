@@ -1,0 +1,106 @@
+"""The SQuAD span head: start/end logits from BERT's sequence output, and its loss.
+
+As the original ``run_squad.create_model``: one weight matrix
+``cls/squad/output_weights`` [2, H] (truncated normal, stddev 0.02) and bias
+``cls/squad/output_bias`` [2] (zeros); ``logits = sequence_output @ W^T + b``
+[B, S, 2] split into ``start_logits`` and ``end_logits`` [B, S]. Logits are
+returned in float32 whatever the compute dtype.
+
+The loss is the original's: for start and end each,
+``-mean_over_batch(sum(one_hot(position) * log_softmax(logits)))``, and the
+total is their average. Nothing is masked: padding positions take part in
+the softmax, as in the original (the model learns to push them down).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class SquadHead(keras.layers.Layer):
+    """[B, S, H] sequence output -> (start_logits [B, S], end_logits [B, S]) float32."""
+
+    def __init__(self, initializer_range: float = 0.02, **kwargs):
+        kwargs.setdefault("name", "squad")
+        super().__init__(**kwargs)
+        self.initializer_range = initializer_range
+
+    def build(self, input_shape):
+        hidden_size = int(input_shape[-1])
+        # Stored [2, H] as the original, so TF1 checkpoints map without a transpose.
+        self.output_weights = self.add_weight(
+            name="output_weights", shape=(2, hidden_size),
+            initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range))
+        self.output_bias = self.add_weight(name="output_bias", shape=(2,), initializer="zeros")
+
+    def call(self, sequence_output):
+        x = tf.cast(sequence_output, self.compute_dtype)  # [B, S, H]
+        w = tf.cast(self.output_weights, self.compute_dtype)  # [2, H]
+        b = tf.cast(self.output_bias, self.compute_dtype)  # [2]
+        logits = tf.einsum("bsh,kh->bsk", x, w) + b  # [B, S, 2]
+        logits = tf.cast(logits, tf.float32)
+        return logits[..., 0], logits[..., 1]  # [B, S], [B, S]
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]), tuple(input_shape[:-1])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(initializer_range=self.initializer_range)
+        return config
+
+
+def per_example_position_loss(logits: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
+    """-log_softmax(logits)[position] per example: logits [B, S] float, positions [B] int -> [B]."""
+    seq_length = tf.shape(logits)[1]
+    positions = tf.reshape(tf.cast(positions, tf.int32), [-1])  # [B]
+    one_hot = tf.one_hot(positions, depth=seq_length, dtype=tf.float32)  # [B, S]
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [B, S]
+    return -tf.reduce_sum(one_hot * log_probs, axis=-1)  # [B]
+
+
+def position_loss(logits: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
+    """Mean over the batch of ``per_example_position_loss`` (the original's ``compute_loss``)."""
+    return tf.reduce_mean(per_example_position_loss(logits, positions))  # []
+
+
+def per_example_squad_loss(outputs, batch) -> tf.Tensor:
+    """(start + end cross-entropy) / 2 per example [B]; its batch mean is ``squad_loss``.
+
+    ``outputs``: the model's dict (``start_logits``/``end_logits`` [B, S]);
+    ``batch``: the input dict (``start_positions``/``end_positions`` [B]).
+    This is the ``loss_fn`` of ``modeling.training.finetuning.train``.
+    """
+    return (per_example_position_loss(outputs["start_logits"], batch["start_positions"])
+            + per_example_position_loss(outputs["end_logits"], batch["end_positions"])) / 2.0
+
+
+def squad_loss(start_logits: tf.Tensor, end_logits: tf.Tensor, start_positions: tf.Tensor,
+               end_positions: tf.Tensor) -> tf.Tensor:
+    """(start loss + end loss) / 2, each ``position_loss`` (scalar float32)."""
+    return (position_loss(start_logits, start_positions)
+            + position_loss(end_logits, end_positions)) / 2.0
+
+
+def build_squad_model(config, seq_length: Optional[int] = None, dtype=None,
+                      name: str = "bert_squad") -> keras.Model:
+    """BERT encoder + ``SquadHead`` as a functional ``keras.Model``.
+
+    Inputs: dict of int32 [B, S] ``input_ids``, ``input_mask``, ``segment_ids``.
+    Outputs: dict ``start_logits``, ``end_logits`` float32 [B, S]. The layer
+    names are those ``modeling.checkpoints.tf1`` maps to the original's TF1 names
+    (the head is ``squad`` -> ``cls/squad/...``). Dropout only with ``training=True``.
+    """
+    from modeling import encoder as bert_model
+
+    config.validate("SQuAD model config")
+    inputs = bert_model.bert_inputs(seq_length)
+    outputs, _ = bert_model.build_encoder(config, inputs, dtype=dtype)
+    start_logits, end_logits = SquadHead(config.initializer_range, dtype=dtype, name="squad")(
+        outputs["sequence_output"])  # [B, S] each
+    return keras.Model(inputs=inputs, outputs={"start_logits": start_logits, "end_logits": end_logits},
+                       name=name)

@@ -1,0 +1,2 @@
+"""Fused training kernels: the switch (``switch``), the XLA GELU dense (``gelu_dense``) and the
+C++ CPU ops (``cpu_ops`` + ``bert_cpu_ops.cc``: dropout, LayerNorm, AdamWeightDecay update)."""

@@ -1,0 +1,190 @@
+"""CPU kernels of the training step, compiled on first use: dropout, LayerNorm, AdamWeightDecay.
+
+On a CPU, the BERT-base pre-training step spends ~80% of its time in oneDNN matmuls that already
+run near the machine's peak; most of the rest went to memory-bound ops that TensorFlow runs one
+pass per elementwise op: dropout (a Philox draw, a compare, a multiply and a select, forward and
+again backward), LayerNorm (~10 ops forward, ~15 backward) and the optimizer update (XLA-fused:
+90 ms for 110M parameters where one pass needs ~60 ms). ``modeling/kernels/bert_cpu_ops.cc``
+does each in one multi-threaded pass:
+
+* ``dropout(x, rate, seed)`` [any shape] float32 -> y = x * (1 / (1 - rate)) where kept, else 0,
+  as ``tf.nn.experimental.stateless_dropout``. The keep decisions come from Philox4x32-10 (the
+  generator of TensorFlow's stateless ops) keyed by the 2-element int64 ``seed``; element e is
+  dropped iff its 32-bit word < ceil(rate * 2^32), so P(drop) = rate up to 2^-32 (TensorFlow's
+  float draw: 2^-23). The random stream is not TensorFlow's: same distribution, other masks.
+  The mask is kept as uint8 for the backward pass (dx = dy * (1 / (1 - rate)) where kept).
+* ``layer_norm(x, gamma, beta, epsilon)`` [..., H] float32: the original's formula
+  ``x * inv + (beta - mean * inv)``, inv = rsqrt(var + eps) * gamma, with mean and variance over
+  H (two passes, vectorised sums: equal to ``modeling.layers.layer_norm`` up to float rounding, ~1e-6).
+  The backward pass is the analytic LayerNorm gradient, with dgamma/dbeta summed per block of
+  rows in a fixed order (the result does not depend on the thread count).
+* ``adam_weight_decay_apply(var, m, v, grad, lr, grad_scale, ...)``: the update of
+  ``optimization.AdamWeightDecay`` on one variable and its slots in place, with the clipping
+  factor of ``tf.clip_by_global_norm`` applied on the fly (g' = g * grad_scale). Compiled
+  without fused multiply-add, every element is rounded as TensorFlow's op-by-op update rounds it:
+  the result is bit-identical to the unfused path (tested). Like TensorFlow's ``ApplyAdam``, a
+  variable whose buffer is still shared with a live read is copied before the update.
+
+They are used only inside ``gelu_dense.fused_training_kernels()`` (the trainer's
+``fused_kernels``, ``run_pretraining --xla_kernels``) for float32 tensors; inference, exports,
+``--deterministic`` runs and other dtypes keep TensorFlow's ops.
+
+Building: ``load()`` compiles the source with the C++ compiler (``$CXX``, else ``g++``) against
+the installed TensorFlow's headers (``tf.sysconfig``), for this CPU (``-march=native``), into a
+cache keyed by the source, TensorFlow's version, the flags and the CPU
+(``$BERT_TF2_KERNEL_CACHE``, default ``~/.cache/bert_tf2/kernels``), writing to a temporary name
+then renaming. Where that fails (no compiler, no headers), it logs why once and returns None:
+training then uses TensorFlow's ops, only slower. ``BERT_TF2_CPU_KERNELS=0`` turns them off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from typing import Optional
+
+import tensorflow as tf
+from absl import logging
+
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bert_cpu_ops.cc")
+_CXXFLAGS = ["-std=c++17", "-shared", "-fPIC", "-O3", "-march=native", "-ffp-contract=off",
+             "-fno-math-errno", "-fopenmp-simd", "-Wno-deprecated-declarations",
+             "-Wno-interference-size"]
+
+_lock = threading.Lock()
+_state = {"tried": False, "module": None, "error": None}
+
+
+def _cpu_signature() -> str:
+    """What ``-march=native`` depends on: the CPU model and flags."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = [l for l in f if l.startswith(("model name", "flags"))][:2]
+        return "".join(lines)
+    except OSError:
+        return platform.processor() or platform.machine()
+
+
+def _cache_dir() -> str:
+    return os.environ.get("BERT_TF2_KERNEL_CACHE",
+                          os.path.join(os.path.expanduser("~"), ".cache", "bert_tf2", "kernels"))
+
+
+def _compile(cxx: str, target: str) -> None:
+    command = ([cxx] + _CXXFLAGS + tf.sysconfig.get_compile_flags() + [SOURCE, "-o", target]
+               + tf.sysconfig.get_link_flags())
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError("%s failed (exit %d): %s" % (" ".join(command[:1] + [SOURCE]),
+                                                        result.returncode,
+                                                        result.stderr.strip()[-2000:]))
+
+
+def library_path() -> str:
+    """Where the compiled library for this source, TensorFlow and CPU lives (built or not)."""
+    cxx = os.environ.get("CXX", "g++")
+    key = hashlib.sha256()
+    with open(SOURCE, "rb") as f:
+        key.update(f.read())
+    for part in [tf.__version__, cxx, " ".join(_CXXFLAGS),
+                 " ".join(tf.sysconfig.get_compile_flags()),
+                 " ".join(tf.sysconfig.get_link_flags()), _cpu_signature()]:
+        key.update(part.encode())
+    return os.path.join(_cache_dir(), "bert_cpu_ops-%s.so" % key.hexdigest()[:20])
+
+
+def load():
+    """The loaded op library, compiling it if needed; None (reason logged once) if unavailable."""
+    with _lock:
+        if _state["tried"]:
+            return _state["module"]
+        _state["tried"] = True
+        if os.environ.get("BERT_TF2_CPU_KERNELS", "1") == "0":
+            _state["error"] = "disabled by BERT_TF2_CPU_KERNELS=0"
+            return None
+        try:
+            path = library_path()
+            if not os.path.exists(path):
+                cxx = os.environ.get("CXX", "g++")
+                if shutil.which(cxx) is None:
+                    raise RuntimeError("no C++ compiler %r on PATH" % cxx)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                print("Compiling the CPU training kernels (once per TensorFlow version and CPU, "
+                      "~20 s): %s" % path, file=sys.stderr, flush=True)
+                fd, tmp = tempfile.mkstemp(suffix=".so.tmp", dir=os.path.dirname(path))
+                os.close(fd)
+                try:
+                    _compile(cxx, tmp)
+                    os.replace(tmp, path)
+                finally:
+                    if os.path.exists(tmp):
+                        os.remove(tmp)
+            _state["module"] = tf.load_op_library(path)
+        except Exception as e:  # pylint: disable=broad-except
+            _state["error"] = str(e)
+            logging.warning("CPU training kernels unavailable, using TensorFlow's ops (slower): %s",
+                            e)
+        return _state["module"]
+
+
+def unavailable_reason() -> Optional[str]:
+    """Why ``load()`` returned None (after it was called), else None."""
+    return _state["error"]
+
+
+def usable(dtype) -> bool:
+    """Whether the kernels can take tensors of ``dtype`` here (float32 with the library built)."""
+    return tf.as_dtype(dtype) == tf.float32 and load() is not None
+
+
+def dropout(x: tf.Tensor, rate: float, seed: tf.Tensor) -> tf.Tensor:
+    """x [...] float32, ``seed`` [2] int -> x / (1 - rate) where kept, else 0 (see module)."""
+    ops = load()
+    rate = float(rate)
+    seed = tf.cast(seed, tf.int64)
+
+    @tf.custom_gradient
+    def forward(x):
+        y, mask = ops.bert_dropout(x, seed, rate=rate)  # [...] float32, [...] uint8
+
+        def backward(dy):
+            return ops.bert_dropout_grad(dy, mask, rate=rate)
+
+        return y, backward
+
+    return forward(x)
+
+
+def layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float) -> tf.Tensor:
+    """x [..., H], gamma [H], beta [H] float32 -> LayerNorm over H [..., H] (see module)."""
+    ops = load()
+    epsilon = float(epsilon)
+
+    @tf.custom_gradient
+    def forward(x, gamma, beta):
+        y, mean, rstd = ops.bert_layer_norm(x, gamma, beta, epsilon=epsilon)  # [..., H], [N], [N]
+
+        def backward(dy):
+            return ops.bert_layer_norm_grad(dy, x, mean, rstd, gamma)  # dx, dgamma, dbeta
+
+        return y, backward
+
+    return forward(x, gamma, beta)
+
+
+def adam_weight_decay_apply(var: tf.Variable, m: tf.Variable, v: tf.Variable, grad: tf.Tensor,
+                            lr: tf.Tensor, grad_scale: tf.Tensor, beta_1: float, beta_2: float,
+                            epsilon: float, weight_decay_rate: float, decay: bool):
+    """In place: g' = grad * grad_scale; m, v, var <- the AdamWeightDecay step (see module)."""
+    return load().bert_adam_weight_decay_apply(
+        var.handle, m.handle, v.handle, tf.convert_to_tensor(grad, tf.float32),
+        tf.cast(lr, tf.float32), tf.cast(grad_scale, tf.float32),
+        beta_1=float(beta_1), one_minus_beta_1=1.0 - beta_1, beta_2=float(beta_2),
+        one_minus_beta_2=1.0 - beta_2, epsilon=float(epsilon),
+        weight_decay_rate=float(weight_decay_rate), decay=bool(decay))

@@ -1,0 +1,39 @@
+"""The switch for the fused training kernels: read when a training step is traced.
+
+Inside ``with fused_training_kernels():`` layers called with ``training=True`` compute the same
+model with faster kernels that round differently from TensorFlow's op-by-op graph (within float
+rounding):
+
+* ``BertDense`` with the tanh GELU: XLA-fused GELU and a hand-written gradient
+  (``modeling/kernels/gelu_dense.py``);
+* ``modeling.layers.dropout.Dropout`` and ``BertLayerNorm`` on float32: one-pass CPU kernels
+  (``modeling/kernels/cpu_ops.py``), when the kernel library could be built;
+* ``AdamWeightDecay`` (float32 variables, one replica, no loss scaling): the clipping and the
+  update as one in-place CPU kernel per variable (bit-identical to the op-by-op update).
+
+The trainer enables it (``TrainerConfig.fused_kernels``, ``run_pretraining --xla_kernels``) for
+one local replica and never in ``--deterministic`` runs. The switch is per thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+_state = threading.local()
+
+
+@contextlib.contextmanager
+def fused_training_kernels(enabled: bool = True):
+    """Within this context, steps traced with ``training=True`` use the fused kernels."""
+    previous = getattr(_state, "enabled", False)
+    _state.enabled = bool(enabled)
+    try:
+        yield
+    finally:
+        _state.enabled = previous
+
+
+def training_kernels_enabled() -> bool:
+    """Whether the innermost ``fused_training_kernels`` context (this thread) enables them."""
+    return getattr(_state, "enabled", False)

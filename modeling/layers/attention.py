@@ -1,0 +1,96 @@
+"""Multi-head self-attention as in the original BERT (``attention_layer``).
+
+Shapes: hidden [B, S, H]; attention bias [B, 1, 1, S] (0 for real tokens, -10000 for padding);
+N heads of size D = H / N. Scores are ``(q k^T) * 1/sqrt(D) + bias``, softmax over the keys,
+dropout on the probabilities (only with ``training=True``), then ``probs @ v`` merged back to
+[B, S, H]. Sub-layers are named ``query``, ``key``, ``value`` (the original's variable scopes).
+"""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import tensorflow as tf
+
+from modeling.layers.dense import BertDense
+from modeling.layers.dropout import Dropout
+from modeling.layers.embeddings import truncated_normal
+
+MASK_ADDER = -10000.0
+
+
+def attention_bias_from_mask(input_mask: tf.Tensor, dtype) -> tf.Tensor:
+    """int/float mask [B, S] (1 = real) -> additive bias [B, 1, 1, S]: (1 - mask) * -10000."""
+    mask = tf.cast(input_mask, dtype)[:, tf.newaxis, tf.newaxis, :]  # [B, 1, 1, S]
+    return (1.0 - mask) * MASK_ADDER
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class AttentionBias(keras.layers.Layer):
+    """Keras wrapper of ``attention_bias_from_mask``: input_mask [B, S] -> bias [B, 1, 1, S]."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("name", "attention_bias")
+        super().__init__(**kwargs)
+
+    def call(self, input_mask):
+        return attention_bias_from_mask(input_mask, self.compute_dtype)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], 1, 1, input_shape[1])
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class SelfAttention(keras.layers.Layer):
+    """hidden [B, S, H], bias [B, 1, 1, S] -> context [B, S, H] (before the output projection)."""
+
+    def __init__(self, num_attention_heads: int, size_per_head: int,
+                 initializer_range: float = 0.02, dropout_rate: float = 0.1, **kwargs):
+        kwargs.setdefault("name", "self")
+        super().__init__(**kwargs)
+        self.num_attention_heads = num_attention_heads
+        self.size_per_head = size_per_head
+        self.initializer_range = initializer_range
+        self.dropout_rate = dropout_rate
+        width = num_attention_heads * size_per_head
+        init = truncated_normal(initializer_range)
+        self.query = BertDense(width, kernel_initializer=init, dtype=self.dtype_policy, name="query")
+        self.key = BertDense(width, kernel_initializer=init, dtype=self.dtype_policy, name="key")
+        self.value = BertDense(width, kernel_initializer=init, dtype=self.dtype_policy, name="value")
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
+
+    def build(self, hidden_shape):
+        for layer in (self.query, self.key, self.value):
+            layer.build(hidden_shape)
+
+    def _split_heads(self, x):
+        shape = tf.shape(x)
+        return tf.reshape(x, [shape[0], shape[1], self.num_attention_heads,
+                              self.size_per_head])  # [B, S, N, D]
+
+    def call(self, hidden, attention_bias, training=None):
+        q = self._split_heads(self.query(hidden))  # [B, F, N, D]
+        k = self._split_heads(self.key(hidden))  # [B, T, N, D]
+        v = self._split_heads(self.value(hidden))  # [B, T, N, D]
+        q = tf.transpose(q, [0, 2, 1, 3])  # [B, N, F, D]
+        k = tf.transpose(k, [0, 2, 1, 3])  # [B, N, T, D]
+        # (q k^T) * 1/sqrt(D) + bias: the original's order (BatchMatMul on [B, N, S, D]).
+        scores = tf.matmul(q, k, transpose_b=True)  # [B, N, F, T]
+        scores = scores * tf.cast(1.0 / math.sqrt(float(self.size_per_head)), scores.dtype)
+        scores = scores + tf.cast(attention_bias, scores.dtype)  # [B, N, F, T]
+        # Softmax in the compute dtype: oneDNN's bfloat16 softmax accumulates in float32.
+        probs = tf.nn.softmax(scores)  # [B, N, F, T]
+        probs = self.dropout(probs, training=training)
+        context = tf.matmul(probs, tf.transpose(v, [0, 2, 1, 3]))  # [B, N, F, D]
+        context = tf.transpose(context, [0, 2, 1, 3])  # [B, F, N, D]
+        shape = tf.shape(context)
+        return tf.reshape(context, [shape[0], shape[1],
+                                    self.num_attention_heads * self.size_per_head])  # [B, F, H]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_attention_heads=self.num_attention_heads,
+                      size_per_head=self.size_per_head,
+                      initializer_range=self.initializer_range, dropout_rate=self.dropout_rate)
+        return config

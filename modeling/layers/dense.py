@@ -1,0 +1,47 @@
+"""Dense layer computed as one 2-D ``matmul`` + ``bias_add`` (+ activation), the original's shape.
+
+``BertDense`` is a ``keras.layers.Dense`` (same ``kernel`` [in, units] and ``bias`` [units]
+variables, same names, so checkpoints map unchanged) whose ``call`` flattens the leading axes,
+computes ``act(bias_add(x2d @ kernel, bias))`` [N, units] and restores them: [..., in] ->
+[..., units]. The original computes its dense layers on [B*S, H] matrices the same way; keeping
+the three ops adjacent in 2-D lets TensorFlow's graph optimizer fuse them into one oneDNN kernel
+on CPU (``_MklNativeFusedMatMul`` with BiasAdd and Gelu, or a following residual Add), which matters most in bfloat16,
+where unfused elementwise passes cost as much as the matmuls. Under XLA the ops fuse anyway.
+
+Training with a tanh-GELU activation inside ``training_kernels.fused_training_kernels()`` takes
+``gelu_dense.gelu_dense_train`` instead (fused GELU kernels and a hand-written gradient; the
+training graph cannot use the inference fusion, which drops the pre-activation the gradient
+needs).
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from modeling.layers import activations
+from modeling.kernels import gelu_dense
+from modeling.kernels import switch as training_kernels
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class BertDense(keras.layers.Dense):
+    """[..., in] -> act(x @ kernel + bias) [..., units], as one 2-D matmul + bias_add."""
+
+    def call(self, inputs, training=None):
+        in_dim = self.kernel.shape[0]
+        x = tf.reshape(inputs, [-1, in_dim]) if len(inputs.shape) != 2 else inputs  # [N, in]
+        if (training and self.use_bias and self.activation is activations.gelu
+                and training_kernels.training_kernels_enabled()):
+            y = gelu_dense.gelu_dense_train(x, tf.convert_to_tensor(self.kernel),
+                                            tf.convert_to_tensor(self.bias))  # [N, units]
+        else:
+            y = tf.matmul(x, self.kernel)  # [N, units]
+            if self.use_bias:
+                y = tf.nn.bias_add(y, self.bias)  # [N, units]
+            if self.activation is not None:
+                y = self.activation(y)
+        if len(inputs.shape) == 2:
+            return y
+        out_shape = tf.concat([tf.shape(inputs)[:-1], [self.units]], axis=0)
+        return tf.reshape(y, out_shape)  # [..., units]

@@ -1,0 +1,109 @@
+"""Embedding layers of BERT: the word-embedding table and the embedding postprocessor.
+
+``WordEmbedding`` owns ``bert/embeddings/word_embeddings`` [V, H]. Called on int ids it is a
+``tf.gather`` lookup (gradient: IndexedSlices, as the original's ``use_one_hot_embeddings=False``);
+called with ``reverse=True`` on a float [N, H] tensor it returns ``x @ table^T`` [N, V]: the masked-LM
+output layer, tied to the same variable.
+
+``EmbeddingPostprocessor`` adds the segment (token type) and learned absolute position embeddings,
+then LayerNorm (epsilon 1e-12) and dropout (only with ``training=True``).
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from modeling.layers.dropout import Dropout
+from modeling.layers.layer_norm import BertLayerNorm
+
+
+def truncated_normal(stddev: float) -> keras.initializers.Initializer:
+    """The original's initializer: truncated normal (2 standard deviations), mean 0."""
+    return keras.initializers.TruncatedNormal(mean=0.0, stddev=stddev)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class WordEmbedding(keras.layers.Layer):
+    """Word-piece embedding table [V, H]; lookup (ids -> [..., H]) or tied logits (reverse)."""
+
+    def __init__(self, vocab_size: int, hidden_size: int, initializer_range: float = 0.02,
+                 **kwargs):
+        kwargs.setdefault("name", "word_embeddings")
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+        self.autocast = False  # gather float32 rows, then cast (cheaper than casting the table)
+
+    def build(self, input_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings", shape=(self.vocab_size, self.hidden_size),
+            initializer=truncated_normal(self.initializer_range))
+
+    def call(self, inputs, reverse: bool = False):
+        if reverse:
+            table = tf.cast(self.embeddings.value, self.compute_dtype)  # [V, H]
+            x = tf.cast(inputs, self.compute_dtype)  # [N, H]
+            return tf.matmul(x, table, transpose_b=True)  # [N, V]
+        ids = tf.cast(inputs, tf.int32)  # [B, S]
+        rows = tf.gather(self.embeddings.value, ids)  # [B, S, H] float32
+        return tf.cast(rows, self.compute_dtype)
+
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
+                      initializer_range=self.initializer_range)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class EmbeddingPostprocessor(keras.layers.Layer):
+    """word_embeddings [B,S,H] + segment + position embeddings -> LayerNorm -> dropout [B,S,H].
+
+    Variables: ``token_type_embeddings`` [type_vocab_size, H], ``position_embeddings``
+    [max_position_embeddings, H] (the first S rows are used), ``LayerNorm/{gamma,beta}``.
+    """
+
+    def __init__(self, type_vocab_size: int, max_position_embeddings: int,
+                 initializer_range: float = 0.02, dropout_rate: float = 0.1,
+                 layer_norm_eps: float = 1e-12, **kwargs):
+        kwargs.setdefault("name", "embeddings")
+        super().__init__(**kwargs)
+        self.type_vocab_size = type_vocab_size
+        self.max_position_embeddings = max_position_embeddings
+        self.initializer_range = initializer_range
+        self.dropout_rate = dropout_rate
+        self.layer_norm_eps = layer_norm_eps
+        self.layer_norm = BertLayerNorm(epsilon=layer_norm_eps, dtype=self.dtype_policy,
+                                        name="LayerNorm")
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
+
+    def build(self, word_shape):
+        hidden = word_shape[-1]
+        self.token_type_embeddings = self.add_weight(
+            name="token_type_embeddings", shape=(self.type_vocab_size, hidden),
+            initializer=truncated_normal(self.initializer_range))
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings", shape=(self.max_position_embeddings, hidden),
+            initializer=truncated_normal(self.initializer_range))
+        self.layer_norm.build(word_shape)
+
+    def call(self, word_embeddings, segment_ids, training=None):
+        seq_length = tf.shape(word_embeddings)[1]
+        token_type = tf.gather(self.token_type_embeddings, tf.cast(segment_ids, tf.int32))  # [B,S,H]
+        position = self.position_embeddings[:seq_length]  # [S, H]
+        output = word_embeddings + token_type  # [B, S, H]
+        output = output + position[tf.newaxis]  # [B, S, H]
+        output = self.layer_norm(output, training=training)
+        return self.dropout(output, training=training)
+
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(type_vocab_size=self.type_vocab_size,
+                      max_position_embeddings=self.max_position_embeddings,
+                      initializer_range=self.initializer_range,
+                      dropout_rate=self.dropout_rate, layer_norm_eps=self.layer_norm_eps)
+        return config

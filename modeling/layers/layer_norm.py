@@ -1,0 +1,53 @@
+"""LayerNorm over the last axis, computed as the original (``tf.nn.moments`` + batch norm).
+
+Variables ``gamma`` (ones) and ``beta`` (zeros) of shape [H]; the layer is named ``LayerNorm`` by
+its users so that ``variable.path`` contains "LayerNorm" (excluded from weight decay). Under a
+mixed or pure bfloat16 policy the statistics are computed in float32 (``gamma``/``beta`` cast to
+float32) and the result is cast back to the compute dtype.
+
+Called with ``training=True`` inside ``training_kernels.fused_training_kernels()`` on float32
+(with the CPU kernel library built), it computes the same formula as one CPU kernel forward and
+one backward (``cpu_ops.layer_norm``; equal up to float rounding).
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from modeling.kernels import cpu_ops
+from modeling.kernels import switch as training_kernels
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class BertLayerNorm(keras.layers.Layer):
+    """y = (x - mean) * rsqrt(var + eps) * gamma + beta over the last axis. [..., H] -> [..., H]."""
+
+    def __init__(self, epsilon: float = 1e-12, **kwargs):
+        kwargs.setdefault("name", "LayerNorm")
+        super().__init__(**kwargs)
+        self.epsilon = epsilon
+        self.autocast = False
+
+    def build(self, input_shape):
+        dim = input_shape[-1]
+        self.beta = self.add_weight(name="beta", shape=(dim,), initializer="zeros")
+        self.gamma = self.add_weight(name="gamma", shape=(dim,), initializer="ones")
+
+    def call(self, x, training=None):
+        if (training and x.dtype == tf.float32 and self.gamma.dtype == tf.float32
+                and training_kernels.training_kernels_enabled() and cpu_ops.usable(x.dtype)):
+            return cpu_ops.layer_norm(x, tf.convert_to_tensor(self.gamma),
+                                      tf.convert_to_tensor(self.beta), self.epsilon)  # [..., H]
+        x32 = tf.cast(x, tf.float32)  # [..., H]
+        mean, variance = tf.nn.moments(x32, axes=[-1], keepdims=True)  # [..., 1] each
+        gamma = tf.cast(self.gamma.value, tf.float32)  # [H] (bf16 under a pure bf16 policy)
+        beta = tf.cast(self.beta.value, tf.float32)  # [H]
+        inv = tf.math.rsqrt(variance + self.epsilon) * gamma  # [..., H]
+        y = x32 * inv + (beta - mean * inv)  # [..., H]
+        return tf.cast(y, self.compute_dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config["epsilon"] = self.epsilon
+        return config

@@ -1,0 +1,187 @@
+"""One post-LN transformer block of the original BERT (``transformer_model``'s loop body).
+
+Layer tree (= the original's variable scopes under ``bert/encoder/layer_N``)::
+
+    layer_N/attention/self/{query,key,value}      SelfAttention
+    layer_N/attention/output/{dense,LayerNorm}    ResidualOutput: LN(dropout(dense(ctx)) + x)
+    layer_N/intermediate/dense                    Intermediate: act(dense(x)), [B,S,I]
+    layer_N/output/{dense,LayerNorm}              ResidualOutput: LN(dropout(dense(h)) + x)
+
+All tensors are [B, S, H] except the intermediate activation [B, S, I]; the attention bias is
+[B, 1, 1, S]. Dropout only with ``training=True``.
+"""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from modeling.layers import activations
+from modeling.layers.attention import SelfAttention
+from modeling.layers.dense import BertDense
+from modeling.layers.dropout import Dropout
+from modeling.layers.embeddings import truncated_normal
+from modeling.layers.layer_norm import BertLayerNorm
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class ResidualOutput(keras.layers.Layer):
+    """(x [B,S,I], residual [B,S,H]) -> LayerNorm(dropout(dense(x)) + residual) [B,S,H]."""
+
+    def __init__(self, hidden_size: int, initializer_range: float = 0.02,
+                 dropout_rate: float = 0.1, layer_norm_eps: float = 1e-12, **kwargs):
+        kwargs.setdefault("name", "output")
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+        self.dropout_rate = dropout_rate
+        self.layer_norm_eps = layer_norm_eps
+        self.dense = BertDense(hidden_size, kernel_initializer=truncated_normal(
+            initializer_range), dtype=self.dtype_policy, name="dense")
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.layer_norm = BertLayerNorm(epsilon=layer_norm_eps, dtype=self.dtype_policy,
+                                        name="LayerNorm")
+
+    def build(self, x_shape):
+        self.dense.build(x_shape)
+        self.layer_norm.build(tuple(x_shape[:-1]) + (self.hidden_size,))
+
+    def call(self, x, residual, training=None):
+        # In 2-D [B*S, .] so that matmul, bias_add and the residual add stay adjacent (one
+        # fused oneDNN kernel on CPU in graph mode; see modeling/layers/dense.py).
+        x2d = tf.reshape(x, [-1, x.shape[-1]])  # [B*S, I]
+        residual2d = tf.reshape(residual, [-1, self.hidden_size])  # [B*S, H]
+        y = self.dropout(self.dense(x2d), training=training)  # [B*S, H]
+        y = self.layer_norm(y + residual2d, training=training)  # [B*S, H]
+        return tf.reshape(y, tf.shape(residual))  # [B, S, H]
+
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, initializer_range=self.initializer_range,
+                      dropout_rate=self.dropout_rate, layer_norm_eps=self.layer_norm_eps)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class Intermediate(keras.layers.Layer):
+    """x [B,S,H] -> act(dense(x)) [B,S,I]; ``hidden_act`` as in the config ("gelu" = tanh)."""
+
+    def __init__(self, intermediate_size: int, hidden_act: str = "gelu",
+                 initializer_range: float = 0.02, **kwargs):
+        kwargs.setdefault("name", "intermediate")
+        super().__init__(**kwargs)
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        self.activation = activations.get_activation(hidden_act)
+        self.dense = BertDense(intermediate_size, activation=self.activation,
+                               kernel_initializer=truncated_normal(initializer_range),
+                               dtype=self.dtype_policy, name="dense")
+
+    def build(self, input_shape):
+        self.dense.build(input_shape)
+
+    def call(self, x, training=None):
+        return self.dense(x, training=training)  # [B, S, I]: act(x @ kernel + bias)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.intermediate_size,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(intermediate_size=self.intermediate_size, hidden_act=self.hidden_act,
+                      initializer_range=self.initializer_range)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class AttentionBlock(keras.layers.Layer):
+    """x [B,S,H], bias [B,1,1,S] -> LayerNorm(dropout(dense(self_attention(x))) + x) [B,S,H]."""
+
+    def __init__(self, hidden_size: int, num_attention_heads: int,
+                 initializer_range: float = 0.02, hidden_dropout_prob: float = 0.1,
+                 attention_probs_dropout_prob: float = 0.1, layer_norm_eps: float = 1e-12,
+                 **kwargs):
+        kwargs.setdefault("name", "attention")
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.initializer_range = initializer_range
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.layer_norm_eps = layer_norm_eps
+        self.self_attention = SelfAttention(
+            num_attention_heads, hidden_size // num_attention_heads,
+            initializer_range=initializer_range, dropout_rate=attention_probs_dropout_prob,
+            dtype=self.dtype_policy, name="self")
+        self.output_layer = ResidualOutput(hidden_size, initializer_range, hidden_dropout_prob,
+                                           layer_norm_eps, dtype=self.dtype_policy,
+                                           name="output")
+
+    def build(self, hidden_shape):
+        self.self_attention.build(hidden_shape)
+        self.output_layer.build(hidden_shape)
+
+    def call(self, hidden, attention_bias, training=None):
+        context = self.self_attention(hidden, attention_bias, training=training)  # [B, S, H]
+        return self.output_layer(context, hidden, training=training)
+
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, num_attention_heads=self.num_attention_heads,
+                      initializer_range=self.initializer_range,
+                      hidden_dropout_prob=self.hidden_dropout_prob,
+                      attention_probs_dropout_prob=self.attention_probs_dropout_prob,
+                      layer_norm_eps=self.layer_norm_eps)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class TransformerLayer(keras.layers.Layer):
+    """One encoder block: x [B,S,H], bias [B,1,1,S] -> [B,S,H]. Name it ``layer_N``."""
+
+    def __init__(self, hidden_size: int, num_attention_heads: int, intermediate_size: int,
+                 hidden_act: str = "gelu", initializer_range: float = 0.02,
+                 hidden_dropout_prob: float = 0.1, attention_probs_dropout_prob: float = 0.1,
+                 layer_norm_eps: float = 1e-12, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.layer_norm_eps = layer_norm_eps
+        self.attention = AttentionBlock(hidden_size, num_attention_heads, initializer_range,
+                                        hidden_dropout_prob, attention_probs_dropout_prob,
+                                        layer_norm_eps, dtype=self.dtype_policy,
+                                        name="attention")
+        self.intermediate = Intermediate(intermediate_size, hidden_act, initializer_range,
+                                         dtype=self.dtype_policy, name="intermediate")
+        self.output_layer = ResidualOutput(hidden_size, initializer_range, hidden_dropout_prob,
+                                           layer_norm_eps, dtype=self.dtype_policy,
+                                           name="output")
+
+    def build(self, hidden_shape):
+        self.attention.build(hidden_shape)
+        self.intermediate.build(hidden_shape)
+        self.output_layer.build(tuple(hidden_shape[:-1]) + (self.intermediate_size,))
+
+    def call(self, hidden, attention_bias, training=None):
+        attention_output = self.attention(hidden, attention_bias, training=training)  # [B,S,H]
+        intermediate = self.intermediate(attention_output, training=training)  # [B, S, I]
+        return self.output_layer(intermediate, attention_output, training=training)  # [B,S,H]
+
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, num_attention_heads=self.num_attention_heads,
+                      intermediate_size=self.intermediate_size, hidden_act=self.hidden_act,
+                      initializer_range=self.initializer_range,
+                      hidden_dropout_prob=self.hidden_dropout_prob,
+                      attention_probs_dropout_prob=self.attention_probs_dropout_prob,
+                      layer_norm_eps=self.layer_norm_eps)
+        return config

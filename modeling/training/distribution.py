@@ -1,0 +1,268 @@
+"""``tf.distribute`` strategies and mixed precision from command-line flags, one definition.
+
+Every entry point defines the same flags with::
+
+    from modeling.training import distribution
+    distribution.define_distribution_flags()   # --strategy --use_tpu --tpu_name --tpu_zone
+                                               # --gcp_project --master --num_tpu_cores
+                                               # --num_gpus --all_reduce_alg
+    distribution.define_precision_flags()      # --mixed_precision=bf16|fp16 --use_xla
+
+and builds them at the start of ``main`` (before any other TensorFlow op: multi-worker and TPU
+set-up must come first)::
+
+    strategy = distribution.strategy_from_flags(FLAGS)
+    precision = distribution.precision_from_flags(FLAGS)   # sets the Keras dtype policy
+    with strategy.scope():
+        model = ...
+        optimizer = create_optimizer(..., loss_scale=precision.loss_scale)
+
+Strategies (``--strategy``):
+
+* ``default``: TensorFlow's default strategy (one device: the first GPU if any, else the CPU).
+* ``mirrored``: ``MirroredStrategy`` over the local GPUs (``--num_gpus``, 0 = all), or over the
+  logical CPU devices when there is no GPU (tests split the CPU into two logical devices).
+* ``multi_worker``: ``MultiWorkerMirroredStrategy``; the cluster comes from ``TF_CONFIG``
+  (``{"cluster": {"worker": ["host:port", ...]}, "task": {"type": "worker", "index": i}}``);
+  collectives RING on CPU, NCCL on GPU (``--all_reduce_alg``).
+* ``tpu``: ``TPUStrategy`` on the Cloud TPU ``--tpu_name`` (or ``--master`` grpc address) in
+  ``--tpu_zone`` / ``--gcp_project``; ``--use_tpu`` is the original's spelling of
+  ``--strategy=tpu``. ``--num_tpu_cores`` is checked against the cores found.
+
+Precision (``--mixed_precision``): unset = float32; ``bf16`` = Keras ``mixed_bfloat16`` (no loss
+scaling needed); ``fp16`` = ``mixed_float16`` with dynamic loss scaling done by the optimizer
+(``Precision.loss_scale == "dynamic"``). Variables, the optimizer and the losses stay float32.
+
+Errors (unknown strategy, no TPU reachable, bad ``TF_CONFIG``) raise ``DistributionError`` with
+a one-line message naming the flag.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Optional
+
+import tensorflow as tf
+from absl import flags
+
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+MIXED_PRECISIONS = ("bf16", "fp16")
+_POLICIES = {None: "float32", "": "float32", "fp32": "float32", "bf16": "mixed_bfloat16",
+             "fp16": "mixed_float16"}
+
+
+class DistributionError(ValueError):
+    """A strategy that cannot be built from the flags; the message names the flag."""
+
+
+# ------------------------------------------------------------------------------------ flags
+
+
+def _define(flag_values, kind: str, name: str, default, help_text: str, **kwargs) -> None:
+    if name in flag_values:  # defined already (a second entry point in the same process)
+        return
+    if kind == "enum":
+        flags.DEFINE_enum(name, default, kwargs.pop("enum_values"), help_text,
+                          flag_values=flag_values, **kwargs)
+        return
+    getattr(flags, "DEFINE_" + kind)(name, default, help_text, flag_values=flag_values, **kwargs)
+
+
+def define_distribution_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines the strategy flags (the original's TPU flags included); idempotent."""
+    _define(flag_values, "enum", "strategy", "default", "tf.distribute strategy.",
+            enum_values=list(STRATEGIES))
+    _define(flag_values, "bool", "use_tpu", False, "Whether to use TPU (= --strategy=tpu).")
+    _define(flag_values, "string", "tpu_name", None, "The Cloud TPU to use for training. This "
+            "should be either the name used when creating the Cloud TPU, or a "
+            "grpc://ip.address.of.tpu:8470 url.")
+    _define(flag_values, "string", "tpu_zone", None, "[Optional] GCE zone where the Cloud TPU "
+            "is located in. If not specified, we will attempt to automatically detect the GCE "
+            "project from metadata.")
+    _define(flag_values, "string", "gcp_project", None, "[Optional] Project name for the "
+            "Cloud TPU-enabled project. If not specified, we will attempt to automatically "
+            "detect the GCE project from metadata.")
+    _define(flag_values, "string", "master", None, "[Optional] TensorFlow master URL.")
+    _define(flag_values, "integer", "num_tpu_cores", 8, "Only used if `use_tpu` is True. "
+            "Total number of TPU cores to use.")
+    _define(flag_values, "integer", "num_gpus", 0, "--strategy=mirrored: number of local GPUs "
+            "(0 = all).")
+    _define(flag_values, "enum", "all_reduce_alg", "auto", "--strategy=multi_worker: "
+            "collective implementation.", enum_values=["auto", "ring", "nccl"])
+
+
+def define_precision_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines ``--mixed_precision`` (bf16|fp16, unset = float32) and ``--use_xla``."""
+    _define(flag_values, "enum", "mixed_precision", None, "Mixed precision: bf16 or fp16 "
+            "(dynamic loss scaling). Unset = float32.", enum_values=list(MIXED_PRECISIONS))
+    _define(flag_values, "bool", "use_xla", False, "Compile the train step with XLA "
+            "(jit_compile).")
+
+
+# ------------------------------------------------------------------------------- strategies
+
+
+def wants_tpu(flag_values) -> bool:
+    return bool(getattr(flag_values, "use_tpu", False)) or flag_values.strategy == "tpu"
+
+
+def strategy_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> tf.distribute.Strategy:
+    """The strategy the distribution flags ask for (see the module docstring)."""
+    name = "tpu" if wants_tpu(flag_values) else flag_values.strategy
+    return make_strategy(name, tpu_name=flag_values.tpu_name, tpu_zone=flag_values.tpu_zone,
+                         gcp_project=flag_values.gcp_project, master=flag_values.master,
+                         num_tpu_cores=flag_values.num_tpu_cores,
+                         num_gpus=getattr(flag_values, "num_gpus", 0),
+                         all_reduce_alg=getattr(flag_values, "all_reduce_alg", "auto"))
+
+
+def make_strategy(name: str = "default", tpu_name: Optional[str] = None,
+                  tpu_zone: Optional[str] = None, gcp_project: Optional[str] = None,
+                  master: Optional[str] = None, num_tpu_cores: Optional[int] = None,
+                  num_gpus: int = 0, all_reduce_alg: str = "auto") -> tf.distribute.Strategy:
+    """Builds the strategy ``name`` (one of ``STRATEGIES``); ``DistributionError`` if it can't."""
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        gpus = tf.config.list_logical_devices("GPU")
+        if gpus:
+            devices = [d.name for d in gpus[:num_gpus or len(gpus)]]
+        else:
+            devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+        return tf.distribute.MirroredStrategy(devices)
+    if name == "multi_worker":
+        return _multi_worker_strategy(all_reduce_alg)
+    if name == "tpu":
+        return _tpu_strategy(tpu_name, tpu_zone, gcp_project, master, num_tpu_cores)
+    raise DistributionError("--strategy=%s: unknown (one of %s)" % (name, ", ".join(STRATEGIES)))
+
+
+def _multi_worker_strategy(all_reduce_alg: str) -> tf.distribute.Strategy:
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        raise DistributionError("--strategy=multi_worker needs TF_CONFIG (cluster and task) in "
+                                "the environment")
+    try:
+        config = json.loads(raw)
+        workers = config["cluster"]["worker"]
+        index = int(config["task"]["index"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise DistributionError("--strategy=multi_worker: TF_CONFIG is not valid (%s: %s)"
+                                % (type(e).__name__, e)) from None
+    if not 0 <= index < len(workers):
+        raise DistributionError("--strategy=multi_worker: TF_CONFIG task index %d is not in "
+                                "the %d workers" % (index, len(workers)))
+    implementation = {
+        "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
+        "ring": tf.distribute.experimental.CommunicationImplementation.RING,
+        "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
+    }[all_reduce_alg]
+    options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+def tpu_resolver(tpu_name: Optional[str], tpu_zone: Optional[str] = None,
+                 gcp_project: Optional[str] = None, master: Optional[str] = None):
+    """The ``TPUClusterResolver`` for the original's TPU flags (``DistributionError`` if none)."""
+    target = tpu_name or master
+    if not target:
+        if _local_tpu_present():
+            target = "local"
+        elif not os.environ.get("TPU_NAME"):
+            raise DistributionError("--use_tpu/--strategy=tpu needs --tpu_name (or --master, "
+                                    "or a TPU VM)")
+    try:
+        return tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=target, zone=tpu_zone, project=gcp_project)
+    except Exception as e:  # noqa: BLE001 - resolver errors vary (HTTP, metadata, ValueError)
+        first_line = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise DistributionError("--tpu_name=%s: cannot resolve the TPU (%s)"
+                                % (target, first_line)) from None
+
+
+def _local_tpu_present() -> bool:
+    return os.path.exists("/dev/accel0") or os.path.exists("/dev/vfio/0")
+
+
+def _tpu_strategy(tpu_name, tpu_zone, gcp_project, master, num_tpu_cores):
+    resolver = tpu_resolver(tpu_name, tpu_zone, gcp_project, master)
+    try:
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        strategy = tf.distribute.TPUStrategy(resolver)
+    except (ValueError, RuntimeError, tf.errors.OpError) as e:
+        raise DistributionError("--tpu_name=%s: cannot connect to the TPU (%s)"
+                                % (tpu_name or master, str(e).splitlines()[0])) from None
+    if num_tpu_cores and strategy.num_replicas_in_sync != num_tpu_cores:
+        raise DistributionError("--num_tpu_cores=%d but the TPU has %d cores"
+                                % (num_tpu_cores, strategy.num_replicas_in_sync))
+    return strategy
+
+
+def is_tpu(strategy: tf.distribute.Strategy) -> bool:
+    return isinstance(strategy, (tf.distribute.TPUStrategy,
+                                 tf.distribute.experimental.TPUStrategy))
+
+
+def is_multi_worker(strategy: tf.distribute.Strategy) -> bool:
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
+
+def worker_index(strategy: tf.distribute.Strategy) -> int:
+    """This process's worker index (0 without a multi-worker cluster)."""
+    if is_multi_worker(strategy):
+        return int(strategy.cluster_resolver.task_id or 0)
+    return 0
+
+
+def num_workers(strategy: tf.distribute.Strategy) -> int:
+    if is_multi_worker(strategy):
+        return len(strategy.cluster_resolver.cluster_spec().as_dict().get("worker", [1]))
+    return 1
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """Whether this process writes checkpoints, summaries and results (worker 0)."""
+    return worker_index(strategy) == 0
+
+
+def split_cpu(num_devices: int) -> None:
+    """Splits the (first) physical CPU into ``num_devices`` logical devices, for ``mirrored``
+    on a machine without GPUs. Must run before TensorFlow initialises its devices."""
+    cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(
+        cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(num_devices)])
+
+
+# -------------------------------------------------------------------------------- precision
+
+
+@dataclasses.dataclass(frozen=True)
+class Precision:
+    """The Keras dtype policy in force and the optimizer's ``loss_scale`` argument."""
+
+    policy: str
+    loss_scale: Optional[str]
+
+    @property
+    def compute_dtype(self) -> str:
+        return {"float32": "float32", "mixed_bfloat16": "bfloat16",
+                "mixed_float16": "float16"}[self.policy]
+
+
+def set_precision(mixed_precision: Optional[str]) -> Precision:
+    """Sets the global Keras dtype policy for ``None``/"fp32", "bf16" or "fp16"."""
+    import keras
+
+    if mixed_precision not in _POLICIES:
+        raise DistributionError("--mixed_precision=%s: one of %s (or unset)"
+                                % (mixed_precision, ", ".join(MIXED_PRECISIONS)))
+    policy = _POLICIES[mixed_precision]
+    keras.mixed_precision.set_global_policy(policy)
+    return Precision(policy=policy, loss_scale="dynamic" if policy == "mixed_float16" else None)
+
+
+def precision_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> Precision:
+    return set_precision(flag_values.mixed_precision)

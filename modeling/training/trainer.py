@@ -1,0 +1,600 @@
+"""A resumable custom training loop under any ``tf.distribute`` strategy, and an eval loop.
+
+Used by run_pretraining.py; written for every entry point (fine-tuning included).
+
+**Objective contract.** The loop knows nothing about BERT; an ``Objective`` says what to feed
+the model and how to turn its outputs into a loss::
+
+    class MyObjective(training_loop.Objective):
+        def model_inputs(self, batch):            # dict of tensors -> the model's inputs
+            return {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")}
+        def totals(self, batch):                   # float32 scalars summed over a batch
+            return {"examples": tf.cast(tf.shape(batch["label_ids"])[0], tf.float32)}
+        def __call__(self, outputs, batch, totals):
+            per_example = ...                                        # [b]
+            share = tf.reduce_sum(per_example) / totals["examples"]  # this part's share
+            logs = {"accuracy": (num_correct, count)}                # (numerator, denominator)
+            return share, logs
+
+``totals`` is evaluated on the replica's whole batch and, in the default ``mean_then_clip``
+gradient reduction, summed over all replicas: it is the *global batch*'s totals. The objective
+returns the share of the global-batch loss carried by the (micro-)batch it is given, so the
+shares of all micro-batches and replicas add up to the loss of the global batch and the summed
+gradients are its gradient: N replicas x k accumulation steps give the same update as one
+replica on the whole batch, for weighted means too (the MLM loss). With the optimizer's
+``clip_then_sum`` reduction (the original's TPU semantics) totals are per replica: each replica
+gets the gradient of its own loss, clips it, and the clipped gradients are summed.
+``MeanLossObjective(per_example_fn, input_names)`` covers the plain mean-of-examples case.
+
+Logs are ``{name: (numerator, denominator)}`` pairs, summed over micro-batches, replicas and the
+steps of a loop; the value shown is Σnumerator/Σdenominator (a streaming mean, like
+``tf.metrics.mean``). The loop adds ``loss`` (the mean global-batch loss per step).
+
+**Trainer**::
+
+    with strategy.scope():
+        model = ...; optimizer = optimization.create_optimizer(...)
+    trainer = training_loop.Trainer(model, optimizer, objective, strategy,
+                                    training_loop.TrainerConfig(model_dir, num_train_steps))
+    if trainer.restore() == 0 and init_checkpoint: load weights ...
+    result = trainer.train(dataset)   # dataset: global batches, drop_remainder, repeated
+
+* One optimizer update per global batch of the dataset. ``num_accumulation_steps`` = k splits
+  each replica's batch into k micro-batches run one after the other (dense gradients summed),
+  then one update: same math, 1/k of the activation memory.
+* Host loops: one ``tf.function`` call runs ``steps_per_loop`` steps (``tf.range`` loop, the
+  iterator inside), so accelerators are fed without Python between steps. Loops end at
+  checkpoint steps and at ``num_train_steps``.
+* ``use_xla``: the replica step (forward, backward, clipping, update; the micro-batch loop
+  too, its slices of static shape) is compiled with XLA on one replica; with several replicas
+  only forward/backward is (not on CPU: XLA's CPU collectives are not supported there, so XLA
+  is turned off with a warning).
+  ``fuse_optimizer`` (one local replica without ``use_xla``): only the clipping and the
+  optimizer update are XLA-compiled, the forward/backward keep TensorFlow's kernels (oneDNN on
+  CPU): the update reads and writes each variable once instead of once per elementwise op
+  (BERT-base, clipping + update of 110M parameters: 0.53 s -> 0.40 s on this 2-core CPU at
+  load average ~7, against 5.6 s for the forward/backward at batch 8 x 128). XLA rounds
+  differently (global-norm reduction order, fused arithmetic): parameters stay within 1e-6
+  relative of the original's, an Adam slot may differ by ~1e-6 relative, so it is off by
+  default here (run_pretraining turns it on unless ``--deterministic``) and the op-by-op
+  update reproduces the original's rounding.
+  ``fused_kernels`` (same condition): steps are traced inside
+  ``training_kernels.fused_training_kernels()``: the model's tanh-GELU dense layers run
+  XLA-fused GELU kernels with a hand-written gradient (``modeling/kernels/gelu_dense.py``), dropout and
+  LayerNorm run one-pass CPU kernels, and AdamWeightDecay's clipping + update runs as one
+  in-place CPU kernel per variable instead of the XLA-fused update (``modeling/kernels/cpu_ops.py``,
+  compiled on first use; without a compiler TensorFlow's ops are used). Values within float
+  rounding of TensorFlow's op-by-op graph (the update itself is bit-identical) and other dropout
+  masks, so also off by default and in ``--deterministic`` runs.
+* Checkpoints (``tf.train.CheckpointManager`` in ``model_dir``, prefix ``ckpt``, every
+  ``save_checkpoints_steps`` and at the end): model, optimizer (slots, iteration counter =
+  global step, loss scale) and the data position. TensorFlow writes the files under temporary
+  names and updates the ``checkpoint`` index last (an atomic rename), so a run killed at any
+  point leaves the previous checkpoint intact; ``restore()`` continues from the latest.
+  Data position: the tf.data iterator state itself where the strategy's iterator can be saved
+  (one replica), else the number of global batches consumed, skipped on restore (exact when the
+  pipeline is deterministic for its seed).
+* Multi-worker: every worker saves (collective variables); only the chief writes into
+  ``model_dir``, the others into a temporary folder that is deleted. Summaries, the step log and
+  results: chief only.
+* TensorBoard scalars in ``model_dir/train``: every log, ``learning_rate``, ``global_norm``,
+  ``examples_per_sec``. Progress line on stderr after each loop: step, loss, the objective's
+  logs, learning rate, examples/s, ETA. ``step_log`` (``train_steps.jsonl``): one line per step
+  with the step's loss, learning rate and global norm.
+
+``evaluate(model, dataset, metrics_fn, num_steps, strategy)`` runs ``num_steps`` batches with
+``training=False`` and returns ``{name: Σnumerator/Σdenominator}`` of ``metrics_fn(outputs,
+batch)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import tensorflow as tf
+from absl import logging
+
+from modeling.training import distribution
+from modeling.kernels import switch as training_kernels
+
+Logs = Dict[str, Tuple[tf.Tensor, tf.Tensor]]
+STEP_LOG_NAME = "train_steps.jsonl"
+
+
+# --------------------------------------------------------------------------------- objectives
+
+
+class Objective:
+    """What to feed the model and how to score it (see the module docstring).
+
+    ``log_names``: the names of the logs ``__call__`` returns (fixed, so that loops can start
+    their sums at zero).
+    """
+
+    log_names: Tuple[str, ...] = ()
+
+    def model_inputs(self, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        return batch
+
+    def totals(self, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        first = tf.nest.flatten(batch)[0]
+        return {"examples": tf.cast(tf.shape(first)[0], tf.float32)}
+
+    def __call__(self, outputs, batch, totals) -> Tuple[tf.Tensor, Logs]:
+        raise NotImplementedError
+
+    def dense_gradient(self, variable) -> bool:
+        """Whether ``variable``'s gradient is made dense before clipping. A ``tf.gather``
+        gradient (IndexedSlices) is clipped by a norm that counts repeated ids separately;
+        return True where the original's gradient was dense (e.g. one-hot token types)."""
+        return False
+
+
+class MeanLossObjective(Objective):
+    """loss = mean over the global batch of ``per_example_fn(outputs, batch)`` [b]."""
+
+    def __init__(self, per_example_fn: Callable, input_names: Optional[Sequence[str]] = None):
+        self.per_example_fn = per_example_fn
+        self.input_names = tuple(input_names) if input_names else None
+
+    def model_inputs(self, batch):
+        if self.input_names is None:
+            return batch
+        return {name: batch[name] for name in self.input_names}
+
+    def __call__(self, outputs, batch, totals):
+        per_example = tf.cast(self.per_example_fn(outputs, batch), tf.float32)  # [b]
+        return tf.reduce_sum(per_example) / totals["examples"], {}
+
+
+# ------------------------------------------------------------------------------------ config
+
+
+@dataclasses.dataclass
+class TrainerConfig:
+    """Loop settings (see the module docstring)."""
+
+    model_dir: str
+    num_train_steps: int
+    steps_per_loop: int = 1000
+    save_checkpoints_steps: int = 1000
+    num_accumulation_steps: int = 1
+    keep_checkpoint_max: int = 5
+    use_xla: bool = False
+    fuse_optimizer: bool = False
+    fused_kernels: bool = False
+    write_summaries: bool = True
+    step_log: bool = True
+    progress: bool = True
+
+
+@dataclasses.dataclass
+class TrainResult:
+    global_step: int
+    logs: Dict[str, float]              # the last loop's streaming means
+    step_losses: List[float]            # per step of this run (not of restored steps)
+    examples_per_sec: float
+
+
+def _split_micro_batches(batch, k: int, index):
+    """Micro-batch ``index`` of ``k`` equal, contiguous slices along axis 0: [b, ...] ->
+    [b/k, ...]. Written as a reshape to [k, b/k, ...] and an index (a dynamic slice of static
+    size) so that XLA keeps static shapes: a strided slice with loop-dependent bounds becomes a
+    dynamically shaped computation there, ~100x slower on CPU."""
+
+    def take(x):
+        if x.shape.is_fully_defined():
+            parts = tf.reshape(x, [k, x.shape[0] // k] + x.shape[1:].as_list())  # [k, b/k, ...]
+        else:
+            shape = tf.shape(x)
+            parts = tf.reshape(x, tf.concat([[k, shape[0] // k], shape[1:]], 0))
+        return parts[index]  # [b/k, ...]
+
+    return tf.nest.map_structure(take, batch)
+
+
+def _format_eta(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return "%dh%02dm%02ds" % (hours, minutes, secs) if hours else "%dm%02ds" % (minutes, secs)
+
+
+class Trainer:
+    """Custom training loop (see the module docstring for the contract)."""
+
+    def __init__(self, model, optimizer, objective: Objective,
+                 strategy: Optional[tf.distribute.Strategy], config: TrainerConfig):
+        self.model = model
+        self.optimizer = optimizer
+        self.objective = objective
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self.config = config
+        if config.num_accumulation_steps < 1:
+            raise ValueError("num_accumulation_steps must be >= 1, got %d"
+                             % config.num_accumulation_steps)
+        self.num_replicas = self.strategy.num_replicas_in_sync
+        self.is_chief = distribution.is_chief(self.strategy)
+        self.clip_then_sum = getattr(optimizer, "gradient_reduction", "") == "clip_then_sum"
+        with self.strategy.scope():
+            self.optimizer.build(self.model.trainable_variables)
+            self._batches_consumed = tf.Variable(
+                0, dtype=tf.int64, trainable=False, name="batches_consumed",
+                aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        self._dense = [bool(objective.dense_gradient(v)) for v in model.trainable_variables]
+        self._checkpoint = None
+        self._manager = None
+        self._write_dir = None
+        self._loop_fn = None
+        self._fused_kernels = False
+        self._replica_step_fn = None
+
+    # -------------------------------------------------------------------------- checkpoints
+    @property
+    def global_step(self) -> int:
+        return int(self.optimizer.iterations.numpy())
+
+    def _make_checkpoint(self, iterator=None) -> None:
+        objects = {"model": self.model, "optimizer": self.optimizer,
+                   "batches_consumed": self._batches_consumed}
+        if iterator is not None:
+            objects["iterator"] = iterator
+        self._checkpoint = tf.train.Checkpoint(**objects)
+        if self.is_chief:
+            self._write_dir = self.config.model_dir
+        else:
+            self._write_dir = os.path.join(
+                self.config.model_dir, ".worker_%d_tmp" % distribution.worker_index(
+                    self.strategy))
+        self._manager = tf.train.CheckpointManager(
+            self._checkpoint, self._write_dir, max_to_keep=self.config.keep_checkpoint_max,
+            checkpoint_name="ckpt", step_counter=self.optimizer.iterations)
+
+    def latest_checkpoint(self) -> Optional[str]:
+        """The newest checkpoint of this loop in ``model_dir`` (None if there is none)."""
+        return tf.train.latest_checkpoint(self.config.model_dir)
+
+    def restore(self, iterator=None) -> int:
+        """Restores the newest checkpoint in ``model_dir`` (model, optimizer, data position,
+        and the iterator state when ``iterator`` is given); returns the global step (0 when
+        there is none: nothing is changed)."""
+        path = self.latest_checkpoint()
+        if path is None:
+            return 0
+        checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
+                                         batches_consumed=self._batches_consumed,
+                                         **({"iterator": iterator} if iterator else {}))
+        status = checkpoint.restore(path)
+        status.assert_existing_objects_matched()
+        status.expect_partial()  # e.g. an iterator state that this strategy cannot use
+        logging.info("Restored %s (global step %d)", path, self.global_step)
+        return self.global_step
+
+    def save(self) -> str:
+        path = self._manager.save(checkpoint_number=self.optimizer.iterations)
+        if not self.is_chief:
+            shutil.rmtree(self._write_dir, ignore_errors=True)
+        elif self.config.progress:
+            print("Saved checkpoint for step %d: %s" % (self.global_step, path),
+                  file=sys.stderr, flush=True)
+        return path
+
+    # ---------------------------------------------------------------------------- step math
+    def _grads_and_logs(self, batch, totals):
+        """One (micro-)batch: its loss share, logs and gradients."""
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            outputs = self.model(self.objective.model_inputs(batch), training=True)
+            share, logs = self.objective(outputs, batch, totals)
+            share = tf.cast(share, tf.float32)
+            scaled = self.optimizer.scale_loss(share) if hasattr(
+                self.optimizer, "scale_loss") else share
+        grads = tape.gradient(scaled, variables)
+        grads = [tf.zeros_like(v) if g is None else
+                 tf.convert_to_tensor(g) if self._dense[i] else g
+                 for i, (g, v) in enumerate(zip(grads, variables))]
+        return grads, share, logs
+
+    def _replica_step(self, batch):
+        k = self.config.num_accumulation_steps
+        totals = self.objective.totals(batch)
+        context = tf.distribute.get_replica_context()
+        if self.num_replicas > 1 and not self.clip_then_sum:
+            totals = context.all_reduce(tf.distribute.ReduceOp.SUM, totals)
+        grad_fn = self._grad_fn
+        if k == 1:
+            grads, share, logs = grad_fn(batch, totals)
+            logs = self._checked_logs(logs)
+        else:
+            # Dense sums over k micro-batches.
+            grads = [tf.zeros(v.shape, tf.float32) for v in self.model.trainable_variables]
+            share = tf.constant(0.0)
+            logs = self._zero_logs()
+            for index in tf.range(k):
+                g, s, more = grad_fn(_split_micro_batches(batch, k, index), totals)
+                more = self._checked_logs(more)
+                grads = [a + tf.cast(tf.convert_to_tensor(b), tf.float32)
+                         for a, b in zip(grads, g)]
+                share = share + s
+                logs = {n: (logs[n][0] + a, logs[n][1] + b) for n, (a, b) in more.items()}
+        stats = self._apply_fn(grads)
+        # The loss log: Σshares over one step = the step's loss (per replica in clip_then_sum).
+        per_step = 1.0 if self.clip_then_sum else 1.0 / self.num_replicas
+        logs["loss"] = (share, tf.constant(per_step, tf.float32))
+        return logs, stats["global_norm"]
+
+    def _zero_logs(self) -> Logs:
+        return {n: (tf.constant(0.0), tf.constant(0.0)) for n in self.objective.log_names}
+
+    def _checked_logs(self, logs) -> Logs:
+        if set(logs) != set(self.objective.log_names):
+            raise ValueError("objective returned logs %s but declares log_names %s"
+                             % (sorted(logs), sorted(self.objective.log_names)))
+        return {n: (tf.cast(a, tf.float32), tf.cast(b, tf.float32)) for n, (a, b) in logs.items()}
+
+    def _build_loop(self):
+        strategy = self.strategy
+        use_xla = self.config.use_xla
+        on_cpu_multi = (self.num_replicas > 1 and not distribution.is_tpu(strategy)
+                        and not tf.config.list_logical_devices("GPU"))
+        if use_xla and on_cpu_multi:
+            logging.warning("--use_xla ignored: XLA with %d replicas on CPU is not supported",
+                            self.num_replicas)
+            use_xla = False
+        self._grad_fn = self._grads_and_logs
+        variables = self.model.trainable_variables
+
+        def apply(grads):
+            return self.optimizer.clip_and_apply(grads, variables)
+
+        self._apply_fn = apply
+        one_local_replica = self.num_replicas == 1 and not distribution.is_tpu(strategy)
+        self._fused_kernels = self.config.fused_kernels and not use_xla and one_local_replica
+        with strategy.scope():
+            cpu_update = (self._fused_kernels and hasattr(self.optimizer, "cpu_kernel_applies")
+                          and self.optimizer.cpu_kernel_applies(variables))
+        if self.config.fuse_optimizer and not use_xla and one_local_replica and not cpu_update:
+            # Clipping + update of every variable as XLA kernels: one pass over the memory of
+            # each variable instead of one per elementwise op (the forward/backward keeps
+            # TensorFlow's own kernels).
+            self._apply_fn = tf.function(apply, jit_compile=True)
+        replica_step = self._replica_step
+        if use_xla and not distribution.is_tpu(strategy):
+            if self.num_replicas == 1:
+                replica_step = tf.function(self._replica_step, jit_compile=True)
+            else:
+                self._grad_fn = tf.function(self._grads_and_logs, jit_compile=True)
+
+        def reduce_sum(value):
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
+
+        def reduce_first(value):
+            return strategy.experimental_local_results(value)[0]
+
+        def one_step(iterator):
+            lr = tf.cast(self.optimizer.learning_rate, tf.float32)  # the rate this update uses
+            per_replica_logs, norm = strategy.run(replica_step, args=(next(iterator),))
+            logs = {n: (reduce_sum(a), reduce_sum(b)) for n, (a, b) in per_replica_logs.items()}
+            self._batches_consumed.assign_add(1)
+            return logs, reduce_first(norm), lr
+
+        @tf.function
+        def loop(iterator, num_steps):
+            step_losses = tf.TensorArray(tf.float32, size=num_steps)
+            step_norms = tf.TensorArray(tf.float32, size=num_steps)
+            step_lrs = tf.TensorArray(tf.float32, size=num_steps)
+            sums = self._zero_logs()
+            sums["loss"] = (tf.constant(0.0), tf.constant(0.0))
+            for i in tf.range(num_steps):
+                logs, norm, lr = one_step(iterator)
+                step_losses = step_losses.write(i, logs["loss"][0] / logs["loss"][1])
+                step_norms = step_norms.write(i, norm)
+                step_lrs = step_lrs.write(i, lr)
+                sums = {n: (sums[n][0] + a, sums[n][1] + b) for n, (a, b) in logs.items()}
+            return sums, step_losses.stack(), step_norms.stack(), step_lrs.stack()
+
+        return loop
+
+    # --------------------------------------------------------------------------------- train
+    def make_iterator(self, dataset: tf.data.Dataset):
+        """An iterator over ``dataset`` distributed for this trainer's strategy."""
+        return self._distributed_iterator(dataset, 0)
+
+    def run_steps(self, iterator, num_steps: int) -> List[float]:
+        """``num_steps`` updates in one host loop, without checkpoints, summaries or logs
+        (benchmarks, custom drivers); returns the per-step losses."""
+        _, losses, _, _ = self._run_loop(iterator, num_steps)
+        return losses.numpy().tolist()
+
+    def _run_loop(self, iterator, num_steps: int):
+        """One host loop of ``num_steps`` steps (traced on first use, with the kernels the
+        config asks for); returns (sums, losses, norms, learning rates)."""
+        if self._loop_fn is None:
+            self._loop_fn = self._build_loop()
+        with training_kernels.fused_training_kernels(self._fused_kernels):
+            return self._loop_fn(iterator, tf.constant(num_steps))
+
+    def _can_save_iterator(self) -> bool:
+        """One local replica: the plain tf.data iterator is saved in checkpoints."""
+        return (self.num_replicas == 1 and not distribution.is_tpu(self.strategy)
+                and not distribution.is_multi_worker(self.strategy))
+
+    def _distributed_iterator(self, dataset: tf.data.Dataset, skip: int):
+        if self._can_save_iterator():
+            return iter(dataset.skip(skip) if skip else dataset)
+        if skip:
+            dataset = dataset.skip(skip)
+        return iter(self.strategy.experimental_distribute_dataset(dataset))
+
+    def train(self, dataset: tf.data.Dataset) -> TrainResult:
+        """Trains to ``num_train_steps`` from the latest checkpoint (if any); see module."""
+        cfg = self.config
+        if self.is_chief:
+            os.makedirs(cfg.model_dir, exist_ok=True)
+        # Data position: the saved iterator state if there is one this strategy can use, else
+        # skip the global batches consumed so far.
+        path = self.latest_checkpoint()
+        names = [name for name, _ in tf.train.list_variables(path)] if path else []
+        saved = self._can_save_iterator() and (path is None or any(
+            name.startswith("iterator/") for name in names))
+        consumed = 0
+        if path is not None and not saved:
+            consumed = int(tf.train.load_checkpoint(path).get_tensor(
+                "batches_consumed/.ATTRIBUTES/VARIABLE_VALUE"))
+        iterator = self._distributed_iterator(dataset, consumed)
+        start_step = self.restore(iterator if saved else None)
+        self._make_checkpoint(iterator if self._can_save_iterator() else None)
+        if start_step >= cfg.num_train_steps:
+            logging.info("Global step %d >= num_train_steps %d: nothing to train",
+                         start_step, cfg.num_train_steps)
+            return TrainResult(start_step, {}, [], 0.0)
+        writer = None
+        if cfg.write_summaries and self.is_chief:
+            writer = tf.summary.create_file_writer(os.path.join(cfg.model_dir, "train"))
+        step_log_path = os.path.join(cfg.model_dir, STEP_LOG_NAME)
+        if cfg.step_log and self.is_chief:
+            _truncate_step_log(step_log_path, start_step)
+
+        global_batch = None
+        step = start_step
+        all_losses: List[float] = []
+        last_logs: Dict[str, float] = {}
+        rate = 0.0
+        run_start = time.time()
+        while step < cfg.num_train_steps:
+            next_save = ((step // cfg.save_checkpoints_steps) + 1) * cfg.save_checkpoints_steps
+            num_steps = min(cfg.steps_per_loop, next_save - step, cfg.num_train_steps - step)
+            loop_start = time.time()
+            sums, losses, norms, lrs = self._run_loop(iterator, num_steps)
+            losses = losses.numpy().tolist()
+            elapsed = time.time() - loop_start
+            step = self.global_step
+            if global_batch is None:
+                global_batch = _global_batch_size(dataset)
+            rate = num_steps * global_batch / max(elapsed, 1e-9)
+            last_logs = {n: float(a) / float(b) if float(b) else float("nan")
+                         for n, (a, b) in sums.items()}
+            all_losses.extend(losses)
+            if self.is_chief:
+                self._report(step, last_logs, float(lrs[-1]), float(norms[-1]), rate,
+                             elapsed / num_steps, writer)
+                if cfg.step_log:
+                    _append_step_log(step_log_path, step - num_steps + 1, losses,
+                                     lrs.numpy().tolist(), norms.numpy().tolist())
+            if step % cfg.save_checkpoints_steps == 0 or step >= cfg.num_train_steps:
+                self.save()
+        if writer is not None:
+            writer.flush()
+        logging.info("Trained to step %d in %.1fs", step, time.time() - run_start)
+        return TrainResult(step, last_logs, all_losses, rate)
+
+    def _report(self, step, logs, lr, norm, rate, seconds_per_step, writer) -> None:
+        cfg = self.config
+        if writer is not None:
+            with writer.as_default():
+                for name, value in logs.items():
+                    tf.summary.scalar(name, value, step=step)
+                tf.summary.scalar("learning_rate", lr, step=step)
+                tf.summary.scalar("global_norm", norm, step=step)
+                tf.summary.scalar("examples_per_sec", rate, step=step)
+        if cfg.progress:
+            eta = (cfg.num_train_steps - step) * seconds_per_step
+            extras = " ".join("%s %.4f" % (n, v) for n, v in sorted(logs.items()) if n != "loss")
+            print("step %d/%d loss %.4f %s lr %.3g %.1f examples/s ETA %s"
+                  % (step, cfg.num_train_steps, logs.get("loss", float("nan")), extras, lr,
+                     rate, _format_eta(eta)), file=sys.stderr, flush=True)
+
+
+def _global_batch_size(dataset: tf.data.Dataset) -> int:
+    first = tf.nest.flatten(dataset.element_spec)[0]
+    size = first.shape[0]
+    return int(size) if size is not None else 0
+
+
+def _truncate_step_log(path: str, keep_through_step: int) -> None:
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        lines = [line for line in f if line.strip()
+                 and json.loads(line)["step"] <= keep_through_step]
+    from bert_common.files import atomic_open
+
+    with atomic_open(path) as f:
+        f.writelines(lines)
+
+
+def _append_step_log(path: str, first_step: int, losses, lrs, norms) -> None:
+    with open(path, "a") as f:
+        for i, (loss, lr, norm) in enumerate(zip(losses, lrs, norms)):
+            f.write(json.dumps({"step": first_step + i, "loss": loss, "learning_rate": lr,
+                                "global_norm": norm}) + "\n")
+
+
+def read_step_log(model_dir: str) -> List[dict]:
+    """The ``train_steps.jsonl`` records of ``model_dir`` in step order (one per step)."""
+    path = os.path.join(model_dir, STEP_LOG_NAME)
+    records = {}
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                record = json.loads(line)
+                records[record["step"]] = record
+    return [records[s] for s in sorted(records)]
+
+
+# ------------------------------------------------------------------------------------- eval
+
+
+def evaluate(model, dataset: tf.data.Dataset,
+             metrics_fn: Callable[[Dict, Dict], Logs], num_steps: int,
+             strategy: Optional[tf.distribute.Strategy] = None,
+             model_inputs: Optional[Callable[[Dict], Dict]] = None,
+             progress: bool = True) -> Dict[str, float]:
+    """Runs ``num_steps`` batches (``training=False``); returns Σnumerator/Σdenominator of
+    ``metrics_fn(outputs, batch)`` per name (float64 sums of per-batch float32 values)."""
+    strategy = strategy or tf.distribute.get_strategy()
+    model_inputs = model_inputs or (lambda batch: batch)
+
+    def replica_fn(batch):
+        outputs = model(model_inputs(batch), training=False)
+        return {n: (tf.cast(a, tf.float32), tf.cast(b, tf.float32))
+                for n, (a, b) in metrics_fn(outputs, batch).items()}
+
+    @tf.function
+    def step(iterator):
+        per_replica = strategy.run(replica_fn, args=(next(iterator),))
+        return {n: (strategy.reduce(tf.distribute.ReduceOp.SUM, a, axis=None),
+                    strategy.reduce(tf.distribute.ReduceOp.SUM, b, axis=None))
+                for n, (a, b) in per_replica.items()}
+
+    if strategy.num_replicas_in_sync == 1 and not distribution.is_multi_worker(strategy):
+        iterator = iter(dataset)
+    else:
+        iterator = iter(strategy.experimental_distribute_dataset(dataset))
+    sums: Dict[str, List[float]] = {}
+    start = time.time()
+    for index in range(num_steps):
+        try:
+            values = step(iterator)
+        except (StopIteration, tf.errors.OutOfRangeError):
+            logging.warning("Eval data ran out after %d of %d steps", index, num_steps)
+            break
+        for name, (a, b) in values.items():
+            pair = sums.setdefault(name, [0.0, 0.0])
+            pair[0] += float(a)
+            pair[1] += float(b)
+        if progress and ((index + 1) % 10 == 0 or index + 1 == num_steps):
+            rate = (index + 1) / max(time.time() - start, 1e-9)
+            print("eval step %d/%d %.2f steps/s ETA %s" % (
+                index + 1, num_steps, rate, _format_eta((num_steps - index - 1) / rate)),
+                file=sys.stderr, flush=True)
+    return {n: (a / b if b else float("nan")) for n, (a, b) in sums.items()}

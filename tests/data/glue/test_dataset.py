@@ -1,0 +1,89 @@
+"""data/glue/dataset.py: length-aware batching trims padding and regroups eval batches by
+length, without changing a single prediction (labels equal, probabilities to float noise)."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data.glue import processors as classifier
+from data.glue import features as cf
+from data.glue import dataset as classifier_input
+from data.tokenization import wordpiece as tokenization
+from modeling import checkpoints
+from modeling.heads import classifier as classifier_head
+from modeling.training import finetuning
+from modeling.config import BertConfig
+from tests import paths
+
+TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
+
+
+def test_trim_batch_cuts_to_longest_rounded():
+    mask = np.zeros((2, 32), np.int32)
+    mask[0, :5] = 1
+    mask[1, :11] = 1
+    batch = {"input_ids": tf.constant(mask * 7), "input_mask": tf.constant(mask),
+             "segment_ids": tf.constant(mask * 0), "label_ids": tf.constant([0, 1])}
+    trimmed = classifier_input.trim_batch(batch, multiple=8)
+    assert trimmed["input_ids"].shape == (2, 16) and trimmed["label_ids"].shape == (2,)
+    assert classifier_input.trim_batch(batch, multiple=1)["input_mask"].shape == (2, 11)
+    swag_like = {k: tf.reshape(tf.tile(v, [1, 4]), [2, 4, 32]) if v.shape.rank == 2 else v
+                 for k, v in batch.items()}
+    assert classifier_input.trim_batch(swag_like, 8)["input_ids"].shape == (2, 4, 16)
+
+
+def test_restore_order():
+    values = np.array([[10], [30], [20]])
+    np.testing.assert_array_equal(classifier_input.restore_order([0, 2, 1], values),
+                                  [[10], [20], [30]])
+    with pytest.raises(ValueError, match="not a permutation"):
+        classifier_input.restore_order([0, 0, 1], values)
+
+
+def test_bucketed_predictions_identical(tmp_path):
+    examples = classifier.get_processor("mrpc").get_dev_examples(
+        os.path.join(paths.DATA, "glue", "MRPC"))[:45]
+    examples += [classifier.InputExample("s", "Short.", None, "0")]  # a very short one
+    tokenizer = tokenization.FastFullTokenizer(paths.GOLDEN_VOCAB, do_lower_case=True)
+    record = str(tmp_path / "eval.tf_record")
+    cf.file_based_convert_examples_to_features(examples, ["0", "1"], 128, tokenizer, record)
+    config = BertConfig.from_json_file(os.path.join(TINY, "bert_config.json"))
+    tf.keras.utils.set_random_seed(1)
+    model = classifier_head.build_classifier_model(config, 2)
+    checkpoints.load_checkpoint(model, os.path.join(TINY, "bert_model.ckpt"), log=False)
+    decode = lambda r: classifier_input.decode_classifier_record(r, 128)  # noqa: E731
+
+    def run(**kw):
+        ds = classifier_input.make_dataset(record, decode, 8, False, max_seq_length=128, **kw)
+        out = finetuning.predict(model, ds, ["probabilities"])
+        return {k: classifier_input.restore_order(out["example_index"], v)
+                for k, v in out.items()}, ds
+
+    plain, _ = run(trim=False, bucket=False)
+    bucketed, ds = run(trim=True, bucket=True)
+    widths = [b["input_ids"].shape[1] for b in ds]
+    assert max(widths) < 128 and min(widths) <= 16  # padding was cut
+    np.testing.assert_array_equal(plain["example_index"], np.arange(len(examples)))
+    np.testing.assert_array_equal(bucketed["label_ids"], plain["label_ids"])
+    np.testing.assert_allclose(bucketed["probabilities"], plain["probabilities"], atol=2e-6)
+    np.testing.assert_array_equal(np.argmax(bucketed["probabilities"], 1),
+                                  np.argmax(plain["probabilities"], 1))
+
+
+def test_training_batches_keep_composition(tmp_path):
+    examples = classifier.get_processor("mrpc").get_dev_examples(
+        os.path.join(paths.DATA, "glue", "MRPC"))[:20]
+    tokenizer = tokenization.FastFullTokenizer(paths.GOLDEN_VOCAB, do_lower_case=True)
+    record = str(tmp_path / "train.tf_record")
+    cf.file_based_convert_examples_to_features(examples, ["0", "1"], 128, tokenizer, record)
+    decode = lambda r: classifier_input.decode_classifier_record(r, 128)  # noqa: E731
+    a = classifier_input.make_dataset(record, decode, 4, True, True, trim=False, seed=3)
+    b = classifier_input.make_dataset(record, decode, 4, True, True, trim=True, seed=3)
+    for x, y in zip(a.take(6), b.take(6)):
+        width = y["input_ids"].shape[1]
+        assert width < 128 and width % 8 == 0
+        np.testing.assert_array_equal(x["input_ids"][:, :width], y["input_ids"])
+        assert int(tf.reduce_sum(x["input_mask"][:, width:])) == 0  # only padding was cut
+        np.testing.assert_array_equal(x["label_ids"], y["label_ids"])

@@ -1,0 +1,245 @@
+"""The CPU training kernels (modeling/kernels/cpu_ops.py) against TensorFlow's op-by-op computations."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from modeling.kernels import cpu_ops
+from modeling.training import optimization
+from modeling.kernels import switch as training_kernels
+from modeling.layers.dropout import Dropout
+from modeling.layers.layer_norm import BertLayerNorm
+from tests.modeling.tiny_pretraining import pretraining_batches, tiny_pretraining_trainer
+
+
+@pytest.fixture(scope="module")
+def ops():
+    module = cpu_ops.load()
+    assert module is not None, "the CPU kernel library did not build: %s" % (
+        cpu_ops.unavailable_reason(),)
+    return module
+
+
+def _graph_op_types(fn, *args):
+    graph = tf.function(fn).get_concrete_function(*args).graph
+    types = {op.type for op in graph.get_operations()}
+    for function in graph._functions.values():  # noqa: SLF001 (gradient/custom-gradient bodies)
+        types |= {node.op for node in function.definition.node_def}
+    return types
+
+
+# ------------------------------------------------------------------------------------- dropout
+def test_dropout_keeps_scales_and_replays(ops):
+    x = tf.random.stateless_normal([1000, 999], seed=(1, 2))  # not a multiple of 64 elements
+    seed = tf.constant([7, 11], tf.int64)
+    y = cpu_ops.dropout(x, 0.1, seed).numpy()
+    kept = y != 0
+    n = kept.size
+    sigma = np.sqrt(n * 0.9 * 0.1)
+    assert abs(kept.sum() - 0.9 * n) < 5 * sigma
+    scale = np.float32(1.0) / (np.float32(1.0) - np.float32(0.1))
+    np.testing.assert_array_equal(y[kept], x.numpy()[kept] * scale)  # TF's x * (1 / (1 - rate))
+    np.testing.assert_array_equal(cpu_ops.dropout(x, 0.1, seed).numpy(), y)  # same seed: same
+    other = cpu_ops.dropout(x, 0.1, tf.constant([7, 12], tf.int64)).numpy() != 0
+    assert 0.1 < np.mean(other != kept) < 0.25  # independent masks: 2 * 0.9 * 0.1 = 0.18
+    # no structure along the flat index (the lanes/words interleave of the generator)
+    flat = kept.reshape(-1).astype(np.float64)
+    for lag in (1, 4, 16, 64):
+        corr = np.corrcoef(flat[:-lag], flat[lag:])[0, 1]
+        assert abs(corr) < 5 / np.sqrt(n), (lag, corr)
+    for column in (0, 1, 63, 64):  # the tail of every chunk too
+        assert 0.8 < kept[:, column].mean() < 0.97
+
+
+def test_dropout_rate_is_exact_to_32_bits(ops):
+    x = tf.ones([2 ** 20])
+    y = cpu_ops.dropout(x, 0.5, tf.constant([3, 4], tf.int64)).numpy()
+    assert set(np.unique(y)) == {0.0, 2.0}
+    assert abs((y == 0).mean() - 0.5) < 5 * np.sqrt(0.25 / y.size)
+
+
+def test_dropout_gradient_is_the_kept_mask_times_the_scale(ops):
+    x = tf.random.stateless_normal([4, 33, 17], seed=(5, 6))
+    dy = tf.random.stateless_normal([4, 33, 17], seed=(7, 8))
+    seed = tf.constant([1, 2], tf.int64)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = cpu_ops.dropout(x, 0.2, seed)
+    dx = tape.gradient(y, x, output_gradients=dy).numpy()
+    kept = y.numpy() != 0
+    scale = np.float32(1.0) / (np.float32(1.0) - np.float32(0.2))
+    np.testing.assert_array_equal(dx, np.where(kept, dy.numpy() * scale, 0.0).astype(np.float32))
+
+
+def test_dropout_layer_uses_the_kernel_only_when_training_inside_the_switch(ops):
+    layer = Dropout(0.1)
+    assert layer.name.startswith("dropout")  # a drop-in: Keras' auto names unchanged
+    x = tf.random.stateless_normal([8, 16], seed=(1, 1))
+    with training_kernels.fused_training_kernels():
+        fused = _graph_op_types(lambda v: layer(v, training=True), x)
+        eval_types = _graph_op_types(lambda v: layer(v, training=False), x)
+        first = layer(x, training=True).numpy()
+        second = layer(x, training=True).numpy()
+    plain = _graph_op_types(lambda v: layer(v, training=True), x)
+    assert "BertDropout" in fused and "StatelessRandomUniformV2" not in fused
+    assert "BertDropout" not in eval_types and "BertDropout" not in plain
+    assert not np.array_equal(first != 0, second != 0)  # the seed generator advances
+    np.testing.assert_array_equal(layer(x, training=False).numpy(), x.numpy())
+    assert Dropout.from_config(layer.get_config()).rate == 0.1
+
+
+# ----------------------------------------------------------------------------------- LayerNorm
+def _reference_layer_norm(x, gamma, beta, eps):
+    mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+    inv = tf.math.rsqrt(variance + eps) * gamma
+    return x * inv + (beta - mean * inv)
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 768), (7, 33), (1, 1)])
+def test_layer_norm_values_and_gradients_match_tensorflow(ops, shape):
+    h = shape[-1]
+    x = tf.random.stateless_normal(shape, seed=(1, 2)) * 3.0 + 0.5
+    gamma = tf.random.stateless_normal([h], seed=(3, 4))
+    beta = tf.random.stateless_normal([h], seed=(5, 6))
+    dy = tf.random.stateless_normal(shape, seed=(7, 8))
+    eps = 1e-12 if h > 1 else 1e-3
+
+    def run(fn):
+        with tf.GradientTape() as tape:
+            tape.watch([x, gamma, beta])
+            y = fn(x, gamma, beta, eps)
+        return [y] + tape.gradient(y, [x, gamma, beta], output_gradients=dy)
+
+    ours = run(cpu_ops.layer_norm)
+    ref = run(_reference_layer_norm)
+    for name, a, b in zip(["y", "dx", "dgamma", "dbeta"], ours, ref):
+        assert a.shape == b.shape, name
+        scale = np.abs(b.numpy()).max() + 1e-6
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=2e-5 * scale, err_msg=name)
+
+
+def test_layer_norm_layer_switches_to_the_kernel_only_when_training(ops):
+    layer = BertLayerNorm(epsilon=1e-12)
+    x = tf.random.stateless_normal([4, 6, 32], seed=(9, 9))
+    layer.build(x.shape)
+    layer.gamma.assign(tf.random.stateless_normal([32], seed=(1, 3)))
+    with training_kernels.fused_training_kernels():
+        fused = _graph_op_types(lambda v: layer(v, training=True), x)
+        inference = _graph_op_types(lambda v: layer(v, training=False), x)
+        y = layer(x, training=True)
+    assert "BertLayerNorm" in fused and "BertLayerNorm" not in inference
+    np.testing.assert_allclose(y, layer(x), rtol=1e-5, atol=1e-5)
+
+
+# --------------------------------------------------------------------------------------- Adam
+def _optimizer_and_variables():
+    values = {
+        "layer/dense/kernel": np.random.RandomState(0).randn(300, 70).astype(np.float32),
+        "layer/dense/bias": np.random.RandomState(1).randn(70).astype(np.float32),
+        "layer/LayerNorm/gamma": np.random.RandomState(2).randn(70).astype(np.float32),
+        "word_embeddings": np.random.RandomState(3).randn(50, 70).astype(np.float32),
+    }
+    variables = [keras.Variable(v, name=n.replace("/", "_")) for n, v in values.items()]
+    optimizer = optimization.create_optimizer(1e-2, 20, 3)
+    optimizer.build(variables)
+    return optimizer, variables
+
+
+@pytest.mark.parametrize("gradient_scale", [0.001, 30.0])  # clipping inactive / active
+def test_adam_weight_decay_kernel_is_bit_identical_to_the_op_by_op_update(ops, gradient_scale):
+    results = []
+    for fused in (False, True):
+        optimizer, variables = _optimizer_and_variables()
+        assert optimizer.cpu_kernel_applies(variables)
+        decays = [optimizer.decays(v) for v in variables]
+        assert decays == [True, False, False, True]
+
+        @tf.function
+        def step(grads):
+            return optimizer.clip_and_apply(grads, variables)
+
+        def gradients(t):
+            grads = [tf.random.stateless_normal(v.shape, seed=(t, i)) * gradient_scale
+                     for i, v in enumerate(variables[:3])]
+            # a gather's gradient: clipped per occurrence, repeated rows summed after
+            rows = tf.constant([3, 7, 3, 3, 49, 0, 7], tf.int64)
+            values = tf.random.stateless_normal([7, 70], seed=(t, 9)) * gradient_scale
+            return grads + [tf.IndexedSlices(values, rows, tf.constant([50, 70], tf.int64))]
+
+        norms = []
+        with training_kernels.fused_training_kernels(fused):
+            for t in range(4):
+                grads = gradients(t)
+                norms.append(float(step(grads)["global_norm"]))
+            types = _graph_op_types(step, grads)
+        assert ("BertAdamWeightDecayApply" in types) == fused
+        slots = [s.numpy() for s in optimizer._m + optimizer._v]  # noqa: SLF001
+        results.append(([v.numpy() for v in variables], slots, norms,
+                        int(optimizer.iterations.numpy())))
+    (p0, s0, n0, i0), (p1, s1, n1, i1) = results
+    assert i0 == i1 == 4 and n0 == n1
+    assert all((n > 1.0) == (gradient_scale > 1.0) for n in n0)
+    for a, b in zip(p0 + s0, p1 + s1):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_adam_kernel_updates_a_copy_when_a_read_is_still_alive(ops):
+    optimizer, variables = _optimizer_and_variables()
+    before = tf.convert_to_tensor(variables[0])  # shares the variable's buffer
+    kept = before.numpy().copy()
+    with training_kernels.fused_training_kernels():
+        optimizer.clip_and_apply([tf.ones(v.shape) for v in variables], variables)
+    np.testing.assert_array_equal(before.numpy(), kept)  # the read is not changed under it
+    assert not np.array_equal(variables[0].numpy(), kept)
+
+
+def test_lamb_and_loss_scaling_keep_the_tensorflow_update():
+    variables = [keras.Variable(np.ones([3], np.float32), name="w")]
+    lamb = optimization.create_optimizer(1e-2, 20, 3, optimizer="lamb")
+    lamb.build(variables)
+    scaled = optimization.create_optimizer(1e-2, 20, 3, loss_scale="dynamic")
+    scaled.build(variables)
+    assert not lamb.cpu_kernel_applies(variables)
+    assert not scaled.cpu_kernel_applies(variables)
+
+
+# ------------------------------------------------------------------------------------ building
+def test_unbuildable_library_falls_back_with_the_reason(monkeypatch, tmp_path):
+    monkeypatch.setattr(cpu_ops, "_state", {"tried": False, "module": None, "error": None})
+    monkeypatch.setenv("BERT_TF2_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setenv("CXX", "no-such-compiler-xyz")
+    assert cpu_ops.load() is None
+    assert "no-such-compiler-xyz" in cpu_ops.unavailable_reason()
+    assert not cpu_ops.usable(tf.float32)
+    assert os.listdir(tmp_path) == []  # nothing half-written left behind
+
+    monkeypatch.setattr(cpu_ops, "_state", {"tried": False, "module": None, "error": None})
+    monkeypatch.setenv("BERT_TF2_CPU_KERNELS", "0")
+    assert cpu_ops.load() is None and "BERT_TF2_CPU_KERNELS" in cpu_ops.unavailable_reason()
+
+
+def test_library_is_cached_under_a_key_of_source_and_toolchain(ops):
+    path = cpu_ops.library_path()
+    assert os.path.exists(path) and path.endswith(".so")
+    assert os.path.basename(path).startswith("bert_cpu_ops-")
+
+
+# ------------------------------------------------------------------------------------- trainer
+def test_trainer_with_fused_kernels_runs_the_cpu_kernels_and_learns(ops, tmp_path):
+    """A tiny BERT with dropout 0.1: the traced step contains the three kernels, and 12 updates
+    on one batch lower the loss."""
+    trainer = tiny_pretraining_trainer(str(tmp_path), True, dropout=0.1, steps=12)
+    iterator = trainer.make_iterator(pretraining_batches())
+    losses = trainer.run_steps(iterator, 12)
+    assert np.all(np.isfinite(losses)) and losses[-1] < losses[0] - 0.3, losses
+    graph = trainer._loop_fn.get_concrete_function(iterator, tf.constant(12)).graph  # noqa: SLF001
+    types = set()
+    for function in graph._functions.values():  # noqa: SLF001
+        types |= {node.op for node in function.definition.node_def}
+    for kernel in ("BertDropout", "BertDropoutGrad", "BertLayerNorm", "BertLayerNormGrad",
+                   "BertAdamWeightDecayApply"):
+        assert kernel in types, kernel
+    assert "StatelessRandomUniformV2" not in types

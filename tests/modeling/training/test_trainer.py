@@ -1,0 +1,224 @@
+"""modeling/training/trainer.py and modeling/training/distribution.py on a tiny Keras model (fast)."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags
+
+from modeling.training import distribution
+from modeling.training import optimization
+from modeling.training import trainer as training_loop
+
+DIM = 6
+
+
+class RegressionObjective(training_loop.Objective):
+    """Weighted squared error: loss = Σ w·e² / Σ w over the global batch (a weighted mean, so
+    the global-totals contract matters) plus an unweighted metric."""
+
+    log_names = ("weighted_error",)
+
+    def model_inputs(self, batch):
+        return batch["x"]
+
+    def totals(self, batch):
+        return {"weight": tf.reduce_sum(batch["w"])}
+
+    def __call__(self, outputs, batch, totals):
+        err = tf.reduce_sum(tf.square(tf.cast(outputs, tf.float32) - batch["y"]), axis=-1)  # [b]
+        num = tf.reduce_sum(batch["w"] * err)
+        return num / totals["weight"], {"weighted_error": (num, tf.reduce_sum(batch["w"]))}
+
+
+def _data(n=64, seed=0):
+    rng = np.random.RandomState(seed)
+    x = rng.randn(n, DIM).astype(np.float32)
+    y = (x @ rng.randn(DIM, 2)).astype(np.float32) + 0.1
+    w = rng.randint(0, 4, size=n).astype(np.float32)
+    w[0] = 1.0
+    return {"x": x, "y": y, "w": w}
+
+
+def _dataset(batch_size=8):
+    return tf.data.Dataset.from_tensor_slices(_data()).repeat().batch(batch_size,
+                                                                       drop_remainder=True)
+
+
+def _model(seed=1):
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((DIM,))
+    hidden = keras.layers.Dense(8, activation="tanh", name="dense")(inputs)
+    return keras.Model(inputs, keras.layers.Dense(2, name="out")(hidden))
+
+
+def _trainer(model_dir, steps, accumulation=1, save_every=3, loop=2, optimizer=None,
+             model=None, **config_kwargs):
+    model = model or _model()
+    optimizer = optimizer or optimization.create_optimizer(0.05, steps, 2)
+    config = training_loop.TrainerConfig(str(model_dir), steps, steps_per_loop=loop,
+                                         save_checkpoints_steps=save_every,
+                                         num_accumulation_steps=accumulation, **config_kwargs)
+    return training_loop.Trainer(model, optimizer, RegressionObjective(), None, config)
+
+
+def _weights(trainer):
+    return [v.numpy() for v in trainer.model.trainable_variables]
+
+
+def test_train_progress_checkpoints_summaries(tmp_path, capsys):
+    trainer = _trainer(tmp_path, 7)
+    result = trainer.train(_dataset())
+    assert result.global_step == 7 == trainer.global_step
+    assert len(result.step_losses) == 7
+    assert result.step_losses[-1] < result.step_losses[0]
+    err = capsys.readouterr().err
+    assert "step 7/7 loss" in err and "examples/s ETA" in err and "weighted_error" in err
+    # Checkpoints at 3, 6 and the end; the step log has one line per step.
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-7")
+    assert {"ckpt-3.index", "ckpt-6.index", "ckpt-7.index"} <= set(os.listdir(tmp_path))
+    log = training_loop.read_step_log(str(tmp_path))
+    assert [r["step"] for r in log] == list(range(1, 8))
+    np.testing.assert_allclose([r["loss"] for r in log], result.step_losses)
+    assert log[0]["learning_rate"] == pytest.approx(0.025)  # schedule(1): one step ahead
+    events = os.listdir(tmp_path / "train")
+    assert events and events[0].startswith("events.out.tfevents")
+    # A second train() at the same num_train_steps does nothing.
+    assert _trainer(tmp_path, 7).train(_dataset()).step_losses == []
+
+
+def test_resume_from_checkpoint_equals_uninterrupted(tmp_path):
+    full = _trainer(tmp_path / "full", 6)
+    full.train(_dataset())
+    # Interrupted after the step-3 checkpoint: remove what came later, as if killed there. A
+    # fresh trainer continues from it, including the data position (the iterator state).
+    part_dir = tmp_path / "part"
+    _trainer(part_dir, 6).train(_dataset())
+    for name in os.listdir(part_dir):
+        if name.startswith("ckpt-6"):
+            os.remove(part_dir / name)
+    tf.compat.v1.train.update_checkpoint_state(str(part_dir), str(part_dir / "ckpt-3"))
+    resumed = _trainer(part_dir, 6, model=_model(seed=99))  # different init: must be restored
+    result = resumed.train(_dataset())
+    assert len(result.step_losses) == 3
+    for a, b in zip(_weights(full), _weights(resumed)):
+        np.testing.assert_array_equal(a, b)
+    full_log = training_loop.read_step_log(str(tmp_path / "full"))
+    part_log = training_loop.read_step_log(str(part_dir))
+    assert [r["loss"] for r in full_log] == [r["loss"] for r in part_log]
+
+
+def test_gradient_accumulation_matches_whole_batch(tmp_path):
+    whole = _trainer(tmp_path / "a", 4, accumulation=1)
+    whole.train(_dataset())
+    accumulated = _trainer(tmp_path / "b", 4, accumulation=4)
+    accumulated.train(_dataset())
+    for a, b in zip(_weights(whole), _weights(accumulated)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    # Each micro-batch alone would give a different update (the weighted mean matters).
+    log_a = training_loop.read_step_log(str(tmp_path / "a"))
+    log_b = training_loop.read_step_log(str(tmp_path / "b"))
+    np.testing.assert_allclose([r["loss"] for r in log_a], [r["loss"] for r in log_b],
+                               rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", optimization.OPTIMIZERS)
+def test_xla_step_and_fused_update_match_op_by_op(tmp_path, name):
+    """use_xla (the whole replica step compiled, micro-batch loop included) and fuse_optimizer
+    (clipping + update compiled) give the op-by-op step's losses and weights up to XLA's float
+    rounding (fused arithmetic, reduction order), with 2 micro-batches per update."""
+
+    def train(folder, **kwargs):
+        optimizer = optimization.create_optimizer(0.05, 4, 2, optimizer=name)
+        trainer = _trainer(tmp_path / folder, 4, accumulation=2, optimizer=optimizer,
+                           save_every=4, loop=4, **kwargs)
+        result = trainer.train(_dataset())
+        return result.step_losses, _weights(trainer)
+
+    losses, weights = train("op_by_op")
+    for folder, kwargs in (("xla", {"use_xla": True}), ("fused", {"fuse_optimizer": True})):
+        other_losses, other_weights = train(folder, **kwargs)
+        np.testing.assert_allclose(other_losses, losses, rtol=1e-5, err_msg=folder)
+        for a, b in zip(other_weights, weights):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=folder)
+    initial = [v.numpy() for v in _model().trainable_variables]
+    assert all(np.abs(a - b).max() > 1e-3 for a, b in zip(weights, initial))  # it trained
+
+
+def test_fp16_loss_scaling_and_bf16_policy(tmp_path):
+    try:
+        precision = distribution.set_precision("fp16")
+        assert precision.loss_scale == "dynamic" and precision.compute_dtype == "float16"
+        model = _model()
+        assert model.layers[1].compute_dtype == "float16"
+        optimizer = optimization.create_optimizer(0.05, 5, 1, loss_scale=precision.loss_scale)
+        trainer = _trainer(tmp_path / "fp16", 5, optimizer=optimizer, model=model)
+        result = trainer.train(_dataset())
+        assert np.all(np.isfinite(result.step_losses))
+        # Dynamic scale: starts at 2^15, halves on an fp16 overflow (that update is skipped).
+        assert float(optimizer.loss_scale) in [2.0 ** e for e in range(10, 16)]
+        assert result.step_losses[-1] < result.step_losses[0]
+        precision = distribution.set_precision("bf16")
+        assert precision.loss_scale is None and precision.compute_dtype == "bfloat16"
+        assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+    finally:
+        distribution.set_precision(None)
+    assert keras.mixed_precision.global_policy().name == "float32"
+
+
+def test_evaluate_streaming_means():
+    model = _model()
+    data = _data()
+
+    def metrics_fn(outputs, batch):
+        err = tf.reduce_sum(tf.square(outputs - batch["y"]), axis=-1)
+        return {"wmse": (tf.reduce_sum(batch["w"] * err), tf.reduce_sum(batch["w"])),
+                "batches": (tf.constant(1.0), tf.constant(1.0))}
+
+    result = training_loop.evaluate(model, _dataset(), metrics_fn, 3,
+                                    model_inputs=lambda b: b["x"], progress=False)
+    pred = model.predict(data["x"][:24], verbose=0)
+    err = ((pred - data["y"][:24]) ** 2).sum(-1)
+    assert result["wmse"] == pytest.approx((data["w"][:24] * err).sum() / data["w"][:24].sum(),
+                                           rel=1e-5)
+    assert result["batches"] == 1.0
+
+
+def test_objective_must_declare_its_logs(tmp_path):
+    class Undeclared(RegressionObjective):
+        log_names = ()
+
+    config = training_loop.TrainerConfig(str(tmp_path), 2, steps_per_loop=1)
+    trainer = training_loop.Trainer(_model(), optimization.create_optimizer(0.1, 2, 0),
+                                    Undeclared(), None, config)
+    with pytest.raises(ValueError, match="log_names"):
+        trainer.train(_dataset())
+
+
+def test_distribution_flags_and_errors(monkeypatch):
+    values = flags.FlagValues()
+    distribution.define_distribution_flags(values)
+    distribution.define_distribution_flags(values)  # idempotent
+    distribution.define_precision_flags(values)
+    values(["prog", "--use_tpu", "--tpu_name=my-tpu", "--num_tpu_cores=8",
+            "--mixed_precision=bf16"])
+    assert distribution.wants_tpu(values) and values.mixed_precision == "bf16"
+    values.unparse_flags()
+    values(["prog", "--strategy=default"])
+    assert distribution.strategy_from_flags(values) is tf.distribute.get_strategy()
+    assert distribution.is_chief(tf.distribute.get_strategy())
+    # The TPU path needs hardware: without a TPU name or a TPU VM it stops with one line.
+    with pytest.raises(distribution.DistributionError, match="--tpu_name"):
+        distribution.make_strategy("tpu")
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(distribution.DistributionError, match="TF_CONFIG"):
+        distribution.make_strategy("multi_worker")
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"]},
+                                                "task": {"type": "worker", "index": 3}}))
+    with pytest.raises(distribution.DistributionError, match="index 3"):
+        distribution.make_strategy("multi_worker")
+    with pytest.raises(distribution.DistributionError, match="--mixed_precision"):
+        distribution.set_precision("int8")
