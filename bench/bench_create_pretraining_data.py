@@ -26,17 +26,17 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from tests import paths  # noqa: E402
-
-CORPUS = os.path.join(paths.DATA, "pretrain", "derived_pretrain_corpus.txt")
-ANCHOR = os.path.join(paths.GOLDEN, "pretraining_data", "speed_anchor.json")
+SHARED = os.environ.get("BERT_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
+CORPUS = os.path.join(SHARED, "data", "pretrain", "derived_pretrain_corpus.txt")
+ANCHOR = os.path.join(SHARED, "golden", "pretraining_data", "speed_anchor.json")
+GOLDEN_VOCAB = os.path.join(SHARED, "golden", "inputs", "vocab.txt")
 
 # Runs in a child process: the CLI's run() timed from after the imports.
 _FAST = r"""
 import json, os, resource, sys, time
 sys.path.insert(0, {root!r})
 from absl import flags
-import create_pretraining_data as cli
+from bert_cli import create_pretraining_data as cli
 fv = flags.FlagValues(); cli.define_flags(fv); fv(["x"] + {args!r})
 load0 = os.getloadavg()
 def cpu():
@@ -112,7 +112,7 @@ def main() -> None:
     try:
         out = os.path.join(tmp, "fast.tfrecord")
         flags = ["--input_file=%s" % args.corpus, "--output_file=%s" % out,
-                 "--vocab_file=%s" % paths.GOLDEN_VOCAB, "--dupe_factor=%d" % args.dupe_factor,
+                 "--vocab_file=%s" % GOLDEN_VOCAB, "--dupe_factor=%d" % args.dupe_factor,
                  "--show_progress=false"]
         fast = min((_child(_FAST.format(root=ROOT, args=flags)) for _ in range(args.repeats)),
                    key=lambda r: r["wall"])
@@ -137,7 +137,7 @@ def main() -> None:
                   % (orig_s / fast["wall"], orig_s / fast["cpu"], rss / orig_rss))
         if args.baseline:
             base_out = os.path.join(tmp, "faithful.tfrecord")
-            base = _child(_BASELINE.format(root=ROOT, vocab=paths.GOLDEN_VOCAB,
+            base = _child(_BASELINE.format(root=ROOT, vocab=GOLDEN_VOCAB,
                                            corpus=args.corpus, dupe=args.dupe_factor,
                                            out=base_out))
             base_rss = base.get("time_v_rss_kib", base["rss_kib"]) / 1024

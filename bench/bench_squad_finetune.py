@@ -203,7 +203,7 @@ def run_parity(args, plan, optimizer: str) -> None:
     import keras
     import tensorflow as tf
 
-    import run_squad
+    from bert_cli import run_squad
     from modeling import checkpoints
     from modeling.training import finetuning
     from modeling.checkpoints import hf as hf_import
@@ -266,7 +266,7 @@ def run_ours(args, plan, seed: int) -> None:
     """
     import keras
 
-    import run_squad
+    from bert_cli import run_squad
     from modeling import checkpoints
     from modeling.checkpoints import hf as hf_import
 
@@ -287,7 +287,7 @@ def run_ours(args, plan, seed: int) -> None:
 
 def save_eval_logits(model, args, plan, name: str, seed: int, train_seconds: float) -> None:
     """Predicts eval.tf_record with run_squad's prediction function; writes <name>_s<seed>."""
-    import run_squad
+    from bert_cli import run_squad
 
     results = run_squad.predict_raw_results(model, os.path.join(args.work_dir, "eval.tf_record"),
                                             args.max_seq_length, 64)
@@ -317,7 +317,7 @@ def run_matched(args, plan, seed: int, optimizers) -> None:
     import keras
     import tensorflow as tf
 
-    import run_squad
+    from bert_cli import run_squad
     from modeling import checkpoints
     from modeling.training import finetuning
     from modeling.checkpoints import hf as hf_import

@@ -17,10 +17,11 @@ import json
 import os
 from typing import Any, Dict, Optional
 
+from bert_common.errors import InputError
 from modeling.layers import activations
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A BERT config that cannot be used; the message names the file and the key."""
 
 

@@ -40,10 +40,12 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from absl import logging
 
+from bert_common.errors import InputError
+
 Label = Union[str, float]
 
 
-class ClassifierDataError(ValueError):
+class ClassifierDataError(InputError):
     """Unusable classifier input; the one-line message names the task, file and line."""
 
 

@@ -33,8 +33,10 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from bert_common.errors import InputError
 
-class CorpusError(ValueError):
+
+class CorpusError(InputError):
     """Unusable input text; the message names the file (and line)."""
 
 

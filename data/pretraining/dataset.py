@@ -30,13 +30,10 @@ from typing import Dict, List, Optional, Sequence
 import tensorflow as tf
 
 from data.pretraining import schema as pretraining_schema
+from data.pretraining.instances import PretrainingDataError
 
 NUM_CPU_THREADS = 4  # the original's input_fn constant
 RECORD_SHUFFLE_BUFFER = 100
-
-
-class PretrainingDataError(ValueError):
-    """Unusable pre-training input; the message names the file (and feature)."""
 
 
 def input_files(pattern_list: str) -> List[str]:

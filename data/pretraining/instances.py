@@ -38,13 +38,14 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from bert_common.errors import InputError
 from data.tokenization import special_tokens
 from data.tokenization.wordpiece import VocabError
 
 MAX_RANDOM_DOCUMENT_TRIES = 10
 
 
-class PretrainingDataError(ValueError):
+class PretrainingDataError(InputError):
     """Unusable flags or input for pre-training data; the message names the flag or file."""
 
 

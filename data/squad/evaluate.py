@@ -36,13 +36,15 @@ import string
 import sys
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
+from bert_common.errors import InputError
+
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES_RE = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 
 Notify = Callable[[str], None]
 
 
-class SquadEvalError(ValueError):
+class SquadEvalError(InputError):
     """Input the scorer cannot use; the message names the file."""
 
 

@@ -33,6 +33,7 @@ from absl import logging
 
 from bert_common import files as io_utils
 from data.tokenization import special_tokens
+from bert_common.errors import InputError
 from data.squad import schema as squad_schema
 from data.squad.postprocess import (  # noqa: F401  (public names of the original)
     RawResult,
@@ -49,7 +50,7 @@ FIRST_UNIQUE_ID = 1000000000
 _DOC_WHITESPACE = frozenset(" \t\r\n\u202f")
 
 
-class SquadFormatError(ValueError):
+class SquadFormatError(InputError):
     """A SQuAD JSON file that cannot be read; the message names the file and the place."""
 
 

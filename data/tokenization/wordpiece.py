@@ -45,6 +45,7 @@ import re
 import unicodedata
 from typing import Dict, Iterable, List, Sequence, Union
 
+from bert_common.errors import InputError
 from data.tokenization import special_tokens
 
 try:  # the compiled engine of FastFullTokenizer; optional (pure Python otherwise)
@@ -67,7 +68,7 @@ _ASCII_DROPPED_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _ASCII_TOKENS_RE = re.compile(r"[A-Za-z0-9]+|[^A-Za-z0-9 \t\n\r]")
 
 
-class VocabError(ValueError):
+class VocabError(InputError):
     """A vocabulary file that cannot be used; the message names the file."""
 
 

@@ -43,8 +43,10 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 from absl import logging
 
+from bert_common.errors import InputError
 
-class CheckpointError(ValueError):
+
+class CheckpointError(InputError):
     """A checkpoint that cannot be loaded into a model; one line naming the file and variable."""
 
 

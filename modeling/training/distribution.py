@@ -1,18 +1,12 @@
-"""``tf.distribute`` strategies and mixed precision from command-line flags, one definition.
+"""``tf.distribute`` strategies and mixed precision, one definition.
 
-Every entry point defines the same flags with::
+``make_strategy(name, ...)`` builds a strategy by name and ``set_precision(mixed_precision)`` sets
+the Keras dtype policy; the command-line flags that choose them are defined in ``bert_cli.flags``
+(``strategy_from_flags``, ``precision_from_flags``). Build the strategy before any other
+TensorFlow op (multi-worker and TPU set-up must come first)::
 
-    from modeling.training import distribution
-    distribution.define_distribution_flags()   # --strategy --use_tpu --tpu_name --tpu_zone
-                                               # --gcp_project --master --num_tpu_cores
-                                               # --num_gpus --all_reduce_alg
-    distribution.define_precision_flags()      # --mixed_precision=bf16|fp16 --use_xla
-
-and builds them at the start of ``main`` (before any other TensorFlow op: multi-worker and TPU
-set-up must come first)::
-
-    strategy = distribution.strategy_from_flags(FLAGS)
-    precision = distribution.precision_from_flags(FLAGS)   # sets the Keras dtype policy
+    strategy = distribution.make_strategy("mirrored")
+    precision = distribution.set_precision("bf16")   # sets the Keras dtype policy
     with strategy.scope():
         model = ...
         optimizer = create_optimizer(..., loss_scale=precision.loss_scale)
@@ -45,7 +39,7 @@ import os
 from typing import Optional
 
 import tensorflow as tf
-from absl import flags
+from bert_common.errors import InputError
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 MIXED_PRECISIONS = ("bf16", "fp16")
@@ -53,69 +47,11 @@ _POLICIES = {None: "float32", "": "float32", "fp32": "float32", "bf16": "mixed_b
              "fp16": "mixed_float16"}
 
 
-class DistributionError(ValueError):
+class DistributionError(InputError):
     """A strategy that cannot be built from the flags; the message names the flag."""
 
 
-# ------------------------------------------------------------------------------------ flags
-
-
-def _define(flag_values, kind: str, name: str, default, help_text: str, **kwargs) -> None:
-    if name in flag_values:  # defined already (a second entry point in the same process)
-        return
-    if kind == "enum":
-        flags.DEFINE_enum(name, default, kwargs.pop("enum_values"), help_text,
-                          flag_values=flag_values, **kwargs)
-        return
-    getattr(flags, "DEFINE_" + kind)(name, default, help_text, flag_values=flag_values, **kwargs)
-
-
-def define_distribution_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """Defines the strategy flags (the original's TPU flags included); idempotent."""
-    _define(flag_values, "enum", "strategy", "default", "tf.distribute strategy.",
-            enum_values=list(STRATEGIES))
-    _define(flag_values, "bool", "use_tpu", False, "Whether to use TPU (= --strategy=tpu).")
-    _define(flag_values, "string", "tpu_name", None, "The Cloud TPU to use for training. This "
-            "should be either the name used when creating the Cloud TPU, or a "
-            "grpc://ip.address.of.tpu:8470 url.")
-    _define(flag_values, "string", "tpu_zone", None, "[Optional] GCE zone where the Cloud TPU "
-            "is located in. If not specified, we will attempt to automatically detect the GCE "
-            "project from metadata.")
-    _define(flag_values, "string", "gcp_project", None, "[Optional] Project name for the "
-            "Cloud TPU-enabled project. If not specified, we will attempt to automatically "
-            "detect the GCE project from metadata.")
-    _define(flag_values, "string", "master", None, "[Optional] TensorFlow master URL.")
-    _define(flag_values, "integer", "num_tpu_cores", 8, "Only used if `use_tpu` is True. "
-            "Total number of TPU cores to use.")
-    _define(flag_values, "integer", "num_gpus", 0, "--strategy=mirrored: number of local GPUs "
-            "(0 = all).")
-    _define(flag_values, "enum", "all_reduce_alg", "auto", "--strategy=multi_worker: "
-            "collective implementation.", enum_values=["auto", "ring", "nccl"])
-
-
-def define_precision_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """Defines ``--mixed_precision`` (bf16|fp16, unset = float32) and ``--use_xla``."""
-    _define(flag_values, "enum", "mixed_precision", None, "Mixed precision: bf16 or fp16 "
-            "(dynamic loss scaling). Unset = float32.", enum_values=list(MIXED_PRECISIONS))
-    _define(flag_values, "bool", "use_xla", False, "Compile the train step with XLA "
-            "(jit_compile).")
-
-
 # ------------------------------------------------------------------------------- strategies
-
-
-def wants_tpu(flag_values) -> bool:
-    return bool(getattr(flag_values, "use_tpu", False)) or flag_values.strategy == "tpu"
-
-
-def strategy_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> tf.distribute.Strategy:
-    """The strategy the distribution flags ask for (see the module docstring)."""
-    name = "tpu" if wants_tpu(flag_values) else flag_values.strategy
-    return make_strategy(name, tpu_name=flag_values.tpu_name, tpu_zone=flag_values.tpu_zone,
-                         gcp_project=flag_values.gcp_project, master=flag_values.master,
-                         num_tpu_cores=flag_values.num_tpu_cores,
-                         num_gpus=getattr(flag_values, "num_gpus", 0),
-                         all_reduce_alg=getattr(flag_values, "all_reduce_alg", "auto"))
 
 
 def make_strategy(name: str = "default", tpu_name: Optional[str] = None,
@@ -262,7 +198,3 @@ def set_precision(mixed_precision: Optional[str]) -> Precision:
     policy = _POLICIES[mixed_precision]
     keras.mixed_precision.set_global_policy(policy)
     return Precision(policy=policy, loss_scale="dynamic" if policy == "mixed_float16" else None)
-
-
-def precision_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> Precision:
-    return set_precision(flag_values.mixed_precision)

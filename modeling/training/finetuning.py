@@ -1,5 +1,4 @@
-"""A small fine-tuning loop and the runner plumbing shared by run_classifier.py, run_swag.py
-and run_squad.py.
+"""A small fine-tuning loop and batched prediction (run_classifier, run_swag, run_squad).
 
 * ``make_optimizer(init_lr, num_train_steps, num_warmup_steps, loss_scale, use_tpu)``: the
   project's ``modeling.training.optimization.create_optimizer`` (the original's AdamWeightDecay).
@@ -13,11 +12,8 @@ and run_squad.py.
   (``training=False``) over every batch and returns numpy arrays of the chosen outputs plus the
   batch's non-model features (``label_ids``, ``is_real_example``, ``example_index``),
   concatenated in dataset order.
-* Runner plumbing (each reads the flags it names): ``init_run`` (``--output_dir``, seeds, the
-  tokenizer), ``restore_checkpoint`` (``--init_checkpoint``, else the newest checkpoint in
-  ``--output_dir`` when not training), ``checkpoint_step``, ``count_train_steps``,
-  ``checkpoint_saver`` (``model.ckpt-<step>``) and ``run_main`` (bad input -> one line on
-  stderr, exit code 1).
+
+The tools' flag plumbing (seeds, ``--init_checkpoint``, step counts) is in ``bert_cli.finetuning``.
 
 Batches may differ in sequence length (length-aware batching): the step functions are traced
 with ``reduce_retracing`` so that a new length does not build a new graph.
@@ -25,11 +21,9 @@ with ``reduce_retracing`` so that a new length does not build a new graph.
 
 from __future__ import annotations
 
-import os
-import re
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Type
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -194,100 +188,3 @@ def write_eval_results(path: str, metrics: Dict) -> None:
         for key in sorted(metrics):
             logging.info("  %s = %s", key, metrics[key])
             writer.write("%s = %s\n" % (key, metrics[key]))
-
-
-# ------------------------------------------------------------------------- runner plumbing
-
-
-def init_run(flag_values):
-    """Creates ``--output_dir``, seeds python, numpy, TF and Keras (initializers, dropout) with
-    ``--random_seed`` and returns the tokenizer of ``--vocab_file``/``--do_lower_case``
-    (``FastFullTokenizer`` with ``--fast_tokenizer``, else ``FullTokenizer``)."""
-    import keras
-
-    from data.tokenization import wordpiece as tokenization
-
-    os.makedirs(flag_values.output_dir, exist_ok=True)
-    keras.utils.set_random_seed(flag_values.random_seed)
-    tokenizer_class = (tokenization.FastFullTokenizer if flag_values.fast_tokenizer
-                       else tokenization.FullTokenizer)
-    return tokenizer_class(vocab_file=flag_values.vocab_file,
-                           do_lower_case=flag_values.do_lower_case)
-
-
-def latest_checkpoint(output_dir: str) -> Optional[str]:
-    """The newest TF1 checkpoint in ``output_dir``; None when there is none (or no folder)."""
-    return tf.train.latest_checkpoint(output_dir) if os.path.isdir(output_dir) else None
-
-
-def checkpoint_step(checkpoint: Optional[str]) -> int:
-    """The step of a ``...ckpt-<step>`` checkpoint name; 0 for any other name or None."""
-    match = re.search(r"ckpt-(\d+)$", checkpoint or "")
-    return int(match.group(1)) if match else 0
-
-
-def restore_checkpoint(model, flag_values, without_training: str,
-                       error: Type[Exception]) -> Optional[str]:
-    """Loads ``--init_checkpoint`` into ``model`` (the load report is logged) and returns it.
-
-    Without ``--do_train`` and ``--init_checkpoint`` the newest checkpoint in ``--output_dir``
-    is loaded instead (as the original Estimator's ``model_dir``); if there is none, raises
-    ``error("--init_checkpoint is needed to <without_training> without --do_train (no
-    checkpoint in --output_dir=<dir>)")``. Returns None when nothing was loaded (training from
-    the random initialisation).
-    """
-    from modeling import checkpoints
-
-    init_checkpoint = flag_values.init_checkpoint
-    if not flag_values.do_train and not init_checkpoint:
-        init_checkpoint = latest_checkpoint(flag_values.output_dir)
-        if init_checkpoint is None:
-            raise error("--init_checkpoint is needed to %s without --do_train (no checkpoint "
-                        "in --output_dir=%s)" % (without_training, flag_values.output_dir))
-    if init_checkpoint:
-        logging.info("%s", checkpoints.load_checkpoint(model, init_checkpoint, log=False).summary())
-    return init_checkpoint
-
-
-def count_train_steps(num_examples: int, flag_values, error: Type[Exception]) -> int:
-    """The original's ``int(num_examples / --train_batch_size * --num_train_epochs)``; raises
-    ``error`` (naming both flags) when that is no step at all."""
-    num_train_steps = int(num_examples / flag_values.train_batch_size
-                          * flag_values.num_train_epochs)
-    if num_train_steps <= 0:
-        raise error("%d training examples, --train_batch_size=%d and --num_train_epochs=%g "
-                    "give no training step" % (num_examples, flag_values.train_batch_size,
-                                               flag_values.num_train_epochs))
-    return num_train_steps
-
-
-def checkpoint_saver(model, output_dir: str) -> Callable[[int], None]:
-    """``on_save`` for ``train``: writes the TF1-named checkpoint
-    ``<output_dir>/model.ckpt-<step>``."""
-    from modeling import checkpoints
-
-    def save(step: int) -> None:
-        checkpoints.save_tf1_checkpoint(model, os.path.join(output_dir, "model.ckpt-%d" % step),
-                                        global_step=step)
-
-    return save
-
-
-def run_main(script: str, run: Callable[[], None], errors: Sequence[Type[Exception]]) -> None:
-    """Runs ``run()``; bad input becomes one line ``<script>: error: <message>`` on stderr and
-    exit code 1.
-
-    Bad input is an exception of a type in ``errors`` (the runner's own) or of one every
-    fine-tuning runner reports: ``CheckpointError``, ``ConfigError``, ``DistributionError``,
-    ``VocabError``, ``OSError``. Any other exception propagates (a traceback: a bug).
-    """
-    from data.tokenization.wordpiece import VocabError
-    from modeling.checkpoints.tf1 import CheckpointError
-    from modeling.config import ConfigError
-
-    try:
-        run()
-    except (tuple(errors) + (CheckpointError, ConfigError, distribution.DistributionError,
-                             VocabError, OSError)) as e:
-        print("%s: error: %s" % (script, e), file=sys.stderr)
-        sys.exit(1)

@@ -28,9 +28,13 @@ from typing import Dict, Tuple
 
 import tensorflow as tf
 
-from data.pretraining import schema as pretraining_schema
+from modeling.encoder import INPUT_NAMES
+from modeling.heads.pretraining import MLM_LOSS_EPSILON, PRETRAINING_INPUT_NAMES
 from modeling.training import trainer as training_loop
-from modeling.heads.pretraining import MLM_LOSS_EPSILON
+
+# The model's inputs, named as the pre-training records' features (data.pretraining.schema):
+# the model defines the names, the records follow them.
+MODEL_INPUT_NAMES = tuple(INPUT_NAMES) + tuple(PRETRAINING_INPUT_NAMES)
 
 EVAL_KEYS = ("loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
              "next_sentence_loss")
@@ -70,7 +74,7 @@ def eval_metrics(outputs, batch) -> Dict[str, Tuple[tf.Tensor, tf.Tensor]]:
 
 def model_inputs(batch) -> Dict[str, tf.Tensor]:
     """The pre-training model's inputs: the 7 record features."""
-    return {name: batch[name] for name in pretraining_schema.FEATURE_NAMES}
+    return {name: batch[name] for name in MODEL_INPUT_NAMES}
 
 
 class PretrainingObjective(training_loop.Objective):

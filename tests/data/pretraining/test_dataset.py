@@ -99,3 +99,10 @@ def test_check_input_files_names_file_and_flag(tmp_path):
         writer.write(example.SerializeToString())
     with pytest.raises(pd.PretrainingDataError, match="no feature 'input_mask'"):
         pd.check_input_files([str(other)], 128, 20)
+
+
+def test_record_features_are_the_pretraining_model_inputs():
+    from modeling.training import objectives
+
+    assert set(pretraining_schema.FEATURE_NAMES) == set(objectives.MODEL_INPUT_NAMES)
+    assert len(objectives.MODEL_INPUT_NAMES) == len(pretraining_schema.FEATURE_NAMES) == 7

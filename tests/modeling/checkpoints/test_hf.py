@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-import convert_checkpoint
+from modeling.checkpoints.convert import convert
 from modeling import checkpoints
 from modeling.checkpoints import hf as hf_import
 from modeling.encoder import BertModel
@@ -40,7 +40,7 @@ def test_name_mapping():
 def minilm_tf1(tmp_path_factory):
     out = tmp_path_factory.mktemp("minilm")
     prefix = str(out / "bert_model.ckpt")
-    summary = convert_checkpoint.convert(MINILM, prefix, hidden_act="gelu")
+    summary = convert(MINILM, prefix, hidden_act="gelu")
     assert "embeddings.position_ids" in summary
     return prefix
 

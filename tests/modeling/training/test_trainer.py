@@ -1,13 +1,11 @@
 """modeling/training/trainer.py and modeling/training/distribution.py on a tiny Keras model (fast)."""
 
-import json
 import os
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from absl import flags
 
 from modeling.training import distribution
 from modeling.training import optimization
@@ -196,29 +194,3 @@ def test_objective_must_declare_its_logs(tmp_path):
                                     Undeclared(), None, config)
     with pytest.raises(ValueError, match="log_names"):
         trainer.train(_dataset())
-
-
-def test_distribution_flags_and_errors(monkeypatch):
-    values = flags.FlagValues()
-    distribution.define_distribution_flags(values)
-    distribution.define_distribution_flags(values)  # idempotent
-    distribution.define_precision_flags(values)
-    values(["prog", "--use_tpu", "--tpu_name=my-tpu", "--num_tpu_cores=8",
-            "--mixed_precision=bf16"])
-    assert distribution.wants_tpu(values) and values.mixed_precision == "bf16"
-    values.unparse_flags()
-    values(["prog", "--strategy=default"])
-    assert distribution.strategy_from_flags(values) is tf.distribute.get_strategy()
-    assert distribution.is_chief(tf.distribute.get_strategy())
-    # The TPU path needs hardware: without a TPU name or a TPU VM it stops with one line.
-    with pytest.raises(distribution.DistributionError, match="--tpu_name"):
-        distribution.make_strategy("tpu")
-    monkeypatch.delenv("TF_CONFIG", raising=False)
-    with pytest.raises(distribution.DistributionError, match="TF_CONFIG"):
-        distribution.make_strategy("multi_worker")
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"]},
-                                                "task": {"type": "worker", "index": 3}}))
-    with pytest.raises(distribution.DistributionError, match="index 3"):
-        distribution.make_strategy("multi_worker")
-    with pytest.raises(distribution.DistributionError, match="--mixed_precision"):
-        distribution.set_precision("int8")

@@ -11,7 +11,7 @@ import tensorflow_text  # noqa: F401  (registers the ops the exported signature 
 
 from absl import flags
 
-import run_squad
+from bert_cli import run_squad
 from data.squad import features as squad
 from tests import paths
 

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import run_pretraining
+from bert_cli import run_pretraining
 from data.tokenization import special_tokens
 from data.tokenization import wordpiece as tokenization
 from data.tokenization import vocab_builder
 from bert_common.files import float_feature, int64_feature
 from modeling.training import trainer as training_loop
 from tests import paths
-from tests.test_run_pretraining import parse_flags
+from tests.bert_cli.test_run_pretraining import parse_flags
 
 CORPUS = os.path.join(paths.DATA, "pretrain", "derived_pretrain_corpus.txt")
 SEQ, PREDS = 64, 10

@@ -8,19 +8,19 @@ import sys
 import numpy as np
 import pytest
 
-import convert_checkpoint
-import extract_features
+from modeling.checkpoints.convert import convert
+from bert_cli import extract_features
 from tests import paths
 from tests.modeling.golden_utils import golden_dir, load_outputs
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = paths.ROOT
 MINILM = os.path.join(paths.DATA, "minilm")
 
 
 @pytest.fixture(scope="module")
 def minilm_prefix(tmp_path_factory):
     prefix = str(tmp_path_factory.mktemp("ckpt") / "bert_model.ckpt")
-    convert_checkpoint.convert(MINILM, prefix, hidden_act="gelu")
+    convert(MINILM, prefix, hidden_act="gelu")
     return prefix
 
 
@@ -36,7 +36,7 @@ def _input_file(tmp_path):
 def test_minilm_features_match_golden(tmp_path, minilm_prefix):
     input_file, count = _input_file(tmp_path)
     output = str(tmp_path / "features.jsonl")
-    assert extract_features.run(input_file, output, golden_dir("minilm") + "/bert_config.json",
+    assert extract_features.extract(input_file, output, golden_dir("minilm") + "/bert_config.json",
                                 minilm_prefix, os.path.join(MINILM, "vocab.txt"), layers="-1,-3",
                                 max_seq_length=32, batch_size=4) == count
     golden = load_outputs("minilm")
@@ -63,7 +63,7 @@ def test_bfloat16_inference_is_close_to_golden(tmp_path, minilm_prefix):
     """--inference_dtype=bfloat16: same tokens, values within bfloat16 rounding of the golden."""
     input_file, count = _input_file(tmp_path)
     output = str(tmp_path / "features.jsonl")
-    assert extract_features.run(input_file, output, golden_dir("minilm") + "/bert_config.json",
+    assert extract_features.extract(input_file, output, golden_dir("minilm") + "/bert_config.json",
                                 minilm_prefix, os.path.join(MINILM, "vocab.txt"), layers="-1",
                                 max_seq_length=32, batch_size=4,
                                 inference_dtype="bfloat16") == count

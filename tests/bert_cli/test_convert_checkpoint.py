@@ -8,13 +8,14 @@ import sys
 import numpy as np
 import pytest
 
-import convert_checkpoint
+from modeling.checkpoints.convert import convert
+from tests import paths
 from modeling import checkpoints
 from modeling.checkpoints.tf1 import CheckpointError
 from modeling.config import ConfigError
 from tests.modeling.golden_utils import golden_dir
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = paths.ROOT
 TINY = golden_dir("tiny_wide_init")
 
 
@@ -32,7 +33,7 @@ def test_cli_tf1_to_keras_and_back(tmp_path):
     assert "46 variables" in result.stderr and os.path.isfile(keras_file)
     out_dir = tmp_path / "back"
     out_dir.mkdir()
-    summary = convert_checkpoint.convert(keras_file, str(out_dir / "bert_model.ckpt"),
+    summary = convert(keras_file, str(out_dir / "bert_model.ckpt"),
                                          config_file=TINY + "/bert_config.json")
     assert "46 variables" in summary
     original = checkpoints.read_tf1_checkpoint(TINY + "/bert_model.ckpt")
@@ -58,11 +59,11 @@ def test_wrong_size_and_bad_config_errors(tmp_path):
     bigger = tmp_path / "bert_config.json"
     bigger.write_text(json.dumps(config))
     with pytest.raises(CheckpointError, match=r"bert/embeddings/LayerNorm/beta has shape \[32\]"):
-        convert_checkpoint.convert(TINY + "/bert_model.ckpt", str(tmp_path / "x.keras"),
+        convert(TINY + "/bert_model.ckpt", str(tmp_path / "x.keras"),
                                    config_file=str(bigger))
     del config["vocab_size"]
     bigger.write_text(json.dumps(config))
     with pytest.raises(ConfigError, match="'vocab_size' is missing"):
-        convert_checkpoint.convert(TINY + "/bert_model.ckpt", str(tmp_path / "x.keras"),
+        convert(TINY + "/bert_model.ckpt", str(tmp_path / "x.keras"),
                                    config_file=str(bigger))
     assert not list(tmp_path.glob("*.keras"))

@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import run_pretraining
+from bert_cli import run_pretraining
 from modeling import checkpoints
 from modeling.training import trainer as training_loop
 from tests import paths
-from tests.test_run_pretraining import (NOISE_MARGIN, TRAJ, parse_flags, trajectory_args,
+from tests.bert_cli.test_run_pretraining import (NOISE_MARGIN, TRAJ, parse_flags, trajectory_args,
                                         trajectory_run)  # noqa: F401 (session fixture)
 
 SCRIPT = os.path.join(paths.ROOT, "run_pretraining.py")

@@ -15,7 +15,8 @@ import pytest
 import tensorflow as tf
 from absl import flags
 
-import run_pretraining
+from bert_cli import run_pretraining
+from bert_cli.flags import FlagError
 from data.pretraining import dataset as pretraining_dataset
 from bert_common.files import float_feature, int64_feature
 from modeling import checkpoints
@@ -251,23 +252,23 @@ def test_bad_input_is_stopped_before_training(tmp_path):
         run("--bert_config_file=%s" % bad)
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
-    with pytest.raises(run_pretraining.PretrainingFlagError, match="--output_dir=.*writable"):
+    with pytest.raises(FlagError, match="--output_dir=.*writable"):
         run(output=blocker / "sub")
-    with pytest.raises(run_pretraining.PretrainingFlagError, match="do_train"):
+    with pytest.raises(FlagError, match="do_train"):
         run_pretraining.run(parse_flags(trajectory_args(tmp_path)))
-    with pytest.raises(run_pretraining.PretrainingFlagError, match="--num_train_steps=0"):
+    with pytest.raises(FlagError, match="--num_train_steps=0"):
         run("--num_train_steps=0")
     # Nothing was trained, nothing written.
     assert not any(name.startswith("ckpt") for name in os.listdir(tmp_path / "out"))
 
 
-def test_cli_error_is_one_line_and_exit_2(tmp_path):
+def test_cli_error_is_one_line_and_exit_1(tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     proc = subprocess.run(
         [sys.executable, os.path.join(paths.ROOT, "run_pretraining.py")]
         + trajectory_args(tmp_path / "out", "--do_train", "--max_seq_length=32"),
         capture_output=True, text=True, env=env, cwd=paths.ROOT, timeout=300)
-    assert proc.returncode == 2
+    assert proc.returncode == 1
     lines = [line for line in proc.stderr.splitlines() if line.startswith("run_pretraining")]
     assert len(lines) == 1 and "--max_seq_length=32" in lines[0], proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from absl import flags
 
-import run_classifier
+from bert_cli import run_classifier
 from tests import paths
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = paths.ROOT
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
 MRPC = os.path.join(paths.DATA, "glue", "MRPC")
 SEQ = 64

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from absl import flags
 
-import run_swag
+from bert_cli import run_swag
 from tests import paths
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")

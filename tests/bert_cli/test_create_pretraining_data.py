@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from absl import flags
 
-import create_pretraining_data as cli
+from bert_cli import create_pretraining_data as cli
 from data.pretraining import records as pretraining_records
 from data.pretraining import schema as pretraining_schema
 from data.tokenization import vocab_builder
 from tests import paths
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = paths.ROOT
 SAMPLE = os.path.join(paths.GOLDEN, "inputs", "sample_text.txt")
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 
@@ -28,7 +28,14 @@ def _run(args, capsys):
     fv = flags.FlagValues()
     cli.define_flags(fv)
     fv(["create_pretraining_data.py"] + args)
-    code = cli.execute(fv)
+    cli.FLAGS, saved = fv, cli.FLAGS
+    try:
+        cli.main(["create_pretraining_data.py"])
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    finally:
+        cli.FLAGS = saved
     return code, capsys.readouterr().err
 
 
@@ -196,7 +203,7 @@ def test_script_entry_point_without_tensorflow(tmp_path):
     out = str(tmp_path / "x.tfrecord")
     probe = ("import runpy, sys\nsys.argv = %r\n"
              "try:\n    runpy.run_path('create_pretraining_data.py', run_name='__main__')\n"
-             "except SystemExit as e:\n    code = e.code\n"
+             "except SystemExit as e:\n    code = e.code or 0\n"
              "print('TF_LOADED' if 'tensorflow' in sys.modules else 'NO_TF', code)\n"
              % (["create_pretraining_data.py"] + _golden_flags(out, "False")))
     r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=ENV, capture_output=True,

@@ -1,0 +1,166 @@
+"""Creates masked-LM / next-sentence pre-training records (TFRecord of tf.train.Example).
+
+The original ``create_pretraining_data.py``'s flags and defaults: ``--input_file`` (comma list,
+each globbed), ``--output_file`` (comma list: records go round-robin), ``--vocab_file``,
+``--do_lower_case=True``, ``--do_whole_word_mask=False``, ``--max_seq_length=128``,
+``--max_predictions_per_seq=20``, ``--random_seed=12345``, ``--dupe_factor=10``,
+``--masked_lm_prob=0.15``, ``--short_seq_prob=0.1``; plus ``--num_workers`` (default 1: one
+stream, the original's records for the same seed; N > 1 splits the corpus at document
+boundaries across N processes, each with its own seed and output file, see
+``data/pretraining/shards.py``) and ``--show_progress``.
+
+Input: one sentence per line, a blank line between documents; documents continue across input
+files. With ``--num_workers=1`` the records are identical (parsed) to the original's.
+Nothing is written unless everything succeeds; bad input is one line on stderr and exit code 1.
+TensorFlow is not imported.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import List
+
+from absl import flags
+
+from bert_cli import flags as cli_flags
+from bert_cli import runner
+from bert_cli.flags import FlagError
+
+FLAGS = flags.FLAGS
+TOOL = "create_pretraining_data.py"
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """The original's flags plus ``--num_workers`` and ``--show_progress``."""
+    fv = flag_values
+    flags.DEFINE_string("input_file", None,
+                        "Input raw text file (or comma-separated list of files).", flag_values=fv)
+    flags.DEFINE_string("output_file", None,
+                        "Output TF example file (or comma-separated list of files).",
+                        flag_values=fv)
+    flags.DEFINE_string("vocab_file", None,
+                        "The vocabulary file that the BERT model was trained on.", flag_values=fv)
+    flags.DEFINE_bool("do_lower_case", True,
+                      "Whether to lower case the input text. Should be True for uncased "
+                      "models and False for cased models.", flag_values=fv)
+    flags.DEFINE_bool("do_whole_word_mask", False,
+                      "Whether to use whole word masking rather than per-WordPiece masking.",
+                      flag_values=fv)
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.", flag_values=fv)
+    flags.DEFINE_integer("max_predictions_per_seq", 20,
+                         "Maximum number of masked LM predictions per sequence.", flag_values=fv)
+    flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.", flag_values=fv)
+    flags.DEFINE_integer("dupe_factor", 10,
+                         "Number of times to duplicate the input data (with different masks).",
+                         flag_values=fv)
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.", flag_values=fv)
+    flags.DEFINE_float("short_seq_prob", 0.1,
+                       "Probability of creating sequences which are shorter than the maximum "
+                       "length.", flag_values=fv)
+    flags.DEFINE_integer("num_workers", 1,
+                         "Processes to split the corpus across (at document boundaries). 1 = one "
+                         "stream: the original's records for the same seed. N > 1: worker k uses "
+                         "seed '<random_seed>/<k>' and writes its own file(s), so the records "
+                         "differ from the original's.", flag_values=fv)
+    flags.DEFINE_bool("show_progress", True, "Print progress (documents, instances, rate, ETA) "
+                      "on stderr.", flag_values=fv)
+
+
+def _split_outputs(value: str) -> List[str]:
+    files = value.split(",")
+    if any(not f for f in files):
+        raise FlagError("--output_file has an empty entry (stray comma?)")
+    if len(set(os.path.abspath(f) for f in files)) != len(files):
+        raise FlagError("--output_file lists the same file twice")
+    for f in files:
+        folder = os.path.dirname(os.path.abspath(f))
+        if not os.path.isdir(folder):
+            raise FlagError("--output_file %s: folder %s does not exist" % (f, folder))
+        if not os.access(folder, os.W_OK):
+            raise FlagError("--output_file %s: folder %s is not writable" % (f, folder))
+        if os.path.isdir(f):
+            raise FlagError("--output_file %s is a folder" % f)
+    return files
+
+
+def run(fv: flags.FlagValues = FLAGS) -> int:
+    """Creates the records as the flags say; returns the number of records written."""
+    from data.pretraining import instances as pretraining
+    from data.pretraining import corpus as pretraining_corpus
+    from data.tokenization.wordpiece import FastFullTokenizer
+
+    cli_flags.require(fv, ("input_file", "output_file", "vocab_file"))
+    pretraining.check_settings(fv.max_seq_length, fv.max_predictions_per_seq, fv.dupe_factor,
+                               fv.masked_lm_prob, fv.short_seq_prob)
+    if fv.num_workers < 1:
+        raise FlagError("--num_workers=%d must be at least 1" % fv.num_workers)
+    output_files = _split_outputs(fv.output_file)
+    tokenizer = FastFullTokenizer(fv.vocab_file, fv.do_lower_case)
+    vocab = pretraining.PretrainingVocab(tokenizer.vocab, fv.vocab_file)
+    input_files = pretraining_corpus.expand_input_patterns(fv.input_file)
+    settings = dict(max_seq_length=fv.max_seq_length,
+                    max_predictions_per_seq=fv.max_predictions_per_seq,
+                    masked_lm_prob=fv.masked_lm_prob, short_seq_prob=fv.short_seq_prob,
+                    dupe_factor=fv.dupe_factor, do_whole_word_mask=fv.do_whole_word_mask,
+                    random_seed=fv.random_seed)
+    start = time.perf_counter()
+    if fv.num_workers > 1:
+        from data.pretraining import shards as pretraining_shards
+
+        results = pretraining_shards.run_workers(input_files, output_files, fv.num_workers,
+                                                 fv.vocab_file, fv.do_lower_case, settings,
+                                                 fv.show_progress)
+        total = sum(r["instances"] for r in results)
+        if total == 0:
+            raise pretraining_corpus.CorpusError(
+                "the input files have no text (no line with a token): nothing to write")
+        _log(fv, "wrote %d instances with %d workers in %.1fs"
+             % (total, fv.num_workers, time.perf_counter() - start))
+        return total
+
+    from data.pretraining import fast as pretraining_fast
+
+    corpus = pretraining_corpus.read_corpus(input_files, tokenizer, fv.show_progress)
+    del tokenizer  # its caches are not needed any more (``vocab`` has the ids)
+    _check_corpus(corpus)
+    written = pretraining_fast.write_records(corpus, vocab, output_files,
+                                             show_progress=fv.show_progress, **settings)
+    _log(fv, "wrote %d instances (%d documents, %d sentences) to %s in %.1fs"
+         % (written, corpus.num_documents, corpus.num_sentences, ",".join(output_files),
+            time.perf_counter() - start))
+    return written
+
+
+def _check_corpus(corpus) -> None:
+    from data.pretraining.corpus import CorpusError
+
+    if corpus.num_documents == 0:
+        raise CorpusError("the input files have no text (no line with a token): nothing to "
+                          "write")
+    if int(corpus.document_sentence_counts().max()) < 2:
+        runner.warn(TOOL, "no document has two sentences, so every instance pairs its "
+                    "sentence with one of a random document (label 1), as the original does")
+    if corpus.num_documents == 1:
+        runner.warn(TOOL, "only one document: 'random next' sentences come from the same "
+                    "document, as in the original")
+
+
+def _log(fv, message: str) -> None:
+    if fv.show_progress:
+        print(message, file=sys.stderr, flush=True)
+
+
+def main(argv) -> None:
+    from data.pretraining.fast import HelperError
+
+    try:
+        runner.run_main(TOOL, run, FLAGS, argv)
+    except HelperError as e:  # a helper process died: its reason, in one line
+        runner.fail(TOOL, e)
+
+
+def entry() -> None:
+    """``python create_pretraining_data.py`` / the ``bert-create-pretraining-data`` command."""
+    runner.start(define_flags, main)

@@ -1,0 +1,93 @@
+"""Runner helpers shared by the fine-tuning tools (run_classifier, run_swag, run_squad): the
+original Estimator's conventions, read from the tools' flags.
+
+* ``init_run(fv)``: ``--output_dir`` created, ``--random_seed`` set, the tokenizer of
+  ``--vocab_file``/``--do_lower_case`` (``--fast_tokenizer``);
+* ``restore_checkpoint(model, fv, ...)``: ``--init_checkpoint``, else the newest
+  ``model.ckpt-<step>`` in ``--output_dir`` (as the Estimator's ``model_dir``);
+* ``count_train_steps``: the original's step count from examples, batch size and epochs;
+* ``checkpoint_saver``: TF1-named ``model.ckpt-<step>`` writer for the training loop.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Callable, Optional, Type
+
+from absl import logging
+
+def init_run(flag_values):
+    """Creates ``--output_dir``, seeds python, numpy, TF and Keras (initializers, dropout) with
+    ``--random_seed`` and returns the tokenizer of ``--vocab_file``/``--do_lower_case``
+    (``FastFullTokenizer`` with ``--fast_tokenizer``, else ``FullTokenizer``)."""
+    import keras
+
+    from data import tokenization
+
+    os.makedirs(flag_values.output_dir, exist_ok=True)
+    keras.utils.set_random_seed(flag_values.random_seed)
+    tokenizer_class = (tokenization.FastFullTokenizer if flag_values.fast_tokenizer
+                       else tokenization.FullTokenizer)
+    return tokenizer_class(vocab_file=flag_values.vocab_file,
+                           do_lower_case=flag_values.do_lower_case)
+
+
+def latest_checkpoint(output_dir: str) -> Optional[str]:
+    """The newest TF1 checkpoint in ``output_dir``; None when there is none (or no folder)."""
+    import tensorflow as tf
+
+    return tf.train.latest_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+
+
+def checkpoint_step(checkpoint: Optional[str]) -> int:
+    """The step of a ``...ckpt-<step>`` checkpoint name; 0 for any other name or None."""
+    match = re.search(r"ckpt-(\d+)$", checkpoint or "")
+    return int(match.group(1)) if match else 0
+
+
+def restore_checkpoint(model, flag_values, without_training: str,
+                       error: Type[Exception]) -> Optional[str]:
+    """Loads ``--init_checkpoint`` into ``model`` (the load report is logged) and returns it.
+
+    Without ``--do_train`` and ``--init_checkpoint`` the newest checkpoint in ``--output_dir``
+    is loaded instead (as the original Estimator's ``model_dir``); if there is none, raises
+    ``error("--init_checkpoint is needed to <without_training> without --do_train (no
+    checkpoint in --output_dir=<dir>)")``. Returns None when nothing was loaded (training from
+    the random initialisation).
+    """
+    from modeling import checkpoints
+
+    init_checkpoint = flag_values.init_checkpoint
+    if not flag_values.do_train and not init_checkpoint:
+        init_checkpoint = latest_checkpoint(flag_values.output_dir)
+        if init_checkpoint is None:
+            raise error("--init_checkpoint is needed to %s without --do_train (no checkpoint "
+                        "in --output_dir=%s)" % (without_training, flag_values.output_dir))
+    if init_checkpoint:
+        logging.info("%s", checkpoints.load_checkpoint(model, init_checkpoint, log=False).summary())
+    return init_checkpoint
+
+
+def count_train_steps(num_examples: int, flag_values, error: Type[Exception]) -> int:
+    """The original's ``int(num_examples / --train_batch_size * --num_train_epochs)``; raises
+    ``error`` (naming both flags) when that is no step at all."""
+    num_train_steps = int(num_examples / flag_values.train_batch_size
+                          * flag_values.num_train_epochs)
+    if num_train_steps <= 0:
+        raise error("%d training examples, --train_batch_size=%d and --num_train_epochs=%g "
+                    "give no training step" % (num_examples, flag_values.train_batch_size,
+                                               flag_values.num_train_epochs))
+    return num_train_steps
+
+
+def checkpoint_saver(model, output_dir: str) -> Callable[[int], None]:
+    """``on_save`` for ``train``: writes the TF1-named checkpoint
+    ``<output_dir>/model.ckpt-<step>``."""
+    from modeling import checkpoints
+
+    def save(step: int) -> None:
+        checkpoints.save_tf1_checkpoint(model, os.path.join(output_dir, "model.ckpt-%d" % step),
+                                        global_step=step)
+
+    return save

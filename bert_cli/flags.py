@@ -1,0 +1,115 @@
+"""Flags shared by the tools, defined once, and the strategy/precision they ask for.
+
+Every training or inference tool defines them with::
+
+    from bert_cli import flags as cli_flags
+    cli_flags.define_distribution_flags(flag_values)  # --strategy --use_tpu --tpu_name --tpu_zone
+                                                      # --gcp_project --master --num_tpu_cores
+                                                      # --num_gpus --all_reduce_alg
+    cli_flags.define_precision_flags(flag_values)     # --mixed_precision=bf16|fp16 --use_xla
+
+and builds them at the start of its run, before any other TensorFlow op (multi-worker and TPU
+set-up must come first): ``strategy_from_flags(fv)``, ``precision_from_flags(fv)``. Defining a
+flag imports no TensorFlow (``modeling.training.distribution`` is imported when a strategy is
+built), so ``--help`` is fast.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+from absl import flags
+
+from bert_common.errors import InputError
+
+FlagValues = flags.FlagValues
+
+# Kept equal to modeling.training.distribution.STRATEGIES / MIXED_PRECISIONS (tested): this
+# module must not import TensorFlow to list them.
+STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
+MIXED_PRECISIONS = ("bf16", "fp16")
+
+
+class FlagError(InputError):
+    """A bad flag value or combination; the message names the flag."""
+
+
+def define(flag_values: FlagValues, kind: str, name: str, default: Any, help_text: str,
+           **kwargs) -> None:
+    """``flags.DEFINE_<kind>(name, default, help_text)`` into ``flag_values``; a flag defined
+    already (a second tool in the same process) is left as it is."""
+    if name in flag_values:
+        return
+    if kind == "enum":
+        flags.DEFINE_enum(name, default, kwargs.pop("enum_values"), help_text,
+                          flag_values=flag_values, **kwargs)
+        return
+    getattr(flags, "DEFINE_" + kind)(name, default, help_text, flag_values=flag_values, **kwargs)
+
+
+def definer(flag_values: FlagValues) -> Callable[..., None]:
+    """``define`` bound to ``flag_values``: ``define("integer", "max_seq_length", 128, "...")``."""
+    return functools.partial(define, flag_values)
+
+
+def define_distribution_flags(flag_values: FlagValues = flags.FLAGS) -> None:
+    """The strategy flags, the original's TPU flags included (same names and help)."""
+    define(flag_values, "enum", "strategy", "default", "tf.distribute strategy.",
+           enum_values=list(STRATEGIES))
+    define(flag_values, "bool", "use_tpu", False, "Whether to use TPU (= --strategy=tpu).")
+    define(flag_values, "string", "tpu_name", None, "The Cloud TPU to use for training. This "
+           "should be either the name used when creating the Cloud TPU, or a "
+           "grpc://ip.address.of.tpu:8470 url.")
+    define(flag_values, "string", "tpu_zone", None, "[Optional] GCE zone where the Cloud TPU "
+           "is located in. If not specified, we will attempt to automatically detect the GCE "
+           "project from metadata.")
+    define(flag_values, "string", "gcp_project", None, "[Optional] Project name for the "
+           "Cloud TPU-enabled project. If not specified, we will attempt to automatically "
+           "detect the GCE project from metadata.")
+    define(flag_values, "string", "master", None, "[Optional] TensorFlow master URL.")
+    define(flag_values, "integer", "num_tpu_cores", 8, "Only used if `use_tpu` is True. "
+           "Total number of TPU cores to use.")
+    define(flag_values, "integer", "num_gpus", 0, "--strategy=mirrored: number of local GPUs "
+           "(0 = all).")
+    define(flag_values, "enum", "all_reduce_alg", "auto", "--strategy=multi_worker: "
+           "collective implementation.", enum_values=["auto", "ring", "nccl"])
+
+
+def define_precision_flags(flag_values: FlagValues = flags.FLAGS) -> None:
+    """``--mixed_precision`` (bf16|fp16, unset = float32) and ``--use_xla``."""
+    define(flag_values, "enum", "mixed_precision", None, "Mixed precision: bf16 or fp16 "
+           "(dynamic loss scaling). Unset = float32.", enum_values=list(MIXED_PRECISIONS))
+    define(flag_values, "bool", "use_xla", False, "Compile the train step with XLA "
+           "(jit_compile).")
+
+
+def wants_tpu(flag_values: FlagValues) -> bool:
+    """``--use_tpu`` or ``--strategy=tpu``."""
+    return bool(getattr(flag_values, "use_tpu", False)) or flag_values.strategy == "tpu"
+
+
+def strategy_from_flags(flag_values: FlagValues = flags.FLAGS):
+    """The ``tf.distribute.Strategy`` the distribution flags ask for."""
+    from modeling.training import distribution
+
+    name = "tpu" if wants_tpu(flag_values) else flag_values.strategy
+    return distribution.make_strategy(
+        name, tpu_name=flag_values.tpu_name, tpu_zone=flag_values.tpu_zone,
+        gcp_project=flag_values.gcp_project, master=flag_values.master,
+        num_tpu_cores=flag_values.num_tpu_cores, num_gpus=getattr(flag_values, "num_gpus", 0),
+        all_reduce_alg=getattr(flag_values, "all_reduce_alg", "auto"))
+
+
+def precision_from_flags(flag_values: FlagValues = flags.FLAGS):
+    """Sets the Keras dtype policy of ``--mixed_precision``; returns the ``Precision``."""
+    from modeling.training import distribution
+
+    return distribution.set_precision(flag_values.mixed_precision)
+
+
+def require(flag_values: FlagValues, names: Sequence[str]) -> None:
+    """``FlagError`` naming the first of ``names`` that is unset."""
+    for name in names:
+        if flag_values[name].value in (None, ""):
+            raise FlagError("--%s is required" % name)

@@ -1,0 +1,360 @@
+"""Run masked LM / next sentence pre-training for BERT (the original run_pretraining.py).
+
+Example (the tiny demo model on records written by create_pretraining_data.py)::
+
+    python run_pretraining.py --bert_config_file=bert_config.json \\
+        --input_file=records/*.tfrecord --output_dir=pretrain_out \\
+        --do_train --do_eval --train_batch_size=32 --max_seq_length=128 \\
+        --max_predictions_per_seq=20 --num_train_steps=10000 --num_warmup_steps=1000 \\
+        --learning_rate=1e-4
+
+The original's flags keep their names and defaults; this port adds ``--strategy``,
+``--mixed_precision``, ``--use_xla``, ``--num_accumulation_steps``, ``--optimizer``,
+``--corrected_lr_schedule``, ``--gradient_reduction``, ``--deterministic``, ``--xla_optimizer``,
+``--xla_kernels``, ``--random_seed``, ``--keep_checkpoint_max`` and ``--num_cpu_devices``.
+Semantics:
+
+* ``--train_batch_size`` is the global batch of one optimizer update (split over replicas, and
+  over ``--num_accumulation_steps`` micro-batches per replica).
+* The optimizer is the original's (``modeling.training.optimization``): clip by global norm 1.0,
+  AdamWeightDecay, learning rate one step ahead as the original (``--corrected_lr_schedule``
+  for schedule(t) at update t), or LAMB (``--optimizer=lamb``).
+* Gradient reduction over replicas: ``mean_then_clip`` (the default off TPU: identical to one
+  replica at the same global batch) or ``clip_then_sum`` (the default on TPU: what the
+  original's CrossShardOptimizer does: each core clips the gradient of its own batch loss, then
+  the clipped gradients are summed).
+* Checkpoints every ``--save_checkpoints_steps`` in ``--output_dir`` (``ckpt-N``: weights,
+  optimizer slots, global step, data position); a restarted run resumes from the latest. At the
+  end of training the weights are also exported under the original names to
+  ``output_dir/export/bert_model.ckpt`` (with ``bert_config.json``) for the fine-tuning scripts.
+* ``--do_eval`` writes ``eval_results.txt`` (``key = value``, sorted keys): ``global_step``,
+  ``loss``, ``masked_lm_accuracy``, ``masked_lm_loss``, ``next_sentence_accuracy``,
+  ``next_sentence_loss`` over ``--max_eval_steps`` batches of ``--eval_batch_size`` read in file
+  order (repeating), as the original's metric_fn. Without a checkpoint in ``--output_dir`` the
+  ``--init_checkpoint`` weights are evaluated (global_step 0).
+* ``--deterministic``: records in file order, no shuffling (batch t = records t*B..t*B+B-1),
+  fixed seeds and the optimizer update op by op: a run reproduces the original's train steps
+  from the same checkpoint. Otherwise (``--xla_kernels``, ``--xla_optimizer``, default) one
+  replica runs the fused training kernels and update: faster, with float rounding within ~1e-6
+  relative of the original's and other dropout masks.
+* ``--init_checkpoint``: a TF1 checkpoint with Google's names (prefix or folder), a Hugging
+  Face folder / .safetensors, a .keras / .weights.h5 file, or a ``ckpt-N`` of this script.
+
+Bad input (no file matched, records whose lengths differ from the flags, a config/checkpoint
+mismatch, an unwritable output dir, bad flag values) stops with one line on stderr and exit
+status 1 before any training starts.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Dict, Optional
+
+from absl import flags, logging
+
+from bert_cli import flags as cli_flags
+from bert_cli import runner
+from bert_cli.flags import FlagError
+
+FLAGS = flags.FLAGS
+TOOL = "run_pretraining.py"
+REQUIRED = ()  # checked in run: one line naming the flag
+# Kept equal to modeling.training.optimization's (tested): listing them imports no TensorFlow.
+OPTIMIZERS = ("adamw", "lamb")
+GRADIENT_REDUCTIONS = ("mean_then_clip", "clip_then_sum")
+EVAL_RESULTS = "eval_results.txt"
+
+
+def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
+    """The original's flags plus this port's (see the module docstring)."""
+    define = cli_flags.definer(flag_values)
+
+    define("string", "bert_config_file", None, "The config json file corresponding to the "
+           "pre-trained BERT model. This specifies the model architecture.")
+    define("string", "input_file", None, "Input TF example files (can be a glob or comma "
+           "separated).")
+    define("string", "output_dir", None, "The output directory where the model checkpoints "
+           "will be written.")
+    define("string", "init_checkpoint", None, "Initial checkpoint (usually from a pre-trained "
+           "BERT model).")
+    define("integer", "max_seq_length", 128, "The maximum total input sequence length after "
+           "WordPiece tokenization. Sequences longer than this will be truncated, and "
+           "sequences shorter than this will be padded. Must match data generation.")
+    define("integer", "max_predictions_per_seq", 20, "Maximum number of masked LM predictions "
+           "per sequence. Must match data generation.")
+    define("bool", "do_train", False, "Whether to run training.")
+    define("bool", "do_eval", False, "Whether to run eval on the dev set.")
+    define("integer", "train_batch_size", 32, "Total batch size for training.")
+    define("integer", "eval_batch_size", 8, "Total batch size for eval.")
+    define("float", "learning_rate", 5e-5, "The initial learning rate for Adam.")
+    define("integer", "num_train_steps", 100000, "Number of training steps.")
+    define("integer", "num_warmup_steps", 10000, "Number of warmup steps.")
+    define("integer", "save_checkpoints_steps", 1000, "How often to save the model "
+           "checkpoint.")
+    define("integer", "iterations_per_loop", 1000, "How many steps to make in each estimator "
+           "call (here: steps per host loop).")
+    define("integer", "max_eval_steps", 100, "Maximum number of eval steps.")
+    cli_flags.define_distribution_flags(flag_values)
+    cli_flags.define_precision_flags(flag_values)
+    define("integer", "num_accumulation_steps", 1, "Gradient accumulation: micro-batches per "
+           "replica and update (the global batch stays --train_batch_size).")
+    define("enum", "optimizer", "adamw", "adamw: the original AdamWeightDecay; lamb: LAMB "
+           "for large batches.", enum_values=list(OPTIMIZERS))
+    define("bool", "corrected_lr_schedule", False, "Use schedule(t) at update t instead of "
+           "the original's schedule(t+1) (google-research/bert #1050).")
+    define("enum", "gradient_reduction", "auto", "auto: clip_then_sum on TPU (the original), "
+           "mean_then_clip elsewhere.",
+           enum_values=["auto"] + list(GRADIENT_REDUCTIONS))
+    define("bool", "deterministic", False, "Records in file order, no shuffling, fixed seeds, "
+           "the original's op-by-op optimizer rounding (no --xla_optimizer).")
+    define("bool", "xla_optimizer", True, "One replica: compile the clipping + update with "
+           "XLA (one memory pass per variable; rounding within ~1e-6 relative of the "
+           "original), unless --xla_kernels runs it as a CPU kernel (AdamWeightDecay, fp32 "
+           "variables, no loss scaling). Off with --deterministic.")
+    define("bool", "xla_kernels", True, "One replica: fused training kernels: the GELU of the "
+           "intermediate layers as XLA kernels with a hand-written gradient "
+           "(modeling/kernels/gelu_dense.py); dropout, LayerNorm and the AdamWeightDecay clipping + "
+           "update as one-pass CPU kernels compiled on first use (modeling/kernels/cpu_ops.py). Values "
+           "within float rounding of the op-by-op graph, other dropout masks. Off with "
+           "--deterministic.")
+    define("integer", "random_seed", 12345, "Seed of the initialisation, dropout and shuffles.")
+    define("integer", "keep_checkpoint_max", 5, "How many checkpoints to keep.")
+    define("integer", "num_cpu_devices", 0, "Split the CPU into this many logical devices "
+           "(for --strategy=mirrored on a machine without accelerators; 0 = off).")
+
+
+# ------------------------------------------------------------------------------------ checks
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise FlagError(message)
+
+
+def check_flags(fv) -> None:
+    """Checks that need no TensorFlow (run before the strategy is created)."""
+    _require(fv.do_train or fv.do_eval, "At least one of `do_train` or `do_eval` must be True.")
+    _require(bool(fv.bert_config_file), "--bert_config_file is required")
+    _require(bool(fv.input_file), "--input_file is required")
+    _require(bool(fv.output_dir), "--output_dir is required")
+    for name in ("max_seq_length", "max_predictions_per_seq", "train_batch_size",
+                 "eval_batch_size", "iterations_per_loop", "save_checkpoints_steps",
+                 "max_eval_steps", "num_accumulation_steps", "keep_checkpoint_max"):
+        _require(getattr(fv, name) > 0, "--%s=%d must be positive" % (name, getattr(fv, name)))
+    if fv.do_train:
+        _require(fv.num_train_steps > 0, "--num_train_steps=%d must be positive"
+                 % fv.num_train_steps)
+        _require(0 <= fv.num_warmup_steps, "--num_warmup_steps=%d must be >= 0"
+                 % fv.num_warmup_steps)
+        _require(fv.learning_rate > 0, "--learning_rate=%g must be positive" % fv.learning_rate)
+    _require(fv.max_predictions_per_seq <= fv.max_seq_length,
+             "--max_predictions_per_seq=%d is larger than --max_seq_length=%d"
+             % (fv.max_predictions_per_seq, fv.max_seq_length))
+    if fv.init_checkpoint:
+        path = fv.init_checkpoint
+        exists = (os.path.exists(path) or os.path.exists(path + ".index"))
+        _require(exists, "--init_checkpoint=%s: no such checkpoint" % path)
+
+
+def prepare_output_dir(path: str) -> None:
+    """Creates ``--output_dir`` and proves it writable (``FlagError`` otherwise)."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, ".write_probe.%d" % os.getpid())
+        with open(probe, "w") as f:
+            f.write("ok")
+        os.remove(probe)
+    except OSError as e:
+        raise FlagError("--output_dir=%s is not writable (%s)"
+                                   % (path, e.strerror or e)) from None
+
+
+def load_config(path: str):
+    from modeling.config import BertConfig
+
+    config = BertConfig.from_json_file(path)
+    return config
+
+
+# ----------------------------------------------------------------------------------- weights
+
+
+def is_own_checkpoint(path: str) -> bool:
+    """Whether ``path`` is a ``ckpt-N`` written by this script's training loop."""
+    import tensorflow as tf
+
+    prefix = tf.train.latest_checkpoint(path) if os.path.isdir(path) else path
+    if not prefix or not os.path.exists(prefix + ".index"):
+        return False
+    try:
+        names = [name for name, _ in tf.train.list_variables(prefix)]
+    except (tf.errors.OpError, ValueError):
+        return False
+    return "_CHECKPOINTABLE_OBJECT_GRAPH" in names and any(n.startswith("model/") for n in names)
+
+
+def restore_own_weights(model, path: str) -> int:
+    """Loads the model weights of a ``ckpt-N``; returns its global step."""
+    import tensorflow as tf
+
+    prefix = tf.train.latest_checkpoint(path) if os.path.isdir(path) else path
+    tf.train.Checkpoint(model=model).restore(prefix).expect_partial()
+    reader = tf.train.load_checkpoint(prefix)
+    key = "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"
+    return int(reader.get_tensor(key)) if reader.has_tensor(key) else 0
+
+
+def load_init_checkpoint(model, path: str) -> int:
+    """``--init_checkpoint`` into ``model`` (any supported format); returns its global step
+    (0 for foreign checkpoints). ``CheckpointError`` when nothing fits."""
+    from modeling import checkpoints
+
+    if is_own_checkpoint(path):
+        return restore_own_weights(model, path)
+    report = checkpoints.load_checkpoint(model, path, log=False)
+    logging.info("%s", report.summary())
+    if not report.loaded:
+        raise checkpoints.CheckpointError("--init_checkpoint=%s: no BERT variable of the model "
+                                          "found in it" % path)
+    return 0
+
+
+# -------------------------------------------------------------------------------------- run
+
+
+def format_eval_results(results: Dict) -> str:
+    """``key = value`` lines, sorted keys, values printed as the original (float32 str)."""
+    import numpy as np
+
+    lines = []
+    for key in sorted(results):
+        value = results[key]
+        text = str(int(value)) if key == "global_step" else str(np.float32(value))
+        lines.append("%s = %s\n" % (key, text))
+    return "".join(lines)
+
+
+def run(fv) -> Optional[Dict[str, float]]:
+    """The whole job for parsed flags ``fv``; returns the eval results (None without eval)."""
+    check_flags(fv)
+    config = load_config(fv.bert_config_file)
+    _require(fv.max_seq_length <= config.max_position_embeddings,
+             "Cannot use sequence length %d because the BERT model was only trained up to "
+             "sequence length %d" % (fv.max_seq_length, config.max_position_embeddings))
+
+    from modeling.training import distribution
+
+    precision = cli_flags.precision_from_flags(fv)
+    if fv.num_cpu_devices > 1:
+        distribution.split_cpu(fv.num_cpu_devices)
+    strategy = cli_flags.strategy_from_flags(fv)  # before other TF ops (multi-worker, TPU)
+
+    import keras
+    import tensorflow as tf
+
+    from data.pretraining import dataset as pd
+    from modeling import checkpoints
+    from modeling.training import optimization
+    from modeling.training import objectives as pretraining_objective
+    from modeling.training import trainer as training_loop
+    from modeling.heads.pretraining import BertPretrainingModel
+
+    chief = distribution.is_chief(strategy)
+    if chief:
+        prepare_output_dir(fv.output_dir)
+    files = pd.input_files(fv.input_file)
+    pd.check_input_files(files, fv.max_seq_length, fv.max_predictions_per_seq)
+    replicas = strategy.num_replicas_in_sync
+    if fv.do_train:
+        per_update = replicas * fv.num_accumulation_steps
+        _require(fv.train_batch_size % per_update == 0,
+                 "--train_batch_size=%d is not divisible by %d replicas x "
+                 "--num_accumulation_steps=%d" % (fv.train_batch_size, replicas,
+                                                  fv.num_accumulation_steps))
+    if fv.do_eval:
+        _require(fv.eval_batch_size % replicas == 0, "--eval_batch_size=%d is not divisible "
+                 "by %d replicas" % (fv.eval_batch_size, replicas))
+    logging.info("%d input files; %d replicas; precision %s", len(files), replicas,
+                 precision.policy)
+
+    keras.utils.set_random_seed(fv.random_seed)
+    tpu = distribution.is_tpu(strategy)
+    reduction = fv.gradient_reduction
+    if reduction == "auto":
+        reduction = "clip_then_sum" if tpu else "mean_then_clip"
+    with strategy.scope():
+        model = BertPretrainingModel(config, seq_length=fv.max_seq_length,
+                                     max_predictions_per_seq=fv.max_predictions_per_seq)
+        optimizer = optimization.create_optimizer(
+            fv.learning_rate, max(fv.num_train_steps, 1), fv.num_warmup_steps,
+            optimizer=fv.optimizer, one_step_ahead=not fv.corrected_lr_schedule,
+            gradient_reduction=reduction, loss_scale=precision.loss_scale)
+    trainer = training_loop.Trainer(
+        model, optimizer, pretraining_objective.PretrainingObjective(), strategy,
+        training_loop.TrainerConfig(
+            model_dir=fv.output_dir, num_train_steps=fv.num_train_steps,
+            steps_per_loop=fv.iterations_per_loop,
+            save_checkpoints_steps=fv.save_checkpoints_steps,
+            num_accumulation_steps=fv.num_accumulation_steps,
+            keep_checkpoint_max=fv.keep_checkpoint_max, use_xla=fv.use_xla,
+            fuse_optimizer=fv.xla_optimizer and not fv.deterministic,
+            fused_kernels=fv.xla_kernels and not fv.deterministic))
+
+    own = trainer.latest_checkpoint()
+    eval_step = 0
+    if own is None and fv.init_checkpoint:
+        load_init_checkpoint(model, fv.init_checkpoint)  # a mismatch stops here, untrained
+    elif own is None:
+        logging.info("No --init_checkpoint: random initialisation (seed %d)", fv.random_seed)
+    if not fv.do_train and own is not None:
+        eval_step = restore_own_weights(model, own)
+
+    if fv.do_train:
+        logging.info("***** Running training *****  batch size %d, %d steps",
+                     fv.train_batch_size, fv.num_train_steps)
+        dataset = pd.pretraining_dataset(files, fv.max_seq_length, fv.max_predictions_per_seq,
+                                         fv.train_batch_size, is_training=True,
+                                         deterministic=fv.deterministic, seed=fv.random_seed)
+        result = trainer.train(dataset)
+        eval_step = result.global_step
+        if chief:
+            export_dir = os.path.join(fv.output_dir, "export")
+            os.makedirs(export_dir, exist_ok=True)
+            checkpoints.save_tf1_checkpoint(model, os.path.join(export_dir, "bert_model.ckpt"),
+                                            global_step=eval_step)
+            shutil.copyfile(fv.bert_config_file, os.path.join(export_dir, "bert_config.json"))
+
+    if not fv.do_eval:
+        return None
+    logging.info("***** Running evaluation *****  batch size %d, %d steps",
+                 fv.eval_batch_size, fv.max_eval_steps)
+    eval_data = pd.pretraining_dataset(files, fv.max_seq_length, fv.max_predictions_per_seq,
+                                       fv.eval_batch_size, is_training=False)
+    results = training_loop.evaluate(model, eval_data, pretraining_objective.eval_metrics,
+                                     fv.max_eval_steps, strategy,
+                                     model_inputs=pretraining_objective.model_inputs)
+    results = {key: results[key] for key in pretraining_objective.EVAL_KEYS}
+    results["global_step"] = eval_step
+    if chief:
+        from bert_common.files import atomic_open
+
+        text = format_eval_results(results)
+        with atomic_open(os.path.join(fv.output_dir, EVAL_RESULTS)) as writer:
+            writer.write(text)
+        for line in text.splitlines():
+            logging.info("  %s", line)
+        with tf.summary.create_file_writer(os.path.join(fv.output_dir, "eval")).as_default():
+            for key, value in results.items():
+                if key != "global_step":
+                    tf.summary.scalar(key, value, step=eval_step)
+    return results
+
+
+def main(argv) -> None:
+    runner.run_main(TOOL, run, FLAGS, argv)
+
+
+def entry() -> None:
+    """``python run_pretraining.py`` / the ``bert-run-pretraining`` command."""
+    runner.start(define_flags, main, REQUIRED)
