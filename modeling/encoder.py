@@ -1,12 +1,21 @@
 """The BERT encoder as a Keras 3 functional model (the original ``modeling.BertModel``).
 
+``BertModel(config, seq_length=None, dtype=None)`` is a ``keras.Model`` subclass built
+functionally in its constructor (as keras-hub's backbones): ``isinstance`` works, it serializes
+to ``.keras`` through ``get_config``/``from_config``, and ``model.export(path)`` writes a
+SavedModel.
+
 Inputs (dict, int32 [B, S]): ``input_ids``, ``input_mask`` (1 = real token, 0 = padding) and
 ``segment_ids`` (token types). Outputs (dict):
 
 * ``embedding_output`` [B, S, H]: word + segment + position embeddings, LayerNorm, dropout;
-* ``encoder_outputs``: list of the L block outputs, each [B, S, H];
+* ``encoder_outputs``: list of the L block outputs, each [B, S, H] (the original's
+  ``get_all_encoder_layers()``);
 * ``sequence_output`` [B, S, H]: the last block's output;
 * ``pooled_output`` [B, H]: tanh(dense(sequence_output[:, 0])).
+
+Exported artifacts (``export``) have flat outputs instead: ``encoder_outputs`` becomes
+``encoder_outputs_0`` ... ``encoder_outputs_{L-1}`` (see ``flat_outputs``).
 
 Top-level layer names (``word_embeddings``, ``embeddings``, ``attention_bias``, ``layer_N``,
 ``pooler``) are what ``modeling.checkpoints.tf1`` maps to Google's TF1 variable names. Dropout is
@@ -15,10 +24,9 @@ active only when the model is called with ``training=True``.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 import keras
-import tensorflow as tf
 
 from modeling.layers.attention import AttentionBias
 from modeling.config import BertConfig
@@ -96,10 +104,126 @@ def build_encoder(config: BertConfig, inputs: Dict[str, keras.KerasTensor],
     return outputs, word_layer
 
 
-def BertModel(config: BertConfig, seq_length: Optional[int] = None, dtype=None,
-              name: str = "bert") -> keras.Model:
-    """The encoder as a functional ``keras.Model`` (see the module docstring for I/O)."""
-    config.validate("BertModel config")
-    inputs = bert_inputs(seq_length)
-    outputs, _ = build_encoder(config, inputs, dtype=dtype)
-    return keras.Model(inputs=inputs, outputs=outputs, name=name)
+# Keyword arguments of the original TF1 constructor; passing them gets a TypeError that names
+# the TF2 call instead of a confusing one about Keras arguments.
+_TF1_ARGUMENTS = ("is_training", "input_ids", "input_mask", "token_type_ids",
+                  "use_one_hot_embeddings", "scope")
+
+
+def as_bert_config(config: Union[BertConfig, Mapping[str, Any]]) -> BertConfig:
+    """A ``BertConfig`` from a ``BertConfig`` or its ``to_dict()`` (what ``get_config`` stores)."""
+    if isinstance(config, BertConfig):
+        return config
+    if isinstance(config, Mapping):
+        return BertConfig.from_dict(dict(config), source="<model config>")
+    raise TypeError("config must be a BertConfig or a dict, got %s" % type(config).__name__)
+
+
+def config_dict(config: BertConfig) -> Dict[str, Any]:
+    """``config.to_dict()`` with ``layer_norm_eps`` always present (exact round trip)."""
+    values = config.to_dict()
+    values["layer_norm_eps"] = config.layer_norm_eps
+    return values
+
+
+def resolve_dtype_policy(dtype) -> "keras.dtype_policies.DTypePolicy":
+    """The policy a layer built with ``dtype`` gets: ``dtype`` itself, else the global policy."""
+    return keras.dtype_policies.get(dtype) if dtype is not None else keras.config.dtype_policy()
+
+
+def deserialize_dtype(config: Dict[str, Any]) -> Dict[str, Any]:
+    """``config`` with a serialized ``dtype`` policy (dict) turned back into a policy object."""
+    if isinstance(config.get("dtype"), dict):
+        config = dict(config)
+        config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+    return config
+
+
+def flat_outputs(outputs: Mapping[str, Any]) -> Dict[str, Any]:
+    """A model output dict with every list value spread into ``<key>_<i>`` entries.
+
+    ``{"encoder_outputs": [a, b], "pooled_output": p}`` -> ``{"encoder_outputs_0": a,
+    "encoder_outputs_1": b, "pooled_output": p}``: the form a SavedModel signature accepts.
+    """
+    flat = {}
+    for key, value in outputs.items():
+        if isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                flat["%s_%d" % (key, index)] = item
+        else:
+            flat[key] = value
+    return flat
+
+
+class FlatExportMixin:
+    """``export()`` for functional models whose output dict holds a list (``encoder_outputs``).
+
+    A SavedModel signature (and every other ``keras.Model.export`` format, which all trace
+    ``model.__call__`` through ``keras.export.ExportArchive``) takes only a flat dict of tensors,
+    so exporting the model as is fails on the list. Python callers keep the list (the original's
+    ``get_all_encoder_layers()``, indexed by ``extract_features.py``); ``export`` instead exports
+    a plain functional model over the *same* graph (same layers, same variables, no new nodes)
+    whose outputs are ``flat_outputs(self.output)``.
+    """
+
+    def flat_output_model(self) -> keras.Model:
+        """A ``keras.Model`` sharing this model's layers, with ``flat_outputs`` as outputs."""
+        return keras.Model(inputs=self.input, outputs=flat_outputs(self.output), name=self.name)
+
+    def export(self, filepath, format="tf_saved_model", verbose=None, input_signature=None,
+               **kwargs):
+        """``keras.Model.export`` with list outputs flattened (``encoder_outputs_<i>``).
+
+        With the default format the artifact's ``serve(inputs)`` returns the dict of
+        ``flat_outputs``; reload it with ``tf.saved_model.load(filepath)``.
+        """
+        return self.flat_output_model().export(filepath, format=format, verbose=verbose,
+                                               input_signature=input_signature, **kwargs)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class BertModel(FlatExportMixin, keras.Model):
+    """The encoder (see the module docstring for I/O): ``BertModel(config)(inputs) -> dict``.
+
+    Args:
+        config: the ``BertConfig`` (or its dict, as ``get_config`` stores it).
+        seq_length: static S of the inputs, or None for any length up to
+            ``max_position_embeddings``.
+        dtype: Keras dtype policy of every layer (``"bfloat16"``, ``"mixed_bfloat16"``...);
+            None = the global policy at construction.
+        name: the model name.
+
+    Attributes: ``config`` (the ``BertConfig``), ``seq_length``, ``bert_dtype_policy`` (the
+    policy of its layers; task models put their heads under the same one).
+    """
+
+    def __init__(self, config: Union[BertConfig, Mapping[str, Any]],
+                 seq_length: Optional[int] = None, dtype=None, name: str = "bert", **kwargs):
+        tf1_args = sorted(set(kwargs) & set(_TF1_ARGUMENTS))
+        if tf1_args or isinstance(seq_length, bool):
+            raise TypeError(
+                "BertModel(config, seq_length=None, dtype=None) builds the Keras model; call it "
+                "on a dict: BertModel(config)({'input_ids': ..., 'input_mask': ..., "
+                "'segment_ids': ...}, training=...) (the original's TF1 call was "
+                "BertModel(config, is_training, input_ids, input_mask, token_type_ids); got %s)"
+                % (", ".join(tf1_args) if tf1_args else "a bool seq_length"))
+        config = as_bert_config(config)
+        config.validate("BertModel config")
+        policy = resolve_dtype_policy(dtype)
+        inputs = bert_inputs(seq_length)
+        outputs, _ = build_encoder(config, inputs, dtype=dtype)
+        super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
+        self.config = config
+        self.seq_length = seq_length
+        self.bert_dtype_policy = policy
+
+    def get_config(self) -> Dict[str, Any]:
+        # The constructor arguments, not the layer graph: from_config rebuilds the graph, so a
+        # .keras file stays valid when layer internals change (as keras-hub's backbones).
+        return {"name": self.name, "trainable": self.trainable,
+                "config": config_dict(self.config), "seq_length": self.seq_length,
+                "dtype": keras.dtype_policies.serialize(self.bert_dtype_policy)}
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        return cls(**deserialize_dtype(config))

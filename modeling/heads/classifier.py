@@ -4,6 +4,8 @@ As the original ``run_classifier.create_model``: ``output_weights`` [K, H] (trun
 stddev 0.02) and ``output_bias`` [K] (zeros) at the top level of the TF1 checkpoint (the Keras
 layer is named ``classifier``, which ``modeling.checkpoints.tf1`` maps to those names); dropout with
 rate 0.1 on the pooled output during training only; ``logits = pooled @ W^T + b`` [B, K].
+``BertClassifier(encoder, num_labels)`` puts it on an existing ``modeling.BertModel``;
+``build_classifier_model(config, num_labels)`` builds both.
 
 Classification: ``probabilities = softmax(logits)``; per-example loss
 ``-sum(one_hot(label) * log_softmax(logits))`` [B]. Regression (STS-B, K = 1, not in the
@@ -13,11 +15,12 @@ probabilities and losses are float32 whatever the compute dtype.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Dict, Optional
 
 import keras
 import tensorflow as tf
 
+from modeling.heads.task import EncoderTask, encoder_output, head_dtype
 from modeling.layers.dropout import Dropout
 
 CLASSIFIER_DROPOUT = 0.1  # the original's keep_prob=0.9, independent of the config
@@ -77,30 +80,76 @@ def regression_loss(predictions: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
     return tf.square(tf.cast(predictions, tf.float32) - labels)  # [B]
 
 
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class BertClassifier(EncoderTask):
+    """run_classifier's model on an existing encoder: ``BertClassifier(encoder, num_labels)``.
+
+    ``encoder`` is a ``modeling.BertModel`` (any functional model with its inputs and a dict
+    output holding ``pooled_output`` [B, H]). Inputs: the encoder's (dict of int32 [B, S]
+    ``input_ids``, ``input_mask``, ``segment_ids``). Outputs (dict, float32): ``logits``
+    [B, K] and ``probabilities`` [B, K]; with ``regression`` (K = 1) ``logits`` [B, 1] and
+    ``predictions`` [B]. Dropout only when called with ``training=True``.
+
+    The head is put on the encoder's own graph (``encoder.input`` -> ``encoder.output``) rather
+    than calling ``encoder`` as one nested layer: the classifier then has the encoder's layers
+    at its top level (``word_embeddings``, ``layer_N``, ``pooler``, then ``classifier``), the
+    same layers and variables as the encoder (training one trains the other), and the same
+    layer list, ``.weights.h5`` layout and TF checkpoint layout as ``build_classifier_model``
+    had before this class existed. The ``classifier`` layer maps to run_classifier's top-level
+    ``output_weights``/``output_bias`` TF1 names.
+
+    Args:
+        encoder: the encoder. num_labels: K. regression: one output, squared-error loss.
+        dropout_rate: on the pooled output (the original's 0.1).
+        dtype: the head's dtype policy; None = the encoder's (``bert_dtype_policy``).
+        name: the model name.
+    """
+
+    def __init__(self, encoder: keras.Model, num_labels: int, regression: bool = False,
+                 dropout_rate: float = CLASSIFIER_DROPOUT, dtype=None,
+                 name: str = "bert_classifier", **kwargs):
+        if regression and num_labels != 1:
+            raise ValueError("a regression head has one output, got num_labels=%d" % num_labels)
+        if num_labels < 1:
+            raise ValueError("num_labels must be positive, got %d" % num_labels)
+        pooled = encoder_output(encoder, "pooled_output")  # [B, H]
+        dtype = head_dtype(encoder, dtype)
+        logits = ClassifierHead(num_labels, dropout_rate, dtype=dtype,
+                                name="classifier")(pooled)  # [B, K]
+        if regression:
+            predictions = keras.layers.Reshape((), name="predictions")(logits)  # [B]
+            outputs = {"logits": logits, "predictions": predictions}
+        else:
+            probabilities = keras.layers.Softmax(name="probabilities", dtype="float32")(logits)
+            outputs = {"logits": logits, "probabilities": probabilities}
+        super().__init__(inputs=encoder.input, outputs=outputs, name=name, **kwargs)
+        self._set_encoder(encoder, dtype)
+        self.num_labels = num_labels
+        self.regression = regression
+        self.dropout_rate = dropout_rate
+
+    def get_config(self) -> Dict[str, Any]:
+        config = self.task_config()
+        config.update(num_labels=self.num_labels, regression=self.regression,
+                      dropout_rate=self.dropout_rate)
+        return config
+
+
 def build_classifier_model(config, num_labels: int, seq_length: Optional[int] = None,
                            dtype=None, regression: bool = False,
                            name: str = "bert_classifier") -> keras.Model:
-    """BERT encoder + ``ClassifierHead`` as a functional ``keras.Model``.
+    """``BertClassifier(BertModel(config, seq_length, dtype), num_labels, regression)``.
 
     Inputs: dict of int32 [B, S] ``input_ids``, ``input_mask``, ``segment_ids``. Outputs (dict,
     float32): ``logits`` [B, K] and ``probabilities`` [B, K]; with ``regression`` (K = 1)
     ``logits`` [B, 1] and ``predictions`` [B]. Dropout only when called with ``training=True``.
     """
-    from modeling import encoder as bert_model
+    from modeling.encoder import BertModel
 
     if regression and num_labels != 1:
         raise ValueError("a regression head has one output, got num_labels=%d" % num_labels)
     if num_labels < 1:
         raise ValueError("num_labels must be positive, got %d" % num_labels)
     config.validate("classifier model config")
-    inputs = bert_model.bert_inputs(seq_length)
-    outputs, _ = bert_model.build_encoder(config, inputs, dtype=dtype)
-    logits = ClassifierHead(num_labels, dtype=dtype, name="classifier")(
-        outputs["pooled_output"])  # [B, K]
-    if regression:
-        predictions = keras.layers.Reshape((), name="predictions")(logits)  # [B]
-        model_outputs = {"logits": logits, "predictions": predictions}
-    else:
-        probabilities = keras.layers.Softmax(name="probabilities", dtype="float32")(logits)
-        model_outputs = {"logits": logits, "probabilities": probabilities}
-    return keras.Model(inputs=inputs, outputs=model_outputs, name=name)
+    encoder = BertModel(config, seq_length=seq_length, dtype=dtype)
+    return BertClassifier(encoder, num_labels, regression=regression, dtype=dtype, name=name)

@@ -7,17 +7,21 @@ softmax over the C choices gives the probabilities. The Keras layer is named
 ``multiple_choice`` and mapped to the TF1 names ``cls/multiple_choice/output_weights`` and
 ``.../output_bias``. Loss: per-example cross-entropy over the choices
 (``modeling.heads.classifier.classification_loss``).
+
+``BertMultipleChoice(encoder, num_choices)`` puts the head on an existing ``modeling.BertModel``;
+``build_multiple_choice_model(config, num_choices)`` builds both.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Dict, Optional
 
 import keras
 import tensorflow as tf
 
 from modeling import checkpoints
 from modeling.heads.classifier import CLASSIFIER_DROPOUT, HEAD_STDDEV
+from modeling.heads.task import EncoderTask, encoder_output, head_dtype
 from modeling.layers.dropout import Dropout
 
 HEAD_NAME = "multiple_choice"
@@ -71,22 +75,89 @@ class MultipleChoiceHead(keras.layers.Layer):
         return config
 
 
+def _choice_outputs(pooled_output, num_choices: int, dropout_rate: float,
+                    dtype) -> Dict[str, keras.KerasTensor]:
+    """pooled [B*C, H] -> {"logits", "probabilities"} float32 [B, C] (the head + softmax)."""
+    logits = MultipleChoiceHead(num_choices, dropout_rate, dtype=dtype, name=HEAD_NAME)(
+        pooled_output)  # [B, C]
+    probabilities = keras.layers.Softmax(name="probabilities", dtype="float32")(logits)
+    return {"logits": logits, "probabilities": probabilities}
+
+
+def choice_inputs(num_choices: int, seq_length: Optional[int]) -> Dict[str, keras.KerasTensor]:
+    """The symbolic inputs: int32 [B, C, S] ``input_ids``, ``input_mask``, ``segment_ids``."""
+    from modeling import encoder as bert_model
+
+    return {n: keras.Input(shape=(num_choices, seq_length), dtype="int32", name=n)
+            for n in bert_model.INPUT_NAMES}
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class BertMultipleChoice(EncoderTask):
+    """run_swag's model on an existing encoder: ``BertMultipleChoice(encoder, num_choices)``.
+
+    Inputs: dict of int32 [B, C, S] ``input_ids``, ``input_mask``, ``segment_ids`` (S = the
+    encoder's ``seq_length``). Outputs (dict, float32): ``logits`` [B, C] and
+    ``probabilities`` [B, C]. Dropout only with ``training=True``.
+
+    The C choices are flattened to [B*C, S] *before* the encoder, so the encoder cannot run on
+    its own inputs as in ``BertClassifier``: it is called as one nested layer (keras-hub style),
+    named ``encoder.name``. Its variables are the encoder's (shared); their paths, hence their
+    TF1 names, are unchanged. ``build_multiple_choice_model`` keeps the earlier flat layout
+    (encoder layers at the top level), which ``.weights.h5`` files and TF checkpoints of
+    ``run_swag.py`` were written with.
+
+    Args:
+        encoder: the ``modeling.BertModel``. num_choices: C.
+        dropout_rate: on the pooled output (the original's classifier rate, 0.1).
+        dtype: the head's dtype policy; None = the encoder's (``bert_dtype_policy``).
+        name: the model name.
+    """
+
+    def __init__(self, encoder: keras.Model, num_choices: int = 4,
+                 dropout_rate: float = CLASSIFIER_DROPOUT, dtype=None,
+                 name: str = "bert_multiple_choice", **kwargs):
+        from modeling import encoder as bert_model
+
+        if num_choices < 1:
+            raise ValueError("num_choices must be positive, got %d" % num_choices)
+        encoder_output(encoder, "pooled_output")  # checks the encoder type
+        seq_length = encoder.input["input_ids"].shape[-1]
+        dtype = head_dtype(encoder, dtype)
+        inputs = choice_inputs(num_choices, seq_length)
+        flat = {n: FlattenChoices(name="flatten_" + n)(inputs[n])
+                for n in bert_model.INPUT_NAMES}  # [B*C, S] each
+        pooled = encoder(flat)["pooled_output"]  # [B*C, H]
+        super().__init__(inputs=inputs,
+                         outputs=_choice_outputs(pooled, num_choices, dropout_rate, dtype),
+                         name=name, **kwargs)
+        self._set_encoder(encoder, dtype)
+        self.num_choices = num_choices
+        self.dropout_rate = dropout_rate
+
+    def get_config(self) -> Dict[str, Any]:
+        config = self.task_config()
+        config.update(num_choices=self.num_choices, dropout_rate=self.dropout_rate)
+        return config
+
+
 def build_multiple_choice_model(config, num_choices: int = 4, seq_length: Optional[int] = None,
                                 dtype=None, name: str = "bert_multiple_choice") -> keras.Model:
     """BERT encoder + ``MultipleChoiceHead`` as a functional ``keras.Model``.
 
     Inputs: dict of int32 [B, C, S] ``input_ids``, ``input_mask``, ``segment_ids``. Outputs
-    (dict, float32): ``logits`` [B, C] and ``probabilities`` [B, C].
+    (dict, float32): ``logits`` [B, C] and ``probabilities`` [B, C]. Unlike
+    ``BertMultipleChoice`` the encoder layers are built on the flattened inputs and sit at the
+    model's top level (``word_embeddings``, ``layer_N``, ``pooler``, ``multiple_choice``), the
+    layout run_swag's checkpoints have.
     """
     from modeling import encoder as bert_model
 
     config.validate("multiple-choice model config")
-    inputs = {n: keras.Input(shape=(num_choices, seq_length), dtype="int32", name=n)
-              for n in bert_model.INPUT_NAMES}
+    inputs = choice_inputs(num_choices, seq_length)
     flat = {n: FlattenChoices(name="flatten_" + n)(inputs[n]) for n in bert_model.INPUT_NAMES}
     outputs, _ = bert_model.build_encoder(config, flat, dtype=dtype)
-    logits = MultipleChoiceHead(num_choices, dtype=dtype, name=HEAD_NAME)(
-        outputs["pooled_output"])  # [B, C]
-    probabilities = keras.layers.Softmax(name="probabilities", dtype="float32")(logits)
-    return keras.Model(inputs=inputs, outputs={"logits": logits, "probabilities": probabilities},
+    return keras.Model(inputs=inputs,
+                       outputs=_choice_outputs(outputs["pooled_output"], num_choices,
+                                               CLASSIFIER_DROPOUT, dtype),
                        name=name)

@@ -14,7 +14,8 @@ float32 [B, 2]; ``next_sentence_loss``: per example -log p(label) [B] and its me
 
 Heads compute their log-softmax and losses in float32 (also under ``mixed_bfloat16``).
 
-``BertPretrainingModel``: encoder + both heads as one functional model (run_pretraining's graph).
+``BertPretrainingModel``: encoder + both heads as one functional model (run_pretraining's graph),
+a ``keras.Model`` subclass like ``modeling.encoder.BertModel``.
 
 Inputs (dict): the encoder's ``input_ids``, ``input_mask``, ``segment_ids`` (int32 [B, S]) plus
 ``masked_lm_positions``, ``masked_lm_ids`` (int32 [B, P]), ``masked_lm_weights`` (float32 [B, P])
@@ -31,13 +32,14 @@ The MLM output layer is the word-embedding layer called with ``reverse=True``: o
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 import keras
 import tensorflow as tf
 
 from modeling.config import BertConfig
-from modeling.encoder import bert_inputs, build_encoder
+from modeling.encoder import (FlatExportMixin, as_bert_config, bert_inputs, build_encoder,
+                              config_dict, deserialize_dtype, resolve_dtype_policy)
 from modeling.layers import activations
 from modeling.layers.embeddings import truncated_normal
 from modeling.layers.layer_norm import BertLayerNorm
@@ -245,38 +247,71 @@ def pretraining_inputs(seq_length: Optional[int] = None,
     return inputs
 
 
-def BertPretrainingModel(config: BertConfig, seq_length: Optional[int] = None,
-                         max_predictions_per_seq: Optional[int] = None, dtype=None,
-                         name: str = "bert_pretraining") -> keras.Model:
-    """Functional pre-training model (see the module docstring for inputs and outputs)."""
-    config.validate("BertPretrainingModel config")
-    inputs = pretraining_inputs(seq_length, max_predictions_per_seq)
-    encoder, word_layer = build_encoder(config, inputs, dtype=dtype)
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class BertPretrainingModel(FlatExportMixin, keras.Model):
+    """Encoder + MLM/NSP heads, run_pretraining's graph (see the module docstring for I/O).
 
-    gathered = GatherIndexes(dtype=dtype)(encoder["sequence_output"],
-                                          inputs["masked_lm_positions"])  # [B*P, H]
-    transformed = MaskedLMTransform(config.hidden_size, config.hidden_act,
-                                    config.initializer_range, config.layer_norm_eps,
-                                    dtype=dtype)(gathered)  # [B*P, H]
-    tied_logits = word_layer(transformed, reverse=True)  # [B*P, V]
-    mlm_log_probs = MaskedLMOutput(config.vocab_size)(tied_logits)  # [B*P, V] float32
-    mlm_example_loss, mlm_loss = MaskedLMLoss()(
-        mlm_log_probs, inputs["masked_lm_ids"], inputs["masked_lm_weights"])
+    A ``keras.Model`` subclass built functionally in its constructor, like ``BertModel``:
+    ``get_config``/``from_config`` store the constructor arguments, and ``export`` flattens the
+    ``encoder_outputs`` list (``modeling.encoder.FlatExportMixin``).
 
-    nsp_log_probs = NextSentenceOutput(config.initializer_range)(
-        encoder["pooled_output"])  # [B, 2] float32
-    nsp_example_loss, nsp_loss = NextSentenceLoss()(nsp_log_probs,
-                                                    inputs["next_sentence_labels"])
-    total_loss = SumLosses(name="total_loss")([mlm_loss, nsp_loss])  # []
+    Args:
+        config: the ``BertConfig`` (or its dict).
+        seq_length: static S, or None. max_predictions_per_seq: static P, or None.
+        dtype: Keras dtype policy of the encoder and the transform (heads compute their
+            log-softmax and losses in float32 whatever it is); None = the global policy.
+        name: the model name.
+    """
 
-    outputs = dict(encoder)
-    outputs.update({
-        "masked_lm_log_probs": mlm_log_probs,
-        "masked_lm_example_loss": mlm_example_loss,
-        "masked_lm_loss": mlm_loss,
-        "next_sentence_log_probs": nsp_log_probs,
-        "next_sentence_example_loss": nsp_example_loss,
-        "next_sentence_loss": nsp_loss,
-        "total_loss": total_loss,
-    })
-    return keras.Model(inputs=inputs, outputs=outputs, name=name)
+    def __init__(self, config: Union[BertConfig, Mapping[str, Any]],
+                 seq_length: Optional[int] = None,
+                 max_predictions_per_seq: Optional[int] = None, dtype=None,
+                 name: str = "bert_pretraining", **kwargs):
+        config = as_bert_config(config)
+        config.validate("BertPretrainingModel config")
+        policy = resolve_dtype_policy(dtype)
+        inputs = pretraining_inputs(seq_length, max_predictions_per_seq)
+        encoder, word_layer = build_encoder(config, inputs, dtype=dtype)
+
+        gathered = GatherIndexes(dtype=dtype)(encoder["sequence_output"],
+                                              inputs["masked_lm_positions"])  # [B*P, H]
+        transformed = MaskedLMTransform(config.hidden_size, config.hidden_act,
+                                        config.initializer_range, config.layer_norm_eps,
+                                        dtype=dtype)(gathered)  # [B*P, H]
+        tied_logits = word_layer(transformed, reverse=True)  # [B*P, V]
+        mlm_log_probs = MaskedLMOutput(config.vocab_size)(tied_logits)  # [B*P, V] float32
+        mlm_example_loss, mlm_loss = MaskedLMLoss()(
+            mlm_log_probs, inputs["masked_lm_ids"], inputs["masked_lm_weights"])
+
+        nsp_log_probs = NextSentenceOutput(config.initializer_range)(
+            encoder["pooled_output"])  # [B, 2] float32
+        nsp_example_loss, nsp_loss = NextSentenceLoss()(nsp_log_probs,
+                                                        inputs["next_sentence_labels"])
+        total_loss = SumLosses(name="total_loss")([mlm_loss, nsp_loss])  # []
+
+        outputs = dict(encoder)
+        outputs.update({
+            "masked_lm_log_probs": mlm_log_probs,
+            "masked_lm_example_loss": mlm_example_loss,
+            "masked_lm_loss": mlm_loss,
+            "next_sentence_log_probs": nsp_log_probs,
+            "next_sentence_example_loss": nsp_example_loss,
+            "next_sentence_loss": nsp_loss,
+            "total_loss": total_loss,
+        })
+        super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
+        self.config = config
+        self.seq_length = seq_length
+        self.max_predictions_per_seq = max_predictions_per_seq
+        self.bert_dtype_policy = policy
+
+    def get_config(self) -> Dict[str, Any]:
+        # Constructor arguments only (see BertModel.get_config).
+        return {"name": self.name, "trainable": self.trainable,
+                "config": config_dict(self.config), "seq_length": self.seq_length,
+                "max_predictions_per_seq": self.max_predictions_per_seq,
+                "dtype": keras.dtype_policies.serialize(self.bert_dtype_policy)}
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        return cls(**deserialize_dtype(config))

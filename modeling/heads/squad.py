@@ -4,7 +4,8 @@ As the original ``run_squad.create_model``: one weight matrix
 ``cls/squad/output_weights`` [2, H] (truncated normal, stddev 0.02) and bias
 ``cls/squad/output_bias`` [2] (zeros); ``logits = sequence_output @ W^T + b``
 [B, S, 2] split into ``start_logits`` and ``end_logits`` [B, S]. Logits are
-returned in float32 whatever the compute dtype.
+returned in float32 whatever the compute dtype. ``BertSpanLabeler(encoder)`` puts the head on
+an existing ``modeling.BertModel``; ``build_squad_model(config)`` builds both.
 
 The loss is the original's: for start and end each,
 ``-mean_over_batch(sum(one_hot(position) * log_softmax(logits)))``, and the
@@ -14,10 +15,12 @@ the softmax, as in the original (the model learns to push them down).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Dict, Optional
 
 import keras
 import tensorflow as tf
+
+from modeling.heads.task import EncoderTask, encoder_output, head_dtype
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
@@ -86,21 +89,60 @@ def squad_loss(start_logits: tf.Tensor, end_logits: tf.Tensor, start_positions: 
             + position_loss(end_logits, end_positions)) / 2.0
 
 
+@keras.saving.register_keras_serializable(package="bert_tf2")
+class BertSpanLabeler(EncoderTask):
+    """run_squad's model on an existing encoder: ``BertSpanLabeler(encoder)``.
+
+    ``encoder`` is a ``modeling.BertModel`` (any functional model with its inputs and a dict
+    output holding ``sequence_output`` [B, S, H]). Inputs: the encoder's (dict of int32 [B, S]
+    ``input_ids``, ``input_mask``, ``segment_ids``). Outputs: dict ``start_logits``,
+    ``end_logits`` float32 [B, S]. Dropout only with ``training=True``.
+
+    As ``BertClassifier``, the head goes on the encoder's own graph, so the model's layers are
+    the encoder's (at the top level) plus ``squad`` (-> ``cls/squad/...``). The pooler is not on
+    the path to the span logits and so is not part of this model (not in ``weights``, not
+    trained, not saved), as in the original's SQuAD graph, which never read it.
+
+    Args:
+        encoder: the encoder.
+        initializer_range: stddev of the head's truncated-normal init; None = the encoder's
+            ``config.initializer_range`` (0.02 when it has no ``config``).
+        dtype: the head's dtype policy; None = the encoder's (``bert_dtype_policy``).
+        name: the model name.
+    """
+
+    def __init__(self, encoder: keras.Model, initializer_range: Optional[float] = None,
+                 dtype=None, name: str = "bert_squad", **kwargs):
+        sequence_output = encoder_output(encoder, "sequence_output")  # [B, S, H]
+        if initializer_range is None:
+            config = getattr(encoder, "config", None)
+            initializer_range = config.initializer_range if config is not None else 0.02
+        dtype = head_dtype(encoder, dtype)
+        start_logits, end_logits = SquadHead(initializer_range, dtype=dtype, name="squad")(
+            sequence_output)  # [B, S] each
+        super().__init__(inputs=encoder.input,
+                         outputs={"start_logits": start_logits, "end_logits": end_logits},
+                         name=name, **kwargs)
+        self._set_encoder(encoder, dtype)
+        self.initializer_range = initializer_range
+
+    def get_config(self) -> Dict[str, Any]:
+        config = self.task_config()
+        config.update(initializer_range=self.initializer_range)
+        return config
+
+
 def build_squad_model(config, seq_length: Optional[int] = None, dtype=None,
                       name: str = "bert_squad") -> keras.Model:
-    """BERT encoder + ``SquadHead`` as a functional ``keras.Model``.
+    """``BertSpanLabeler(BertModel(config, seq_length, dtype))``.
 
     Inputs: dict of int32 [B, S] ``input_ids``, ``input_mask``, ``segment_ids``.
     Outputs: dict ``start_logits``, ``end_logits`` float32 [B, S]. The layer
     names are those ``modeling.checkpoints.tf1`` maps to the original's TF1 names
     (the head is ``squad`` -> ``cls/squad/...``). Dropout only with ``training=True``.
     """
-    from modeling import encoder as bert_model
+    from modeling.encoder import BertModel
 
     config.validate("SQuAD model config")
-    inputs = bert_model.bert_inputs(seq_length)
-    outputs, _ = bert_model.build_encoder(config, inputs, dtype=dtype)
-    start_logits, end_logits = SquadHead(config.initializer_range, dtype=dtype, name="squad")(
-        outputs["sequence_output"])  # [B, S] each
-    return keras.Model(inputs=inputs, outputs={"start_logits": start_logits, "end_logits": end_logits},
-                       name=name)
+    encoder = BertModel(config, seq_length=seq_length, dtype=dtype)
+    return BertSpanLabeler(encoder, config.initializer_range, dtype=dtype, name=name)
