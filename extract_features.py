@@ -1,5 +1,7 @@
-"""``python extract_features.py --flags``: the original's command. The tool is ``bert_cli/extract_features.py``
-(installed as the ``bert-extract-features`` command)."""
+"""``python extract_features.py --flags``: the original's command.
+
+The tool is ``bert_cli/extract_features.py`` (installed as the ``bert-extract-features`` command).
+"""
 
 from bert_cli.extract_features import entry
 

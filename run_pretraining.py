@@ -1,5 +1,7 @@
-"""``python run_pretraining.py --flags``: the original's command. The tool is ``bert_cli/run_pretraining.py``
-(installed as the ``bert-run-pretraining`` command)."""
+"""``python run_pretraining.py --flags``: the original's command.
+
+The tool is ``bert_cli/run_pretraining.py`` (installed as the ``bert-run-pretraining`` command).
+"""
 
 from bert_cli.run_pretraining import entry
 

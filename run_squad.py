@@ -1,5 +1,7 @@
-"""``python run_squad.py --flags``: the original's command. The tool is ``bert_cli/run_squad.py``
-(installed as the ``bert-run-squad`` command)."""
+"""``python run_squad.py --flags``: the original's command.
+
+The tool is ``bert_cli/run_squad.py`` (installed as the ``bert-run-squad`` command).
+"""
 
 from bert_cli.run_squad import entry
 

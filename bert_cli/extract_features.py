@@ -41,9 +41,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("string", "vocab_file", None, "WordPiece vocabulary of the model.")
     define("bool", "do_lower_case", True, "Lower-case the input (uncased models).")
     define("integer", "batch_size", 32, "Batch size for predictions.")
-    define("enum", "inference_dtype", "float32", "float32 (XLA-compiled), or bfloat16: weights stored and matmuls run in "
-           "bfloat16 (graph mode, oneDNN; ~1.7x faster on CPUs with AVX-512 BF16 or "
-           "AMX, about 3 significant digits).",
+    define("enum", "inference_dtype", "float32", "float32 (XLA-compiled), or bfloat16: weights "
+           "stored and matmuls run in bfloat16 (graph mode, oneDNN; faster on CPUs with "
+           "AVX-512 BF16 or AMX, about 3 significant digits; figures in README).",
            enum_values=list(INFERENCE_DTYPES))
 
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Callable, Optional, Type
+from typing import Callable, Optional
 
 from absl import logging
+
+from bert_cli.flags import FlagError
 
 def init_run(flag_values):
     """Creates ``--output_dir``, seeds python, numpy, TF and Keras (initializers, dropout) with
@@ -47,12 +49,12 @@ def checkpoint_step(checkpoint: Optional[str]) -> int:
 
 
 def restore_checkpoint(model, flag_values, without_training: str,
-                       error: Type[Exception]) -> Optional[str]:
+) -> Optional[str]:
     """Loads ``--init_checkpoint`` into ``model`` (the load report is logged) and returns it.
 
     Without ``--do_train`` and ``--init_checkpoint`` the newest checkpoint in ``--output_dir``
     is loaded instead (as the original Estimator's ``model_dir``); if there is none, raises
-    ``error("--init_checkpoint is needed to <without_training> without --do_train (no
+    ``FlagError("--init_checkpoint is needed to <without_training> without --do_train (no
     checkpoint in --output_dir=<dir>)")``. Returns None when nothing was loaded (training from
     the random initialisation).
     """
@@ -62,20 +64,20 @@ def restore_checkpoint(model, flag_values, without_training: str,
     if not flag_values.do_train and not init_checkpoint:
         init_checkpoint = latest_checkpoint(flag_values.output_dir)
         if init_checkpoint is None:
-            raise error("--init_checkpoint is needed to %s without --do_train (no checkpoint "
+            raise FlagError("--init_checkpoint is needed to %s without --do_train (no checkpoint "
                         "in --output_dir=%s)" % (without_training, flag_values.output_dir))
     if init_checkpoint:
         logging.info("%s", checkpoints.load_checkpoint(model, init_checkpoint, log=False).summary())
     return init_checkpoint
 
 
-def count_train_steps(num_examples: int, flag_values, error: Type[Exception]) -> int:
+def count_train_steps(num_examples: int, flag_values) -> int:
     """The original's ``int(num_examples / --train_batch_size * --num_train_epochs)``; raises
-    ``error`` (naming both flags) when that is no step at all."""
+    ``FlagError`` (naming both flags) when that is no step at all."""
     num_train_steps = int(num_examples / flag_values.train_batch_size
                           * flag_values.num_train_epochs)
     if num_train_steps <= 0:
-        raise error("%d training examples, --train_batch_size=%d and --num_train_epochs=%g "
+        raise FlagError("%d training examples, --train_batch_size=%d and --num_train_epochs=%g "
                     "give no training step" % (num_examples, flag_values.train_batch_size,
                                                flag_values.num_train_epochs))
     return num_train_steps

@@ -259,14 +259,12 @@ def run(fv: flags.FlagValues) -> None:
         model = classifier_head.build_classifier_model(
             bert_config, 1 if regression else len(label_list),
             seq_length=fv.max_seq_length if tpu else None, regression=regression)
-    init_checkpoint = cli_finetuning.restore_checkpoint(model, fv, "evaluate, predict or export",
-                                                    FlagError)
+    init_checkpoint = cli_finetuning.restore_checkpoint(model, fv, "evaluate, predict or export")
     global_step = 0 if fv.do_train else cli_finetuning.checkpoint_step(init_checkpoint)
 
     if fv.do_train:
         train_examples = splits["train"]
-        num_train_steps = cli_finetuning.count_train_steps(len(train_examples), fv,
-                                                       FlagError)
+        num_train_steps = cli_finetuning.count_train_steps(len(train_examples), fv)
         num_warmup_steps = int(num_train_steps * fv.warmup_proportion)
         train_file = os.path.join(fv.output_dir, "train.tf_record")
         classifier_features.file_based_convert_examples_to_features(

@@ -255,10 +255,10 @@ def run(fv: flags.FlagValues) -> None:
     precision = cli_flags.precision_from_flags(fv)  # sets the Keras dtype policy
     with strategy.scope():
         model = build_model(bert_config, fv.max_seq_length)
-    cli_finetuning.restore_checkpoint(model, fv, "predict or export", FlagError)
+    cli_finetuning.restore_checkpoint(model, fv, "predict or export")
 
     if fv.do_train:
-        num_train_steps = cli_finetuning.count_train_steps(len(train_examples), fv, FlagError)
+        num_train_steps = cli_finetuning.count_train_steps(len(train_examples), fv)
         num_warmup_steps = int(num_train_steps * fv.warmup_proportion)
         # Pre-shuffle so that a small shuffle buffer suffices, as the original.
         random.Random(fv.random_seed).shuffle(train_examples)

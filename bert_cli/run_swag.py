@@ -165,13 +165,12 @@ def run(fv: flags.FlagValues) -> None:
     with strategy.scope():
         model = multiple_choice_head.build_multiple_choice_model(
             bert_config, swag.NUM_CHOICES, seq_length=fv.max_seq_length if tpu else None)
-    init_checkpoint = cli_finetuning.restore_checkpoint(model, fv, "evaluate or predict",
-                                                    FlagError)
+    init_checkpoint = cli_finetuning.restore_checkpoint(model, fv, "evaluate or predict")
     global_step = 0 if fv.do_train else cli_finetuning.checkpoint_step(init_checkpoint)
 
     if fv.do_train:
         train_examples = examples["train"]
-        num_train_steps = cli_finetuning.count_train_steps(len(train_examples), fv, FlagError)
+        num_train_steps = cli_finetuning.count_train_steps(len(train_examples), fv)
         train_file = os.path.join(fv.output_dir, "train.tf_record")
         swag.write_tf_records(train_examples, fv.max_seq_length, tokenizer, train_file)
         logging.info("***** Running training: %d examples, batch %d, %d steps *****",

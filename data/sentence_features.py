@@ -3,8 +3,8 @@
 As the original: one example per line (``text_a ||| text_b`` for a pair, split by the regex
 ``^(.*) \\|\\|\\| (.*)$`` after ``strip()``); ``unique_id`` is the line number from 0. Features are
 ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` (type ids 0 for the first part, 1 for b and its
-[SEP]), pairs truncated to ``seq_length - 3`` tokens by popping from the end of the longer side,
-singles cut to ``seq_length - 2``; ids, mask and type ids zero-padded to ``seq_length``.
+[SEP]), pairs truncated to ``seq_length - 3`` tokens by the project's one pair-truncation rule
+(``data.glue.features._truncate_seq_pair``), singles cut to ``seq_length - 2``; ids, mask and type ids zero-padded to ``seq_length``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import dataclasses
 import re
 from typing import Iterator, List, Optional
 
+from data.glue.features import _truncate_seq_pair
 from data.tokenization import special_tokens
 from data.tokenization import wordpiece as tokenization
 
@@ -51,15 +52,6 @@ def read_examples(input_file: str) -> List[InputExample]:
     return examples
 
 
-def truncate_seq_pair(tokens_a: List[str], tokens_b: List[str], max_length: int) -> None:
-    """Pops tokens from the end of the longer list (b on ties) until the total fits, in place."""
-    while len(tokens_a) + len(tokens_b) > max_length:
-        if len(tokens_a) > len(tokens_b):
-            tokens_a.pop()
-        else:
-            tokens_b.pop()
-
-
 def convert_examples_to_features(examples: List[InputExample], seq_length: int,
                                  tokenizer) -> Iterator[InputFeatures]:
     """Yields one ``InputFeatures`` per example (see the module docstring)."""
@@ -67,7 +59,7 @@ def convert_examples_to_features(examples: List[InputExample], seq_length: int,
         tokens_a = tokenizer.tokenize(example.text_a)
         tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
         if tokens_b:
-            truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)
+            _truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)
         elif len(tokens_a) > seq_length - 2:
             tokens_a = tokens_a[:seq_length - 2]
         tokens = [special_tokens.CLS] + tokens_a + [special_tokens.SEP]

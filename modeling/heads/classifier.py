@@ -20,6 +20,7 @@ from typing import Any, Dict, Optional
 import keras
 import tensorflow as tf
 
+from modeling.encoder import BertModel
 from modeling.heads.task import EncoderTask, encoder_output, head_dtype
 from modeling.layers.dropout import Dropout
 
@@ -144,8 +145,6 @@ def build_classifier_model(config, num_labels: int, seq_length: Optional[int] = 
     float32): ``logits`` [B, K] and ``probabilities`` [B, K]; with ``regression`` (K = 1)
     ``logits`` [B, 1] and ``predictions`` [B]. Dropout only when called with ``training=True``.
     """
-    from modeling.encoder import BertModel
-
     if regression and num_labels != 1:
         raise ValueError("a regression head has one output, got num_labels=%d" % num_labels)
     if num_labels < 1:

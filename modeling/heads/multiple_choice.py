@@ -20,6 +20,7 @@ import keras
 import tensorflow as tf
 
 from modeling import checkpoints
+from modeling import encoder as bert_model
 from modeling.heads.classifier import CLASSIFIER_DROPOUT, HEAD_STDDEV
 from modeling.heads.task import EncoderTask, encoder_output, head_dtype
 from modeling.layers.dropout import Dropout
@@ -86,8 +87,6 @@ def _choice_outputs(pooled_output, num_choices: int, dropout_rate: float,
 
 def choice_inputs(num_choices: int, seq_length: Optional[int]) -> Dict[str, keras.KerasTensor]:
     """The symbolic inputs: int32 [B, C, S] ``input_ids``, ``input_mask``, ``segment_ids``."""
-    from modeling import encoder as bert_model
-
     return {n: keras.Input(shape=(num_choices, seq_length), dtype="int32", name=n)
             for n in bert_model.INPUT_NAMES}
 
@@ -117,8 +116,6 @@ class BertMultipleChoice(EncoderTask):
     def __init__(self, encoder: keras.Model, num_choices: int = 4,
                  dropout_rate: float = CLASSIFIER_DROPOUT, dtype=None,
                  name: str = "bert_multiple_choice", **kwargs):
-        from modeling import encoder as bert_model
-
         if num_choices < 1:
             raise ValueError("num_choices must be positive, got %d" % num_choices)
         encoder_output(encoder, "pooled_output")  # checks the encoder type
@@ -151,8 +148,6 @@ def build_multiple_choice_model(config, num_choices: int = 4, seq_length: Option
     model's top level (``word_embeddings``, ``layer_N``, ``pooler``, ``multiple_choice``), the
     layout run_swag's checkpoints have.
     """
-    from modeling import encoder as bert_model
-
     config.validate("multiple-choice model config")
     inputs = choice_inputs(num_choices, seq_length)
     flat = {n: FlattenChoices(name="flatten_" + n)(inputs[n]) for n in bert_model.INPUT_NAMES}

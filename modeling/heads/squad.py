@@ -20,6 +20,7 @@ from typing import Any, Dict, Optional
 import keras
 import tensorflow as tf
 
+from modeling.encoder import BertModel
 from modeling.heads.task import EncoderTask, encoder_output, head_dtype
 
 
@@ -141,8 +142,6 @@ def build_squad_model(config, seq_length: Optional[int] = None, dtype=None,
     names are those ``modeling.checkpoints.tf1`` maps to the original's TF1 names
     (the head is ``squad`` -> ``cls/squad/...``). Dropout only with ``training=True``.
     """
-    from modeling.encoder import BertModel
-
     config.validate("SQuAD model config")
     encoder = BertModel(config, seq_length=seq_length, dtype=dtype)
     return BertSpanLabeler(encoder, config.initializer_range, dtype=dtype, name=name)

@@ -12,6 +12,8 @@ from typing import Any, Dict
 
 import keras
 
+from modeling.encoder import deserialize_dtype
+
 
 class _Untracked:
     """Holds an object out of Keras' and TensorFlow's attribute tracking."""
@@ -79,6 +81,4 @@ class EncoderTask(keras.Model):
         config = dict(config)
         config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"],
                                                                   custom_objects=custom_objects)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)
+        return cls(**deserialize_dtype(config))

@@ -39,3 +39,33 @@ def test_distribution_flags_and_errors(monkeypatch):
         distribution.make_strategy("multi_worker")
     with pytest.raises(distribution.DistributionError, match="--mixed_precision"):
         distribution.set_precision("int8")
+
+
+def test_pretraining_flag_choices_match_the_optimizer():
+    from bert_cli import run_pretraining
+    from modeling.training import optimization
+
+    assert run_pretraining.OPTIMIZERS == optimization.OPTIMIZERS
+    assert run_pretraining.GRADIENT_REDUCTIONS == optimization.GRADIENT_REDUCTIONS
+
+
+TOOLS = ("create_pretraining_data", "run_pretraining", "run_classifier", "run_swag",
+         "run_squad", "extract_features", "convert_checkpoint")
+
+
+def test_defining_every_tools_flags_imports_no_tensorflow():
+    # --help must answer at once: importing a tool and defining its flags stays off TensorFlow.
+    import subprocess
+    import sys
+
+    from tests import paths
+
+    probe = ("import sys\nfrom absl import flags\n"
+             "for name in %r:\n"
+             "    module = __import__('bert_cli.' + name, fromlist=['define_flags'])\n"
+             "    module.define_flags(flags.FlagValues())\n"
+             "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))\n" % (TOOLS,))
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=paths.ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]", proc.stdout

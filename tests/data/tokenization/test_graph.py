@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from data.glue.features import _truncate_seq_pair  # the project's one rule, one pop at a time
 from data.tokenization import graph as graph_tokenization
 from data.tokenization import special_tokens
 from data.tokenization import wordpiece as tokenization
@@ -142,15 +143,6 @@ def test_duplicate_vocab_lines_fall_back_to_table_wordpiece(tmp_path, caplog):
 # --------------------------------------------------------------------------
 # Packing and truncation.
 # --------------------------------------------------------------------------
-
-
-def _truncate_seq_pair(tokens_a, tokens_b, max_length):
-    """The original's rule, one pop at a time (the test's reference)."""
-    while len(tokens_a) + len(tokens_b) > max_length:
-        if len(tokens_a) > len(tokens_b):
-            tokens_a.pop()
-        else:
-            tokens_b.pop()
 
 
 def _reference_pack(ids_a, ids_b, max_seq_length, cls_id, sep_id):
