@@ -10,7 +10,7 @@ rate and warmup, and their eval logits go through the same
 ``write_predictions`` and official scorer:
 
 * ``ours``: ``modeling.heads.squad.build_squad_model`` + ``modeling.training.optimization``
-  (AdamWeightDecay as the original) trained by ``run_squad.train_squad`` on
+  (AdamWeightDecay as the original) trained by ``bert_tasks.squad (finetune)`` on
   the TFRecords, in this process;
 * ``hf``: ``BertForQuestionAnswering`` + torch AdamW (or, with
   ``--hf_optimizer=bert_adam``, the original's update), in the PyTorch venv
@@ -200,14 +200,15 @@ def run_hf(args, plan, optimizer: str, seed: int) -> None:
 
 def run_parity(args, plan, optimizer: str) -> None:
     """Per-step losses of both sides on the same in-order batches, dropout off, same head init."""
+    import tempfile
+
     import keras
     import tensorflow as tf
 
-    from bert_cli import run_squad
     from modeling import checkpoints
-    from modeling.training import finetuning
     from modeling.checkpoints import hf as hf_import
     from modeling.heads import squad as squad_head
+    from modeling.training import finetuning, optimization
 
     steps, batch = args.parity_steps, args.train_batch_size
     train = np.load(os.path.join(args.work_dir, "train.npz"))
@@ -217,7 +218,7 @@ def run_parity(args, plan, optimizer: str) -> None:
     keras.utils.set_random_seed(args.seed)
     config = hf_import.read_hf_config(MODEL_DIR).replace(hidden_dropout_prob=0.0,
                                                          attention_probs_dropout_prob=0.0)
-    model = run_squad.build_model(config, args.max_seq_length)
+    model = squad_head.build_squad_model(config, seq_length=args.max_seq_length)
     report = checkpoints.load_checkpoint(model, MODEL_DIR, log=False)
     if sorted(report.missing) != ["cls/squad/output_bias", "cls/squad/output_weights"]:
         sys.exit("unexpected load report: %s" % report.summary())
@@ -225,13 +226,15 @@ def run_parity(args, plan, optimizer: str) -> None:
     head_file = os.path.join(args.work_dir, "parity_head.npz")
     np.savez(head_file, w=head.output_weights.numpy(), b=head.output_bias.numpy())  # [2, H], [2]
     dataset = tf.data.Dataset.from_tensor_slices(
-        {k: train[k][:steps * batch] for k in train.files}).batch(batch)
-    optimizer = run_squad.make_optimizer(args.learning_rate, plan["num_train_steps"],
-                                         plan["num_warmup_steps"])
+        {k: train[k][:steps * batch] for k in train.files}).batch(batch, drop_remainder=True)
+    optimizer = optimization.create_optimizer(args.learning_rate, plan["num_train_steps"],
+                                              plan["num_warmup_steps"])
     schedule = optimizer._learning_rate  # BertSchedule: iterations -> rate of the next update
     ours_rates = [float(schedule(i)) for i in range(steps)]
-    ours = finetuning.train(model, optimizer, dataset, steps, squad_head.per_example_squad_loss,
-                            log_every=max(1, steps // 4))
+    with tempfile.TemporaryDirectory() as model_dir:  # fresh: nothing to resume from
+        ours = finetuning.finetune(model, optimizer, dataset, squad_head.per_example_squad_loss,
+                                   model_dir=model_dir, num_train_steps=steps,
+                                   steps_per_loop=max(1, steps // 4)).step_losses
     out_file = os.path.join(args.work_dir, "parity_%s.json" % hf_name(optimizer))
     cmd = [HF_PYTHON, os.path.join(ROOT, "bench", "bench_squad_finetune_hf.py"),
            "--model_dir", MODEL_DIR, "--train", os.path.join(args.work_dir, "train.npz"),
@@ -258,38 +261,44 @@ def run_parity(args, plan, optimizer: str) -> None:
 
 
 def run_ours(args, plan, seed: int) -> None:
-    """Fine-tunes with run_squad's own training and prediction functions, in this process.
+    """Fine-tunes with run_squad's training and prediction (``bert_tasks.squad``), in process.
 
     ``keras.utils.set_random_seed(seed)`` (python, numpy, TF and Keras' global seed generator)
     before the model is built fixes the span-head init and the dropout masks; ``seed`` also
     fixes the TFRecord shuffle order.
     """
+    import tempfile
+
     import keras
 
-    from bert_cli import run_squad
+    from bert_tasks import squad as squad_task
     from modeling import checkpoints
     from modeling.checkpoints import hf as hf_import
+    from modeling.heads import squad as squad_head
+    from modeling.training import finetuning, optimization
 
     keras.utils.set_random_seed(seed)
     config = hf_import.read_hf_config(MODEL_DIR)  # HF "gelu" = exact erf GELU, as HF runs it
-    model = run_squad.build_model(config, args.max_seq_length)
+    model = squad_head.build_squad_model(config, seq_length=args.max_seq_length)
     report = checkpoints.load_checkpoint(model, MODEL_DIR, log=False)
     print(report.summary(), file=sys.stderr)
-    optimizer = run_squad.make_optimizer(args.learning_rate, plan["num_train_steps"],
-                                         plan["num_warmup_steps"])
+    optimizer = optimization.create_optimizer(args.learning_rate, plan["num_train_steps"],
+                                              plan["num_warmup_steps"])
     print("optimizer: %s.%s" % (type(optimizer).__module__, type(optimizer).__name__), file=sys.stderr)
     t0 = time.time()
-    run_squad.train_squad(model, optimizer, os.path.join(args.work_dir, "train.tf_record"),
-                          args.max_seq_length, args.train_batch_size, plan["num_train_steps"],
-                          seed=seed)
+    dataset = squad_task.dataset(os.path.join(args.work_dir, "train.tf_record"),
+                                 args.max_seq_length, args.train_batch_size, True, seed=seed)
+    with tempfile.TemporaryDirectory() as model_dir:  # fresh: nothing to resume from
+        finetuning.finetune(model, optimizer, dataset, squad_task.per_example_loss,
+                            model_dir=model_dir, num_train_steps=plan["num_train_steps"])
     save_eval_logits(model, args, plan, "ours", seed, time.time() - t0)
 
 
 def save_eval_logits(model, args, plan, name: str, seed: int, train_seconds: float) -> None:
     """Predicts eval.tf_record with run_squad's prediction function; writes <name>_s<seed>."""
-    from bert_cli import run_squad
+    from bert_tasks import squad as squad_task
 
-    results = run_squad.predict_raw_results(model, os.path.join(args.work_dir, "eval.tf_record"),
+    results = squad_task.predict_raw_results(model, os.path.join(args.work_dir, "eval.tf_record"),
                                             args.max_seq_length, 64)
     path = logits_path(args, name, seed)
     tmp = path[:-len(".npz")] + ".tmp.npz"
@@ -314,14 +323,15 @@ def run_matched(args, plan, seed: int, optimizers) -> None:
     """Both sides on the same batches (train.npz rows in ``matched_order``), the same span-head
     init (ours, copied to HF) and dropout on: only dropout masks differ, so the per-seed gap
     measures the implementations, not init or data-order luck."""
+    import tempfile
+
     import keras
     import tensorflow as tf
 
-    from bert_cli import run_squad
     from modeling import checkpoints
-    from modeling.training import finetuning
     from modeling.checkpoints import hf as hf_import
     from modeling.heads import squad as squad_head
+    from modeling.training import finetuning, optimization
 
     steps, batch = plan["num_train_steps"], args.train_batch_size
     train = np.load(os.path.join(args.work_dir, "train.npz"))
@@ -331,7 +341,7 @@ def run_matched(args, plan, seed: int, optimizers) -> None:
     np.savez(train_file, **rows)
     keras.utils.set_random_seed(seed)
     config = hf_import.read_hf_config(MODEL_DIR)
-    model = run_squad.build_model(config, args.max_seq_length)
+    model = squad_head.build_squad_model(config, seq_length=args.max_seq_length)
     report = checkpoints.load_checkpoint(model, MODEL_DIR, log=False)
     if sorted(report.missing) != ["cls/squad/output_bias", "cls/squad/output_weights"]:
         sys.exit("unexpected load report: %s" % report.summary())
@@ -349,11 +359,13 @@ def run_matched(args, plan, seed: int, optimizers) -> None:
                "--batch_size", str(batch), "--learning_rate", str(args.learning_rate),
                "--threads", str(args.threads)]
         subprocess.run(cmd, check=True)
-    dataset = tf.data.Dataset.from_tensor_slices(rows).batch(batch)
-    optimizer = run_squad.make_optimizer(args.learning_rate, steps, plan["num_warmup_steps"])
+    dataset = tf.data.Dataset.from_tensor_slices(rows).batch(batch, drop_remainder=True)
+    optimizer = optimization.create_optimizer(args.learning_rate, steps,
+                                              plan["num_warmup_steps"])
     t0 = time.time()
-    finetuning.train(model, optimizer, dataset, steps, squad_head.per_example_squad_loss,
-                     log_every=50)
+    with tempfile.TemporaryDirectory() as model_dir:  # fresh: nothing to resume from
+        finetuning.finetune(model, optimizer, dataset, squad_head.per_example_squad_loss,
+                            model_dir=model_dir, num_train_steps=steps, steps_per_loop=50)
     save_eval_logits(model, args, plan, "ours_matched", seed, time.time() - t0)
 
 

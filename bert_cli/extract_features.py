@@ -13,7 +13,6 @@ from __future__ import annotations
 import collections
 import json
 import sys
-import time
 from typing import List
 
 from absl import flags
@@ -21,6 +20,7 @@ from absl import flags
 from bert_cli import flags as cli_flags
 from bert_cli import runner
 from bert_cli.flags import FlagError
+from bert_common.progress import Progress
 
 FLAGS = flags.FLAGS
 TOOL = "extract_features.py"
@@ -128,7 +128,8 @@ def extract(input_file: str, output_file: str, bert_config_file: str, init_check
         return [tf.cast(outputs[index], tf.float32) for index in layer_indexes]  # [B, S, H]
 
     features = convert_examples_to_features(examples, max_seq_length, tokenizer)
-    total, done, start = len(examples), 0, time.time()
+    total, done = len(examples), 0
+    progress = Progress("extract_features", total, unit="lines")
     with atomic_open(output_file) as writer:
         while done < total:
             chunk = [f for _, f in zip(range(batch_size), features)]
@@ -142,10 +143,8 @@ def extract(input_file: str, output_file: str, bert_config_file: str, init_check
                 writer.write(feature_json(feature.unique_id, feature.tokens, layer_indexes,
                                           [v[row] for v in values]))
             done += len(chunk)
-            elapsed = time.time() - start
-            rate = done / max(elapsed, 1e-9)
-            print("extract_features: %d/%d lines, %.1f lines/s, ETA %.0fs"
-                  % (done, total, rate, (total - done) / max(rate, 1e-9)), file=sys.stderr)
+            progress.update(done)
+        progress.finish()  # the final line, also for an empty input file
     return total
 
 

@@ -6,7 +6,9 @@ original Estimator's conventions, read from the tools' flags.
 * ``restore_checkpoint(model, fv, ...)``: ``--init_checkpoint``, else the newest
   ``model.ckpt-<step>`` in ``--output_dir`` (as the Estimator's ``model_dir``);
 * ``count_train_steps``: the original's step count from examples, batch size and epochs;
-* ``checkpoint_saver``: TF1-named ``model.ckpt-<step>`` writer for the training loop.
+* ``train(fv, model, dataset, per_example_loss, ...)``: ``--do_train`` on the one trainer
+  (``modeling.training.finetuning.finetune``): checkpoints ``model.ckpt-<step>`` with the
+  optimizer state in ``--output_dir`` (a rerun resumes), TensorBoard in ``--output_dir/train``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from typing import Callable, Optional
 
 from absl import logging
 
+from bert_cli import runner
 from bert_cli.flags import FlagError
+
 
 def init_run(flag_values):
     """Creates ``--output_dir``, seeds python, numpy, TF and Keras (initializers, dropout) with
@@ -27,7 +31,7 @@ def init_run(flag_values):
 
     from data import tokenization
 
-    os.makedirs(flag_values.output_dir, exist_ok=True)
+    runner.prepare_output_dir(flag_values.output_dir)
     keras.utils.set_random_seed(flag_values.random_seed)
     tokenizer_class = (tokenization.FastFullTokenizer if flag_values.fast_tokenizer
                        else tokenization.FullTokenizer)
@@ -83,13 +87,41 @@ def count_train_steps(num_examples: int, flag_values) -> int:
     return num_train_steps
 
 
-def checkpoint_saver(model, output_dir: str) -> Callable[[int], None]:
-    """``on_save`` for ``train``: writes the TF1-named checkpoint
-    ``<output_dir>/model.ckpt-<step>``."""
-    from modeling import checkpoints
+def steps_per_loop(flag_values, strategy) -> int:
+    """``--iterations_per_loop`` on TPU (steps per host loop, as the original's TPUEstimator);
+    elsewhere at most 100, so that a progress line shows every 100 steps or sooner."""
+    from modeling.training import distribution
 
-    def save(step: int) -> None:
-        checkpoints.save_tf1_checkpoint(model, os.path.join(output_dir, "model.ckpt-%d" % step),
-                                        global_step=step)
+    if distribution.is_tpu(strategy):
+        return flag_values.iterations_per_loop
+    return max(1, min(100, flag_values.iterations_per_loop))
 
-    return save
+
+def train(flag_values, model, dataset, per_example_loss: Callable, num_examples: int,
+          strategy, precision) -> int:
+    """``--do_train`` of a fine-tuning tool: the original's step count and AdamWeightDecay
+    schedule from the flags, then ``modeling.training.finetuning.finetune`` into
+    ``--output_dir`` (resuming from its newest ``model.ckpt-<step>``). Returns the global step.
+
+    ``dataset``: the training batches (``--train_batch_size``, repeated); ``precision``: from
+    ``bert_cli.flags.precision_from_flags`` (its loss scale for float16).
+    """
+    from modeling.training import distribution, finetuning, optimization
+
+    num_train_steps = count_train_steps(num_examples, flag_values)
+    num_warmup_steps = int(num_train_steps * flag_values.warmup_proportion)
+    logging.info("***** Running training *****")
+    logging.info("  Num examples = %d", num_examples)
+    logging.info("  Batch size = %d", flag_values.train_batch_size)
+    logging.info("  Num steps = %d", num_train_steps)
+    with strategy.scope():
+        optimizer = optimization.create_optimizer(
+            flag_values.learning_rate, num_train_steps, num_warmup_steps,
+            loss_scale=precision.loss_scale, use_tpu=distribution.is_tpu(strategy))
+    result = finetuning.finetune(
+        model, optimizer, dataset, per_example_loss, model_dir=flag_values.output_dir,
+        num_train_steps=num_train_steps, strategy=strategy,
+        steps_per_loop=steps_per_loop(flag_values, strategy),
+        save_checkpoints_steps=flag_values.save_checkpoints_steps,
+        use_xla=flag_values.use_xla)
+    return result.global_step

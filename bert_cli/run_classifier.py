@@ -10,8 +10,10 @@ the project's shared ``--strategy`` / ``--mixed_precision`` / ``--use_xla`` flag
 ``--fast_tokenizer`` and ``--random_seed``.
 
 Writes into ``--output_dir``: ``train.tf_record``/``eval.tf_record``/``predict.tf_record`` (one
-record per example, in processor order, padded to ``--max_seq_length``), TF1-named checkpoints
-``model.ckpt-<step>``, ``eval_results.txt`` (``key = value``), ``test_results.tsv`` (one line
+record per example, in processor order, padded to ``--max_seq_length``), checkpoints
+``model.ckpt-<step>`` (weights, optimizer state, data position: a rerun into the same folder
+resumes, as the original Estimator's ``model_dir``), TensorBoard summaries in ``train/``,
+``eval_results.txt`` (``key = value``), ``test_results.tsv`` (one line
 of class probabilities per test example; the prediction for STS-B) and a GLUE submission file
 ``<TASK>.tsv`` (``index<TAB>prediction``). ``--export_dir`` writes a SavedModel for TF Serving
 (``data/glue/serving.py``). Bad input: one line on stderr, exit code 1, nothing
@@ -20,8 +22,8 @@ half-written.
 
 from __future__ import annotations
 
+import functools
 import os
-from typing import Dict, List
 
 from absl import flags, logging
 
@@ -68,8 +70,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
            "learning rate warmup for.")
     define("integer", "save_checkpoints_steps", 1000, "How often to save the model "
            "checkpoint.")
-    define("integer", "iterations_per_loop", 1000, "How many steps between progress lines "
-           "(at most 100; the original's TPU loop size).")
+    define("integer", "iterations_per_loop", 1000, "Steps per host loop on TPU (the "
+           "original's); elsewhere at most 100, so that progress shows.")
     define("string", "xnli_language", "zh", "XNLI language (the original hard-codes zh).")
     define("bool", "length_aware_batching", True, "Eval/predict: group examples of similar "
            "length and cut each batch to its longest example; train: cut each batch "
@@ -108,130 +110,19 @@ def validate_flags(fv: flags.FlagValues, bert_config) -> None:
                                   % fv.warmup_proportion)
 
 
-# ------------------------------------------------------------------------------------ stages
-
-
-def _loss_fn(regression: bool):
-    from modeling.heads import classifier as classifier_head
-
-    def loss_fn(outputs, batch):
-        if regression:
-            return classifier_head.regression_loss(outputs["predictions"], batch["label_ids"])
-        return classifier_head.classification_loss(outputs["logits"], batch["label_ids"])
-
-    return loss_fn
-
-
-def _dataset(fv: flags.FlagValues, path: str, batch_size: int, is_training: bool,
-             regression: bool, tpu: bool):
-    from data.glue import dataset as classifier_input
-
-    length_aware = fv.length_aware_batching and not tpu
-    return classifier_input.make_dataset(
-        path, lambda r: classifier_input.decode_classifier_record(r, fv.max_seq_length,
-                                                                  regression),
-        batch_size, is_training, drop_remainder=tpu or is_training, trim=length_aware,
-        bucket=length_aware and not is_training, max_seq_length=fv.max_seq_length,
-        seed=fv.random_seed)
-
-
-def _padded(examples: List, batch_size: int, tpu: bool) -> List:
-    """On TPU, pads with PaddingInputExample to a multiple of the batch size (as the original)."""
-    from data.glue.processors import PaddingInputExample
-
-    if not tpu:
-        return list(examples)
-    return list(examples) + [PaddingInputExample()] * (-len(examples) % batch_size)
-
-
-def run_predictions(fv: flags.FlagValues, model, examples: List, label_list: List[str],
-                    tokenizer, record_file: str,
-                    batch_size: int, regression: bool, strategy) -> Dict:
-    """Writes ``record_file`` and returns the model's outputs for the real examples, in order."""
-    import numpy as np
-
-    from data.glue import features as classifier_features
-    from data.glue import dataset as classifier_input
-    from modeling.training import distribution
-    from modeling.training import finetuning
-
-    tpu = distribution.is_tpu(strategy)
-    padded = _padded(examples, batch_size, tpu)
-    classifier_features.file_based_convert_examples_to_features(
-        padded, label_list, fv.max_seq_length, tokenizer, record_file)
-    logging.info("  Num examples = %d (%d actual, %d padding)", len(padded), len(examples),
-                 len(padded) - len(examples))
-    names = ["predictions"] if regression else ["logits", "probabilities"]
-    out = finetuning.predict(model, _dataset(fv, record_file, batch_size, False, regression, tpu),
-                             names, total=len(padded), strategy=strategy,
-                             label=os.path.basename(record_file))
-    order = out[classifier_input.EXAMPLE_INDEX]
-    result = {k: classifier_input.restore_order(order, v) for k, v in out.items()
-              if k != classifier_input.EXAMPLE_INDEX}
-    real = np.asarray(result["is_real_example"]) > 0
-    assert int(real.sum()) == len(examples), "lost examples in the input pipeline"
-    return {k: v[real] for k, v in result.items()}
-
-
-def eval_metrics(task: str, result: Dict, regression: bool) -> Dict[str, float]:
-    """eval_* metrics of the task, eval_loss (mean per-example loss) and loss."""
-    import numpy as np
-
-    from data.glue import metrics as glue_metrics
-
-    labels = result["label_ids"]
-    if regression:
-        preds = result["predictions"]
-        per_example = (preds - labels) ** 2
-    else:
-        logits = result["logits"].astype(np.float64)
-        log_probs = logits - logits.max(-1, keepdims=True)
-        log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
-        per_example = -log_probs[np.arange(len(labels)), labels]
-        preds = np.argmax(result["probabilities"], axis=-1)
-    metrics = {"eval_" + k: v for k, v in glue_metrics.task_metrics(task, preds, labels).items()}
-    metrics["eval_loss"] = float(np.mean(per_example))
-    metrics["loss"] = metrics["eval_loss"]
-    return metrics
-
-
-def write_test_results(output_dir: str, processor, examples: List, result: Dict,
-                       label_list: List[str], regression: bool, task: str) -> List[str]:
-    """``test_results.tsv`` (the original's) and the GLUE submission TSV; returns their paths."""
-    import numpy as np
-
-    from bert_common.files import atomic_open
-
-    results_path = os.path.join(output_dir, "test_results.tsv")
-    with atomic_open(results_path) as writer:
-        if regression:
-            for value in result["predictions"]:
-                writer.write("%s\n" % np.float32(value))
-        else:
-            for probabilities in result["probabilities"]:
-                writer.write("\t".join(str(np.float32(p)) for p in probabilities) + "\n")
-    name = processor.submission_name or ("XNLI" if task == "xnli" else "predictions")
-    submission_path = os.path.join(output_dir, name + ".tsv")
-    with atomic_open(submission_path) as writer:
-        writer.write("index\tprediction\n")
-        for i, example in enumerate(examples):
-            index = example.index if example.index is not None else str(i)
-            if regression:
-                value = float(np.clip(result["predictions"][i], 0.0, 5.0))
-                writer.write("%s\t%.3f\n" % (index, value))
-            else:
-                writer.write("%s\t%s\n" % (index,
-                                           label_list[int(np.argmax(result["probabilities"][i]))]))
-    return [results_path, submission_path]
+# --------------------------------------------------------------------------------------- run
 
 
 def run(fv: flags.FlagValues) -> None:
+    from bert_common.results import write_eval_results
+    from bert_tasks import classifier as task
     from data.glue import features as classifier_features
+    from data.glue import metrics as glue_metrics
+    from data.glue import submission
     from data.tokenization import wordpiece as tokenization
+    from modeling.config import BertConfig
     from modeling.heads import classifier as classifier_head
     from modeling.training import distribution
-    from modeling.training import finetuning
-    from modeling.config import BertConfig
 
     logging.set_verbosity(logging.INFO)
     bert_config = BertConfig.from_json_file(fv.bert_config_file)
@@ -240,16 +131,14 @@ def run(fv: flags.FlagValues) -> None:
         tokenization.validate_case_matches_checkpoint(fv.do_lower_case, fv.init_checkpoint)
     except ValueError as e:
         raise FlagError(str(e)) from None
-    task = classifier.canonical_task_name(fv.task_name)
-    processor = classifier.get_processor(task, fv.data_dir, fv.xnli_language)
+    task_name = classifier.canonical_task_name(fv.task_name)
+    processor = classifier.get_processor(task_name, fv.data_dir, fv.xnli_language)
     regression = processor.is_regression
     label_list = processor.get_labels()
     # Read every split first: bad data fails before a model is built or a file is written.
-    splits = {}
-    for split, wanted in (("train", fv.do_train), ("dev", fv.do_eval),
-                          ("test", fv.do_predict)):
-        if wanted:
-            splits[split] = classifier.get_examples(processor, split, fv.data_dir)
+    splits = {split: classifier.get_examples(processor, split, fv.data_dir)
+              for split, wanted in (("train", fv.do_train), ("dev", fv.do_eval),
+                                    ("test", fv.do_predict)) if wanted}
     strategy = cli_flags.strategy_from_flags(fv)  # before any other TF op
     precision = cli_flags.precision_from_flags(fv)  # sets the Keras dtype policy
     tpu = distribution.is_tpu(strategy)
@@ -261,47 +150,36 @@ def run(fv: flags.FlagValues) -> None:
             seq_length=fv.max_seq_length if tpu else None, regression=regression)
     init_checkpoint = cli_finetuning.restore_checkpoint(model, fv, "evaluate, predict or export")
     global_step = 0 if fv.do_train else cli_finetuning.checkpoint_step(init_checkpoint)
+    predict = functools.partial(task.predict_examples, model, label_list=label_list,
+                                tokenizer=tokenizer, max_seq_length=fv.max_seq_length,
+                                regression=regression, strategy=strategy,
+                                length_aware=fv.length_aware_batching)
 
     if fv.do_train:
-        train_examples = splits["train"]
-        num_train_steps = cli_finetuning.count_train_steps(len(train_examples), fv)
-        num_warmup_steps = int(num_train_steps * fv.warmup_proportion)
         train_file = os.path.join(fv.output_dir, "train.tf_record")
         classifier_features.file_based_convert_examples_to_features(
-            train_examples, label_list, fv.max_seq_length, tokenizer, train_file)
-        logging.info("***** Running training *****")
-        logging.info("  Num examples = %d", len(train_examples))
-        logging.info("  Batch size = %d", fv.train_batch_size)
-        logging.info("  Num steps = %d", num_train_steps)
-        with strategy.scope():
-            optimizer = finetuning.make_optimizer(fv.learning_rate, num_train_steps,
-                                                  num_warmup_steps, precision.loss_scale, tpu)
-        finetuning.train(model, optimizer,
-                         _dataset(fv, train_file, fv.train_batch_size, True, regression, tpu),
-                         num_train_steps, _loss_fn(regression), strategy=strategy,
-                         log_every=max(1, min(100, fv.iterations_per_loop)),
-                         on_save=cli_finetuning.checkpoint_saver(model, fv.output_dir),
-                         save_every=fv.save_checkpoints_steps, use_xla=fv.use_xla)
-        global_step = num_train_steps
+            splits["train"], label_list, fv.max_seq_length, tokenizer, train_file)
+        dataset = task.dataset(train_file, fv.max_seq_length, fv.train_batch_size, True,
+                               regression=regression, length_aware=fv.length_aware_batching,
+                               static_shapes=tpu, seed=fv.random_seed)
+        global_step = cli_finetuning.train(fv, model, dataset, task.per_example_loss(regression),
+                                           len(splits["train"]), strategy, precision)
 
     if fv.do_eval:
         logging.info("***** Running evaluation *****")
-        result = run_predictions(fv, model, splits["dev"], label_list, tokenizer,
-                                 os.path.join(fv.output_dir, "eval.tf_record"),
-                                 fv.eval_batch_size, regression, strategy)
-        metrics = eval_metrics(task, result, regression)
+        result = predict(splits["dev"], record_file=os.path.join(fv.output_dir, "eval.tf_record"),
+                         batch_size=fv.eval_batch_size)
+        metrics = glue_metrics.eval_metrics(task_name, result, regression)
         metrics["global_step"] = global_step
-        finetuning.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"),
-                                      metrics)
+        write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), metrics)
 
     if fv.do_predict:
         logging.info("***** Running prediction *****")
-        test_examples = splits["test"]
-        result = run_predictions(fv, model, test_examples, label_list, tokenizer,
-                                 os.path.join(fv.output_dir, "predict.tf_record"),
-                                 fv.predict_batch_size, regression, strategy)
-        for path in write_test_results(fv.output_dir, processor, test_examples, result,
-                                       label_list, regression, task):
+        result = predict(splits["test"],
+                         record_file=os.path.join(fv.output_dir, "predict.tf_record"),
+                         batch_size=fv.predict_batch_size)
+        for path in submission.write_test_results(fv.output_dir, processor, splits["test"],
+                                                  result, label_list, regression, task_name):
             logging.info("wrote %s", path)
 
     if fv.export_dir:

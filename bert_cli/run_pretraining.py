@@ -157,88 +157,109 @@ def check_flags(fv) -> None:
         _require(exists, "--init_checkpoint=%s: no such checkpoint" % path)
 
 
-def prepare_output_dir(path: str) -> None:
-    """Creates ``--output_dir`` and proves it writable (``FlagError`` otherwise)."""
-    try:
-        os.makedirs(path, exist_ok=True)
-        probe = os.path.join(path, ".write_probe.%d" % os.getpid())
-        with open(probe, "w") as f:
-            f.write("ok")
-        os.remove(probe)
-    except OSError as e:
-        raise FlagError("--output_dir=%s is not writable (%s)"
-                                   % (path, e.strerror or e)) from None
 
 
-def load_config(path: str):
-    from modeling.config import BertConfig
-
-    config = BertConfig.from_json_file(path)
-    return config
-
-
-# ----------------------------------------------------------------------------------- weights
-
-
-def is_own_checkpoint(path: str) -> bool:
-    """Whether ``path`` is a ``ckpt-N`` written by this script's training loop."""
-    import tensorflow as tf
-
-    prefix = tf.train.latest_checkpoint(path) if os.path.isdir(path) else path
-    if not prefix or not os.path.exists(prefix + ".index"):
-        return False
-    try:
-        names = [name for name, _ in tf.train.list_variables(prefix)]
-    except (tf.errors.OpError, ValueError):
-        return False
-    return "_CHECKPOINTABLE_OBJECT_GRAPH" in names and any(n.startswith("model/") for n in names)
-
-
-def restore_own_weights(model, path: str) -> int:
-    """Loads the model weights of a ``ckpt-N``; returns its global step."""
-    import tensorflow as tf
-
-    prefix = tf.train.latest_checkpoint(path) if os.path.isdir(path) else path
-    tf.train.Checkpoint(model=model).restore(prefix).expect_partial()
-    reader = tf.train.load_checkpoint(prefix)
-    key = "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"
-    return int(reader.get_tensor(key)) if reader.has_tensor(key) else 0
-
-
-def load_init_checkpoint(model, path: str) -> int:
-    """``--init_checkpoint`` into ``model`` (any supported format); returns its global step
-    (0 for foreign checkpoints). ``CheckpointError`` when nothing fits."""
+def load_init_checkpoint(model, path: str) -> None:
+    """``--init_checkpoint`` into ``model`` (any format ``load_checkpoint`` reads);
+    ``CheckpointError`` when no variable of the model is in it."""
     from modeling import checkpoints
 
-    if is_own_checkpoint(path):
-        return restore_own_weights(model, path)
     report = checkpoints.load_checkpoint(model, path, log=False)
     logging.info("%s", report.summary())
     if not report.loaded:
         raise checkpoints.CheckpointError("--init_checkpoint=%s: no BERT variable of the model "
                                           "found in it" % path)
-    return 0
 
 
-# -------------------------------------------------------------------------------------- run
+def export_for_finetuning(model, fv, global_step: int) -> str:
+    """``output_dir/export/bert_model.ckpt`` (Google's TF1 names) with ``bert_config.json``:
+    what the fine-tuning tools' ``--init_checkpoint`` / ``--bert_config_file`` take."""
+    from modeling import checkpoints
+
+    export_dir = os.path.join(fv.output_dir, "export")
+    os.makedirs(export_dir, exist_ok=True)
+    prefix = checkpoints.save_tf1_checkpoint(model, os.path.join(export_dir, "bert_model.ckpt"),
+                                             global_step=global_step)
+    shutil.copyfile(fv.bert_config_file, os.path.join(export_dir, "bert_config.json"))
+    return prefix
 
 
-def format_eval_results(results: Dict) -> str:
-    """``key = value`` lines, sorted keys, values printed as the original (float32 str)."""
-    import numpy as np
+def check_batches(fv, replicas: int) -> None:
+    """Global batches that split evenly over replicas (and micro-batches)."""
+    if fv.do_train:
+        per_update = replicas * fv.num_accumulation_steps
+        _require(fv.train_batch_size % per_update == 0,
+                 "--train_batch_size=%d is not divisible by %d replicas x "
+                 "--num_accumulation_steps=%d" % (fv.train_batch_size, replicas,
+                                                  fv.num_accumulation_steps))
+    if fv.do_eval:
+        _require(fv.eval_batch_size % replicas == 0, "--eval_batch_size=%d is not divisible "
+                 "by %d replicas" % (fv.eval_batch_size, replicas))
 
-    lines = []
-    for key in sorted(results):
-        value = results[key]
-        text = str(int(value)) if key == "global_step" else str(np.float32(value))
-        lines.append("%s = %s\n" % (key, text))
-    return "".join(lines)
+
+def build_trainer(fv, config, strategy, precision):
+    """The model, the original's optimizer (or LAMB) and the trainer, from the flags."""
+    from modeling.heads.pretraining import BertPretrainingModel
+    from modeling.training import distribution, optimization
+    from modeling.training import objectives as pretraining_objective
+    from modeling.training import trainer as training_loop
+
+    reduction = fv.gradient_reduction
+    if reduction == "auto":
+        reduction = "clip_then_sum" if distribution.is_tpu(strategy) else "mean_then_clip"
+    with strategy.scope():
+        model = BertPretrainingModel(config, seq_length=fv.max_seq_length,
+                                     max_predictions_per_seq=fv.max_predictions_per_seq)
+        optimizer = optimization.create_optimizer(
+            fv.learning_rate, max(fv.num_train_steps, 1), fv.num_warmup_steps,
+            optimizer=fv.optimizer, one_step_ahead=not fv.corrected_lr_schedule,
+            gradient_reduction=reduction, loss_scale=precision.loss_scale)
+    return training_loop.Trainer(
+        model, optimizer, pretraining_objective.PretrainingObjective(), strategy,
+        training_loop.TrainerConfig(
+            model_dir=fv.output_dir, num_train_steps=fv.num_train_steps,
+            steps_per_loop=fv.iterations_per_loop,
+            save_checkpoints_steps=fv.save_checkpoints_steps,
+            num_accumulation_steps=fv.num_accumulation_steps,
+            keep_checkpoint_max=fv.keep_checkpoint_max, use_xla=fv.use_xla,
+            fuse_optimizer=fv.xla_optimizer and not fv.deterministic,
+            fused_kernels=fv.xla_kernels and not fv.deterministic))
+
+
+def evaluate(fv, model, files, strategy, global_step: int, chief: bool) -> Dict[str, float]:
+    """``--max_eval_steps`` batches in file order: the original's metric_fn values, written to
+    ``eval_results.txt`` and TensorBoard (``output_dir/eval``) by the chief."""
+    import tensorflow as tf
+
+    from bert_common.results import write_eval_results
+    from data.pretraining import dataset as pd
+    from modeling.training import objectives as pretraining_objective
+    from modeling.training import trainer as training_loop
+
+    logging.info("***** Running evaluation *****  batch size %d, %d steps",
+                 fv.eval_batch_size, fv.max_eval_steps)
+    eval_data = pd.pretraining_dataset(files, fv.max_seq_length, fv.max_predictions_per_seq,
+                                       fv.eval_batch_size, is_training=False)
+    results = training_loop.evaluate(model, eval_data, pretraining_objective.eval_metrics,
+                                     fv.max_eval_steps, strategy,
+                                     model_inputs=pretraining_objective.model_inputs)
+    results = {key: results[key] for key in pretraining_objective.EVAL_KEYS}
+    results["global_step"] = global_step
+    if chief:
+        write_eval_results(os.path.join(fv.output_dir, EVAL_RESULTS), results)
+        with tf.summary.create_file_writer(os.path.join(fv.output_dir, "eval")).as_default():
+            for key, value in results.items():
+                if key != "global_step":
+                    tf.summary.scalar(key, value, step=global_step)
+    return results
 
 
 def run(fv) -> Optional[Dict[str, float]]:
     """The whole job for parsed flags ``fv``; returns the eval results (None without eval)."""
     check_flags(fv)
-    config = load_config(fv.bert_config_file)
+    from modeling.config import BertConfig
+
+    config = BertConfig.from_json_file(fv.bert_config_file)
     _require(fv.max_seq_length <= config.max_position_embeddings,
              "Cannot use sequence length %d because the BERT model was only trained up to "
              "sequence length %d" % (fv.max_seq_length, config.max_position_embeddings))
@@ -251,64 +272,30 @@ def run(fv) -> Optional[Dict[str, float]]:
     strategy = cli_flags.strategy_from_flags(fv)  # before other TF ops (multi-worker, TPU)
 
     import keras
-    import tensorflow as tf
 
     from data.pretraining import dataset as pd
     from modeling import checkpoints
-    from modeling.training import optimization
-    from modeling.training import objectives as pretraining_objective
-    from modeling.training import trainer as training_loop
-    from modeling.heads.pretraining import BertPretrainingModel
 
     chief = distribution.is_chief(strategy)
     if chief:
-        prepare_output_dir(fv.output_dir)
+        runner.prepare_output_dir(fv.output_dir)
     files = pd.input_files(fv.input_file)
     pd.check_input_files(files, fv.max_seq_length, fv.max_predictions_per_seq)
-    replicas = strategy.num_replicas_in_sync
-    if fv.do_train:
-        per_update = replicas * fv.num_accumulation_steps
-        _require(fv.train_batch_size % per_update == 0,
-                 "--train_batch_size=%d is not divisible by %d replicas x "
-                 "--num_accumulation_steps=%d" % (fv.train_batch_size, replicas,
-                                                  fv.num_accumulation_steps))
-    if fv.do_eval:
-        _require(fv.eval_batch_size % replicas == 0, "--eval_batch_size=%d is not divisible "
-                 "by %d replicas" % (fv.eval_batch_size, replicas))
-    logging.info("%d input files; %d replicas; precision %s", len(files), replicas,
-                 precision.policy)
+    check_batches(fv, strategy.num_replicas_in_sync)
+    logging.info("%d input files; %d replicas; precision %s", len(files),
+                 strategy.num_replicas_in_sync, precision.policy)
 
     keras.utils.set_random_seed(fv.random_seed)
-    tpu = distribution.is_tpu(strategy)
-    reduction = fv.gradient_reduction
-    if reduction == "auto":
-        reduction = "clip_then_sum" if tpu else "mean_then_clip"
-    with strategy.scope():
-        model = BertPretrainingModel(config, seq_length=fv.max_seq_length,
-                                     max_predictions_per_seq=fv.max_predictions_per_seq)
-        optimizer = optimization.create_optimizer(
-            fv.learning_rate, max(fv.num_train_steps, 1), fv.num_warmup_steps,
-            optimizer=fv.optimizer, one_step_ahead=not fv.corrected_lr_schedule,
-            gradient_reduction=reduction, loss_scale=precision.loss_scale)
-    trainer = training_loop.Trainer(
-        model, optimizer, pretraining_objective.PretrainingObjective(), strategy,
-        training_loop.TrainerConfig(
-            model_dir=fv.output_dir, num_train_steps=fv.num_train_steps,
-            steps_per_loop=fv.iterations_per_loop,
-            save_checkpoints_steps=fv.save_checkpoints_steps,
-            num_accumulation_steps=fv.num_accumulation_steps,
-            keep_checkpoint_max=fv.keep_checkpoint_max, use_xla=fv.use_xla,
-            fuse_optimizer=fv.xla_optimizer and not fv.deterministic,
-            fused_kernels=fv.xla_kernels and not fv.deterministic))
-
+    trainer = build_trainer(fv, config, strategy, precision)
     own = trainer.latest_checkpoint()
-    eval_step = 0
+    global_step = 0
     if own is None and fv.init_checkpoint:
-        load_init_checkpoint(model, fv.init_checkpoint)  # a mismatch stops here, untrained
+        load_init_checkpoint(trainer.model, fv.init_checkpoint)  # a mismatch stops here
     elif own is None:
         logging.info("No --init_checkpoint: random initialisation (seed %d)", fv.random_seed)
-    if not fv.do_train and own is not None:
-        eval_step = restore_own_weights(model, own)
+    elif not fv.do_train:
+        checkpoints.load_checkpoint(trainer.model, own)
+        global_step = checkpoints.checkpoint_step(own)
 
     if fv.do_train:
         logging.info("***** Running training *****  batch size %d, %d steps",
@@ -316,39 +303,13 @@ def run(fv) -> Optional[Dict[str, float]]:
         dataset = pd.pretraining_dataset(files, fv.max_seq_length, fv.max_predictions_per_seq,
                                          fv.train_batch_size, is_training=True,
                                          deterministic=fv.deterministic, seed=fv.random_seed)
-        result = trainer.train(dataset)
-        eval_step = result.global_step
+        global_step = trainer.train(dataset).global_step
         if chief:
-            export_dir = os.path.join(fv.output_dir, "export")
-            os.makedirs(export_dir, exist_ok=True)
-            checkpoints.save_tf1_checkpoint(model, os.path.join(export_dir, "bert_model.ckpt"),
-                                            global_step=eval_step)
-            shutil.copyfile(fv.bert_config_file, os.path.join(export_dir, "bert_config.json"))
+            export_for_finetuning(trainer.model, fv, global_step)
 
-    if not fv.do_eval:
-        return None
-    logging.info("***** Running evaluation *****  batch size %d, %d steps",
-                 fv.eval_batch_size, fv.max_eval_steps)
-    eval_data = pd.pretraining_dataset(files, fv.max_seq_length, fv.max_predictions_per_seq,
-                                       fv.eval_batch_size, is_training=False)
-    results = training_loop.evaluate(model, eval_data, pretraining_objective.eval_metrics,
-                                     fv.max_eval_steps, strategy,
-                                     model_inputs=pretraining_objective.model_inputs)
-    results = {key: results[key] for key in pretraining_objective.EVAL_KEYS}
-    results["global_step"] = eval_step
-    if chief:
-        from bert_common.files import atomic_open
-
-        text = format_eval_results(results)
-        with atomic_open(os.path.join(fv.output_dir, EVAL_RESULTS)) as writer:
-            writer.write(text)
-        for line in text.splitlines():
-            logging.info("  %s", line)
-        with tf.summary.create_file_writer(os.path.join(fv.output_dir, "eval")).as_default():
-            for key, value in results.items():
-                if key != "global_step":
-                    tf.summary.scalar(key, value, step=eval_step)
-    return results
+    if fv.do_eval:
+        return evaluate(fv, trainer.model, files, strategy, global_step, chief)
+    return None
 
 
 def main(argv) -> None:

@@ -6,11 +6,13 @@ Flags are the original's (``--bert_config_file``, ``--vocab_file``, ``--output_d
 ``--do_predict``, batch sizes, ``--learning_rate``, ``--num_train_epochs``,
 ``--warmup_proportion``, ``--save_checkpoints_steps``, ``--n_best_size=20``,
 ``--max_answer_length=30``, ``--verbose_logging``, ``--version_2_with_negative``,
-``--null_score_diff_threshold=0.0``, TPU flags) plus the shared ``--strategy``, ``--mixed_precision`` (bf16|fp16) and ``--use_xla``
-(``modeling/training/distribution.py``), ``--export_dir``, ``--fast_tokenizer`` and ``--random_seed``.
+``--null_score_diff_threshold=0.0``, TPU flags) plus the shared ``--strategy``,
+``--mixed_precision`` (bf16|fp16) and ``--use_xla`` (``bert_cli/flags.py``), ``--export_dir``,
+``--fast_tokenizer`` and ``--random_seed``.
 
-``--do_train`` writes ``train.tf_record``, fine-tunes and saves a TF1-named checkpoint
-``model.ckpt-<steps>`` in ``--output_dir``. ``--do_predict`` writes ``eval.tf_record``,
+``--do_train`` writes ``train.tf_record`` and fine-tunes on the one trainer: checkpoints
+``model.ckpt-<step>`` in ``--output_dir`` (weights, optimizer state, data position: a rerun
+resumes, as the original Estimator's ``model_dir``) and TensorBoard summaries in ``train/``. ``--do_predict`` writes ``eval.tf_record``,
 ``predictions.json``, ``nbest_predictions.json``, ``null_odds.json`` (v2.0) and, when the
 predict file has answers, ``eval_results.json`` with the official scores (v2.0: with the null
 odds, so the best threshold on the file is reported too). ``--export_dir`` writes a SavedModel
@@ -24,8 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
-from typing import List, Optional
 
 from absl import flags, logging
 
@@ -63,8 +63,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("float", "num_train_epochs", 3.0, "Total number of training epochs to perform.")
     define("float", "warmup_proportion", 0.1, "Proportion of training for linear warmup.")
     define("integer", "save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
-    define("integer", "iterations_per_loop", 1000, "Steps per compiled loop call (TPU); kept "
-           "for compatibility, progress is logged at this interval at most.")
+    define("integer", "iterations_per_loop", 1000, "Steps per host loop on TPU (the "
+           "original's); elsewhere at most 100, so that progress shows.")
     define("integer", "n_best_size", 20, "The number of n-best predictions in nbest_predictions.json.")
     define("integer", "max_answer_length", 30, "The maximum length of an answer, in tokens.")
     define("bool", "verbose_logging", False, "Print all data-processing warnings.")
@@ -110,133 +110,40 @@ def validate_flags_or_throw(fv: flags.FlagValues, bert_config) -> None:
             raise FlagError("--%s=%d must be positive" % (name, getattr(fv, name)))
 
 
-# ---------------------------------------------------------------------------------- wiring
+# --------------------------------------------------------------------------------------- run
 
 
-def build_model(bert_config, seq_length: int):
-    from modeling.heads import squad as squad_head
+def _options(fv: flags.FlagValues):
+    from bert_tasks.squad import SquadOptions
 
-    return squad_head.build_squad_model(bert_config, seq_length=seq_length)
-
-
-def make_optimizer(learning_rate: float, num_train_steps: int, num_warmup_steps: int,
-                   loss_scale=None, use_tpu: bool = False):
-    """The original's AdamWeightDecay schedule (via ``modeling.training.finetuning.make_optimizer``)."""
-    from modeling.training import finetuning
-
-    return finetuning.make_optimizer(learning_rate, num_train_steps, num_warmup_steps,
-                                     loss_scale=loss_scale, use_tpu=use_tpu)
-
-
-def train_squad(model, optimizer, train_file: str, seq_length: int, batch_size: int,
-                num_train_steps: int, output_dir: Optional[str] = None,
-                save_checkpoints_steps: int = 0, log_every: int = 10, seed: Optional[int] = None,
-                strategy=None, use_xla: bool = False) -> List[float]:
-    """Fine-tunes ``model`` on a training TFRecord for ``num_train_steps`` steps; returns the losses.
-
-    Runs ``modeling.training.finetuning.train`` with ``squad_head.per_example_squad_loss`` (batch mean =
-    the original's (start loss + end loss) / 2); progress (step, loss, steps/s, ETA) goes to
-    stderr. With ``output_dir`` a TF1-named checkpoint ``model.ckpt-<step>`` is written every
-    ``save_checkpoints_steps`` steps and at the end.
-    """
-    from data.squad import dataset as squad_input
-    from modeling.training import finetuning
-    from modeling.heads import squad as squad_head
-
-    dataset = squad_input.make_dataset(train_file, seq_length, True, batch_size,
-                                       drop_remainder=True, seed=seed)
-    save = cli_finetuning.checkpoint_saver(model, output_dir) if output_dir else None
-    return finetuning.train(model, optimizer, dataset, num_train_steps,
-                            squad_head.per_example_squad_loss, strategy=strategy,
-                            log_every=log_every, on_save=save,
-                            save_every=save_checkpoints_steps, use_xla=use_xla)
-
-
-def predict_raw_results(model, eval_file: str, seq_length: int, batch_size: int, strategy=None):
-    """``RawResult``s (float32 logits as python floats) for every record of an eval TFRecord."""
-    import numpy as np
-    import tensorflow as tf
-
-    from data.squad import features as squad
-    from data.squad import dataset as squad_input
-    from modeling.training import finetuning
-
-    dataset = squad_input.make_dataset(eval_file, seq_length, False, batch_size, drop_remainder=False)
-    total = sum(1 for _ in tf.data.TFRecordDataset(eval_file))
-    out = finetuning.predict(model, dataset, ["start_logits", "end_logits"], total=total,
-                             strategy=strategy)
-    start_logits = out["start_logits"].astype(np.float32)  # [N, S]
-    end_logits = out["end_logits"].astype(np.float32)  # [N, S]
-    return [squad.RawResult(unique_id=int(u), start_logits=s.tolist(), end_logits=e.tolist())
-            for u, s, e in zip(out["unique_ids"], start_logits, end_logits)]
-
-
-def _has_answers(input_file: str) -> bool:
-    """Whether any question of a SQuAD file carries a non-empty ``answers`` list."""
-    with open(input_file, encoding="utf-8") as f:
-        data = json.load(f)["data"]
-    return any(qa.get("answers") for article in data for paragraph in article["paragraphs"]
-               for qa in paragraph["qas"])
-
-
-def run_predict(fv: flags.FlagValues, model, tokenizer, eval_examples, output_dir: str, strategy=None) -> Optional[dict]:
-    """--do_predict: features, logits, the three JSON files, and the official scores if possible."""
-    from data.squad import features as squad
-    from data.squad import evaluate as squad_eval
-    from bert_common.files import atomic_open
-
-    eval_features = []
-    with squad.FeatureWriter(os.path.join(output_dir, "eval.tf_record"), is_training=False) as writer:
-        def append_feature(feature):
-            eval_features.append(feature)
-            writer.process_feature(feature)
-
-        squad.convert_examples_to_features(
-            eval_examples, tokenizer, fv.max_seq_length, fv.doc_stride, fv.max_query_length,
-            is_training=False, output_fn=append_feature, show_progress=True)
-    logging.info("***** Running predictions *****")
-    logging.info("  Num orig examples = %d", len(eval_examples))
-    logging.info("  Num split examples = %d", len(eval_features))
-    logging.info("  Batch size = %d", fv.predict_batch_size)
-
-    all_results = predict_raw_results(model, writer.filename, fv.max_seq_length,
-                                      fv.predict_batch_size, strategy=strategy)
-    prediction_file = os.path.join(output_dir, "predictions.json")
-    null_odds_file = os.path.join(output_dir, "null_odds.json")
-    squad.write_predictions(
-        eval_examples, eval_features, all_results, fv.n_best_size, fv.max_answer_length,
-        fv.do_lower_case, prediction_file, os.path.join(output_dir, "nbest_predictions.json"),
-        null_odds_file, version_2_with_negative=fv.version_2_with_negative,
+    return SquadOptions(
+        max_seq_length=fv.max_seq_length, doc_stride=fv.doc_stride,
+        max_query_length=fv.max_query_length, predict_batch_size=fv.predict_batch_size,
+        n_best_size=fv.n_best_size, max_answer_length=fv.max_answer_length,
+        do_lower_case=fv.do_lower_case, version_2_with_negative=fv.version_2_with_negative,
         null_score_diff_threshold=fv.null_score_diff_threshold,
         verbose_logging=fv.verbose_logging)
 
-    if not _has_answers(fv.predict_file):
-        logging.info("predict file has no answers: no official scores")
-        return None
-    notes = []
-    scores = squad_eval.evaluate_files(
-        fv.predict_file, prediction_file,
-        na_prob_file=null_odds_file if fv.version_2_with_negative else None, notify=notes.append)
-    for note in notes[:5]:
-        logging.warning("squad_eval: %s", note)
-    with atomic_open(os.path.join(output_dir, "eval_results.json")) as f:
-        f.write(json.dumps(scores, indent=2) + "\n")
+
+def _print_scores(scores: dict, predict_file: str) -> None:
     print(json.dumps(scores))
     if "best_f1_thresh" in scores:
-        print("best null_score_diff_threshold on %s: %.6f (best_f1 %.2f, best_exact %.2f at %.6f); "
-              "rerun with --null_score_diff_threshold=%.6f to use it"
-              % (fv.predict_file, scores["best_f1_thresh"], scores["best_f1"],
+        print("best null_score_diff_threshold on %s: %.6f (best_f1 %.2f, best_exact %.2f at "
+              "%.6f); rerun with --null_score_diff_threshold=%.6f to use it"
+              % (predict_file, scores["best_f1_thresh"], scores["best_f1"],
                  scores["best_exact"], scores["best_exact_thresh"], scores["best_f1_thresh"]))
-    return scores
 
 
 def run(fv: flags.FlagValues) -> None:
+    from bert_tasks import squad as task
     from data.squad import features as squad
     from modeling.config import BertConfig
+    from modeling.heads import squad as squad_head
 
     logging.set_verbosity(logging.INFO)
     bert_config = BertConfig.from_json_file(fv.bert_config_file)
     validate_flags_or_throw(fv, bert_config)
+    options = _options(fv)
     # Read the inputs first: a bad file fails before any model is built.
     train_examples = eval_examples = None
     if fv.do_train:
@@ -248,42 +155,27 @@ def run(fv: flags.FlagValues) -> None:
         eval_examples = squad.read_squad_examples(
             fv.predict_file, is_training=False, version_2_with_negative=fv.version_2_with_negative)
     tokenizer = cli_finetuning.init_run(fv)  # --output_dir, --random_seed
-
-    from modeling.training import distribution
-
     strategy = cli_flags.strategy_from_flags(fv)  # before any other TF op
     precision = cli_flags.precision_from_flags(fv)  # sets the Keras dtype policy
     with strategy.scope():
-        model = build_model(bert_config, fv.max_seq_length)
+        model = squad_head.build_squad_model(bert_config, seq_length=fv.max_seq_length)
     cli_finetuning.restore_checkpoint(model, fv, "predict or export")
 
     if fv.do_train:
-        num_train_steps = cli_finetuning.count_train_steps(len(train_examples), fv)
-        num_warmup_steps = int(num_train_steps * fv.warmup_proportion)
-        # Pre-shuffle so that a small shuffle buffer suffices, as the original.
-        random.Random(fv.random_seed).shuffle(train_examples)
-        with squad.FeatureWriter(os.path.join(fv.output_dir, "train.tf_record"),
-                                 is_training=True) as train_writer:
-            squad.convert_examples_to_features(
-                train_examples, tokenizer, fv.max_seq_length, fv.doc_stride,
-                fv.max_query_length, is_training=True, output_fn=train_writer.process_feature,
-                show_progress=True)
-        logging.info("***** Running training *****")
-        logging.info("  Num orig examples = %d", len(train_examples))
-        logging.info("  Num split examples = %d", train_writer.num_features)
-        logging.info("  Batch size = %d", fv.train_batch_size)
-        logging.info("  Num steps = %d", num_train_steps)
-        with strategy.scope():
-            optimizer = make_optimizer(fv.learning_rate, num_train_steps, num_warmup_steps,
-                                       precision.loss_scale, distribution.is_tpu(strategy))
-        train_squad(model, optimizer, train_writer.filename, fv.max_seq_length,
-                    fv.train_batch_size, num_train_steps, output_dir=fv.output_dir,
-                    save_checkpoints_steps=fv.save_checkpoints_steps,
-                    log_every=min(100, max(1, fv.iterations_per_loop)), seed=fv.random_seed,
-                    strategy=strategy, use_xla=fv.use_xla)
+        train_file = os.path.join(fv.output_dir, "train.tf_record")
+        num_features = task.write_train_records(train_examples, tokenizer, train_file, options,
+                                                seed=fv.random_seed)
+        logging.info("  Num split examples = %d", num_features)
+        dataset = task.dataset(train_file, fv.max_seq_length, fv.train_batch_size, True,
+                               seed=fv.random_seed)
+        cli_finetuning.train(fv, model, dataset, task.per_example_loss, len(train_examples),
+                             strategy, precision)
 
     if fv.do_predict:
-        run_predict(fv, model, tokenizer, eval_examples, fv.output_dir, strategy=strategy)
+        scores = task.predict(model, eval_examples, tokenizer, fv.output_dir, options,
+                              score_against=fv.predict_file, strategy=strategy)
+        if scores is not None:
+            _print_scores(scores, fv.predict_file)
 
     if fv.export_dir:
         from data.squad import serving as squad_serving

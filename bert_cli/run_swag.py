@@ -7,20 +7,21 @@ swagaf layout, or ``train.jsonl``/``val.jsonl``/``test.jsonl``) or explicit ``--
 ``--do_train``/``--do_eval``/``--do_predict``, batch sizes 16/8/8, ``--learning_rate=2e-5``,
 ``--num_train_epochs=3.0``, ``--warmup_proportion=0.1``, ``--save_checkpoints_steps``,
 the shared ``--strategy``/``--use_tpu``/TPU flags, ``--mixed_precision``, ``--use_xla``
-(``modeling/training/distribution.py``), ``--length_aware_batching``, ``--random_seed``.
+(``bert_cli/flags.py``), ``--length_aware_batching``, ``--random_seed``.
 
 Each example is 4 sequences ``[CLS] sent1 [SEP] sent2 endingN [SEP]`` (``data/swag.py``); the
 head scores each pooled output with one learned vector and takes a softmax over the 4
 (``modeling/heads/multiple_choice.py``). Writes ``train.tf_record``/``eval.tf_record``/
-``predict.tf_record``, checkpoints ``model.ckpt-<step>``, ``eval_results.txt``
+``predict.tf_record``, checkpoints ``model.ckpt-<step>`` (with the optimizer state: a rerun
+resumes), TensorBoard summaries in ``train/``, ``eval_results.txt``
 (``eval_accuracy``, ``eval_loss``, ``global_step``, ``loss``) and ``test_results.tsv`` (4
 probabilities per example) into ``--output_dir``. Bad input: one line on stderr, exit code 1.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-from typing import Dict, List
 
 from absl import flags, logging
 
@@ -61,7 +62,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("float", "num_train_epochs", 3.0, "Total number of training epochs to perform.")
     define("float", "warmup_proportion", 0.1, "Proportion of training for linear warmup.")
     define("integer", "save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
-    define("integer", "iterations_per_loop", 1000, "Steps between progress lines (at most 100).")
+    define("integer", "iterations_per_loop", 1000, "Steps per host loop on TPU (the "
+           "original's); elsewhere at most 100, so that progress shows.")
     define("bool", "length_aware_batching", True, "Group eval/predict examples by length and "
            "cut every batch to its longest sequence (off on TPU).")
     define("bool", "fast_tokenizer", True, "Use FastFullTokenizer (same output).")
@@ -91,54 +93,14 @@ def split_file(fv: flags.FlagValues, split: str) -> str:
                         % (fv.data_dir, split, stem, stem))
 
 
-def _dataset(fv: flags.FlagValues, path: str, batch_size: int, is_training: bool, tpu: bool):
-    from data import swag
-    from data.glue import dataset as classifier_input
-
-    length_aware = fv.length_aware_batching and not tpu
-    return classifier_input.make_dataset(
-        path, lambda r: swag.parse_example(r, fv.max_seq_length), batch_size, is_training,
-        drop_remainder=tpu or is_training, trim=length_aware,
-        bucket=length_aware and not is_training, max_seq_length=fv.max_seq_length,
-        seed=fv.random_seed)
-
-
-def _loss_fn(outputs, batch):
-    from modeling.heads import classifier as classifier_head
-
-    return classifier_head.classification_loss(outputs["logits"], batch["label_ids"])
-
-
-def predict_file(fv: flags.FlagValues, model, examples: List, tokenizer, record_file: str, batch_size: int,
-                 strategy) -> Dict:
-    """Writes ``record_file``; returns logits/probabilities/labels in example order."""
-    from data import swag
-    from data.glue import dataset as classifier_input
-    from modeling.training import distribution
-    from modeling.training import finetuning
-
-    tpu = distribution.is_tpu(strategy)
-    n = len(examples)
-    if tpu and n % batch_size:  # static shapes: repeat the last example, dropped below
-        examples = list(examples) + [examples[-1]] * (-n % batch_size)
-    swag.write_tf_records(examples, fv.max_seq_length, tokenizer, record_file)
-    out = finetuning.predict(model, _dataset(fv, record_file, batch_size, False, tpu),
-                             ["logits", "probabilities"], total=len(examples),
-                             strategy=strategy, label=os.path.basename(record_file))
-    order = out.pop(classifier_input.EXAMPLE_INDEX)
-    return {k: classifier_input.restore_order(order, v)[:n] for k, v in out.items()}
-
-
 def run(fv: flags.FlagValues) -> None:
-    import numpy as np
-
+    from bert_common.results import write_eval_results
+    from bert_tasks import swag as task
     from data import swag
-    from data.glue import metrics as glue_metrics
-    from bert_common.files import atomic_open
-    from modeling.training import distribution
-    from modeling.training import finetuning
-    from modeling.heads import multiple_choice as multiple_choice_head
+    from data.glue import submission
     from modeling.config import BertConfig
+    from modeling.heads import multiple_choice as multiple_choice_head
+    from modeling.training import distribution
 
     logging.set_verbosity(logging.INFO)
     bert_config = BertConfig.from_json_file(fv.bert_config_file)
@@ -146,18 +108,16 @@ def run(fv: flags.FlagValues) -> None:
         raise FlagError("At least one of `do_train`, `do_eval` or `do_predict` must be True.")
     if fv.max_seq_length > bert_config.max_position_embeddings:
         raise FlagError("Cannot use sequence length %d because the BERT model was only "
-                            "trained up to sequence length %d"
-                            % (fv.max_seq_length, bert_config.max_position_embeddings))
-    examples = {}
-    for split, wanted in (("train", fv.do_train), ("eval", fv.do_eval),
-                          ("predict", fv.do_predict)):
-        if wanted:
-            examples[split] = swag.read_swag_examples(split_file(fv, split))
+                        "trained up to sequence length %d"
+                        % (fv.max_seq_length, bert_config.max_position_embeddings))
+    examples = {split: swag.read_swag_examples(split_file(fv, split))
+                for split, wanted in (("train", fv.do_train), ("eval", fv.do_eval),
+                                      ("predict", fv.do_predict)) if wanted}
     for split in ("train", "eval"):
         unlabelled = [e.origin for e in examples.get(split, []) if e.label is None]
         if unlabelled:
-            raise FlagError("%s: no label, but the %s split needs labels" % (unlabelled[0],
-                                                                                split))
+            raise FlagError("%s: no label, but the %s split needs labels"
+                            % (unlabelled[0], split))
     strategy = cli_flags.strategy_from_flags(fv)  # before any other TF op
     precision = cli_flags.precision_from_flags(fv)  # sets the Keras dtype policy
     tpu = distribution.is_tpu(strategy)
@@ -167,46 +127,33 @@ def run(fv: flags.FlagValues) -> None:
             bert_config, swag.NUM_CHOICES, seq_length=fv.max_seq_length if tpu else None)
     init_checkpoint = cli_finetuning.restore_checkpoint(model, fv, "evaluate or predict")
     global_step = 0 if fv.do_train else cli_finetuning.checkpoint_step(init_checkpoint)
+    predict = functools.partial(task.predict_examples, model, tokenizer=tokenizer,
+                                max_seq_length=fv.max_seq_length, strategy=strategy,
+                                length_aware=fv.length_aware_batching)
 
     if fv.do_train:
-        train_examples = examples["train"]
-        num_train_steps = cli_finetuning.count_train_steps(len(train_examples), fv)
         train_file = os.path.join(fv.output_dir, "train.tf_record")
-        swag.write_tf_records(train_examples, fv.max_seq_length, tokenizer, train_file)
-        logging.info("***** Running training: %d examples, batch %d, %d steps *****",
-                     len(train_examples), fv.train_batch_size, num_train_steps)
-        with strategy.scope():
-            optimizer = finetuning.make_optimizer(
-                fv.learning_rate, num_train_steps,
-                int(num_train_steps * fv.warmup_proportion), precision.loss_scale, tpu)
-        finetuning.train(model, optimizer, _dataset(fv, train_file, fv.train_batch_size, True, tpu),
-                         num_train_steps, _loss_fn, strategy=strategy,
-                         log_every=max(1, min(100, fv.iterations_per_loop)),
-                         on_save=cli_finetuning.checkpoint_saver(model, fv.output_dir),
-                         save_every=fv.save_checkpoints_steps, use_xla=fv.use_xla)
-        global_step = num_train_steps
+        swag.write_tf_records(examples["train"], fv.max_seq_length, tokenizer, train_file)
+        dataset = task.dataset(train_file, fv.max_seq_length, fv.train_batch_size, True,
+                               length_aware=fv.length_aware_batching, static_shapes=tpu,
+                               seed=fv.random_seed)
+        global_step = cli_finetuning.train(fv, model, dataset, task.per_example_loss,
+                                           len(examples["train"]), strategy, precision)
 
     if fv.do_eval:
-        result = predict_file(fv, model, examples["eval"], tokenizer,
-                              os.path.join(fv.output_dir, "eval.tf_record"),
-                              fv.eval_batch_size, strategy)
-        labels = np.array([e.label for e in examples["eval"]])
-        logits = result["logits"].astype(np.float64)
-        log_probs = logits - logits.max(-1, keepdims=True)
-        log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
-        loss = float(-np.mean(log_probs[np.arange(len(labels)), labels]))
-        metrics = {"eval_accuracy": glue_metrics.accuracy(np.argmax(logits, -1), labels),
-                   "eval_loss": loss, "loss": loss, "global_step": global_step}
-        finetuning.write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), metrics)
+        result = predict(examples["eval"],
+                         record_file=os.path.join(fv.output_dir, "eval.tf_record"),
+                         batch_size=fv.eval_batch_size)
+        metrics = task.eval_metrics(examples["eval"], result)
+        metrics["global_step"] = global_step
+        write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), metrics)
 
     if fv.do_predict:
-        result = predict_file(fv, model, examples["predict"], tokenizer,
-                              os.path.join(fv.output_dir, "predict.tf_record"),
-                              fv.predict_batch_size, strategy)
+        result = predict(examples["predict"],
+                         record_file=os.path.join(fv.output_dir, "predict.tf_record"),
+                         batch_size=fv.predict_batch_size)
         path = os.path.join(fv.output_dir, "test_results.tsv")
-        with atomic_open(path) as writer:
-            for probabilities in result["probabilities"]:
-                writer.write("\t".join(str(np.float32(p)) for p in probabilities) + "\n")
+        submission.write_probabilities(path, result["probabilities"])
         logging.info("wrote %s", path)
 
 

@@ -17,6 +17,7 @@ flag of the tool, the shared ones included, in ``--help``.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Callable, Sequence
 
@@ -46,6 +47,19 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
         return run(flag_values)
     except (InputError, OSError) as e:
         fail(tool, e)
+
+
+def prepare_output_dir(path: str) -> None:
+    """Creates ``--output_dir`` and proves it writable (``FlagError`` naming it otherwise), so
+    that a run fails before any work rather than at its first checkpoint."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, ".write_probe.%d" % os.getpid())
+        with open(probe, "w") as f:
+            f.write("ok")
+        os.remove(probe)
+    except OSError as e:
+        raise FlagError("--output_dir=%s is not writable (%s)" % (path, e.strerror or e)) from None
 
 
 def _list_in_help(flag_values: flags.FlagValues) -> None:
@@ -80,4 +94,5 @@ _HELP_FLAGS = frozenset(("--help", "-help", "-h", "-?", "--helpshort", "--helpfu
                          "--helpxml"))
 
 
-__all__ = ["EXIT_BAD_INPUT", "FlagError", "InputError", "fail", "run_main", "start", "warn"]
+__all__ = ["EXIT_BAD_INPUT", "FlagError", "InputError", "fail", "prepare_output_dir", "run_main",
+           "start", "warn"]

@@ -27,10 +27,7 @@ import dataclasses
 import io
 import json
 import os
-import time
 from typing import Dict, List, Optional
-
-from absl import logging
 
 from data.glue import features as cf
 from data.glue.processors import ClassifierDataError
@@ -200,16 +197,15 @@ def features_to_tf_example(features: SwagFeatures) -> "tf.train.Example":
 
 def write_tf_records(examples: List[SwagExample], max_seq_length: int, tokenizer,
                      output_file: str) -> int:
-    """One record per example, in order; the file appears only when all converted."""
-    start = time.time()
+    """One record per example, in order; the file appears only when all converted. Progress
+    goes to the log as for the classifier's records."""
+    progress = cf.writing_progress(output_file, len(examples))
     with AtomicTFRecordWriters([output_file]) as writer:
         for i, example in enumerate(examples):
-            if i % 10000 == 0 and i:
-                rate = i / max(time.time() - start, 1e-9)
-                logging.info("Writing example %d of %d (%.0f/s, ETA %.0fs)", i, len(examples),
-                             rate, (len(examples) - i) / rate)
             writer.write(features_to_tf_example(
                 convert_example(example, max_seq_length, tokenizer)).SerializeToString())
+            progress.update(i + 1)
+        progress.finish()
         return writer.num_written
 
 

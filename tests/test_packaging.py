@@ -18,7 +18,7 @@ from tests import paths
 COMMANDS = ("bert-create-pretraining-data", "bert-run-pretraining", "bert-run-classifier",
             "bert-run-swag", "bert-run-squad", "bert-extract-features", "bert-convert-checkpoint",
             "bert-squad-eval")
-PACKAGES = {"bert_cli", "bert_common", "data", "modeling"}
+PACKAGES = {"bert_cli", "bert_common", "bert_tasks", "data", "modeling"}
 
 
 def _clean_checkout(dest: str) -> None:

@@ -96,6 +96,24 @@ def make_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Ten
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
+def task_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Tensor]],
+                 batch_size: int, is_training: bool, *, max_seq_length: int,
+                 length_aware: bool = True, static_shapes: bool = False,
+                 seed: Optional[int] = None) -> tf.data.Dataset:
+    """The fine-tuning tools' rule for ``make_dataset`` (classifier and SWAG records alike).
+
+    Training batches are always full (``drop_remainder``: one update = one global batch).
+    ``length_aware``: each batch is cut to its longest example, and eval/predict examples are
+    grouped by length first (``restore_order`` puts results back). ``static_shapes`` (TPU):
+    neither, and every batch is full.
+    """
+    length_aware = length_aware and not static_shapes
+    return make_dataset(input_file, decode, batch_size, is_training,
+                        drop_remainder=static_shapes or is_training, trim=length_aware,
+                        bucket=length_aware and not is_training, max_seq_length=max_seq_length,
+                        seed=seed)
+
+
 def restore_order(example_indices: np.ndarray, values: np.ndarray) -> np.ndarray:
     """``values`` [N, ...] gathered in bucket order -> file order by ``example_indices`` [N]."""
     example_indices = np.asarray(example_indices).reshape(-1)

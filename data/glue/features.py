@@ -22,14 +22,16 @@ regression) and ``is_real_example`` int64 [1]. ``name_to_features`` is the match
 
 from __future__ import annotations
 
-import time
+import os
 from typing import Dict, Iterable, List, Optional, Sequence, Union
 
 from absl import logging
 
 from data.tokenization import special_tokens
 from data.glue.processors import ClassifierDataError, InputExample, InputFeatures, PaddingInputExample
+from bert_common.errors import InputError
 from bert_common.files import AtomicTFRecordWriters, float_feature, int64_feature
+from bert_common.progress import Progress
 
 INPUT_IDS = "input_ids"
 INPUT_MASK = "input_mask"
@@ -135,7 +137,7 @@ def convert_single_example(ex_index: int, example, label_list: Sequence[str],
 def _convert(example: InputExample, label_list: Sequence[str], max_seq_length: int, tokenizer):
     """(features, tokens, truncated) of one real example."""
     if max_seq_length < 3:
-        raise ValueError("max_seq_length must be at least 3, got %d" % max_seq_length)
+        raise InputError("max_seq_length must be at least 3, got %d" % max_seq_length)
     label_id = label_to_id(example, label_list)
     tokens_a = tokenizer.tokenize(example.text_a)
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
@@ -186,21 +188,25 @@ def file_based_convert_examples_to_features(examples: Sequence, label_list: Sequ
     """Converts ``examples`` to a TFRecord file, one record per example in order.
 
     The file appears only when every example converted (written to a temporary name, then
-    renamed). Progress (examples, rate, ETA) goes to the log every 10000 examples. Returns the
-    number of records.
+    renamed). Progress (examples, rate, ETA) goes to the log every 10000 examples and at the
+    end. Returns the number of records.
     """
-    total = len(examples)
-    start = time.time()
+    progress = writing_progress(output_file, len(examples))
     with AtomicTFRecordWriters([output_file]) as writer:
         for ex_index, example in enumerate(examples):
-            if ex_index % 10000 == 0 and ex_index:
-                rate = ex_index / max(time.time() - start, 1e-9)
-                logging.info("Writing example %d of %d (%.0f/s, ETA %.0fs)", ex_index, total,
-                             rate, (total - ex_index) / rate)
             features = convert_single_example(ex_index, example, label_list, max_seq_length,
                                               tokenizer)
             writer.write(features_to_tf_example(features).SerializeToString())
+            progress.update(ex_index + 1)
+        progress.finish()
         return writer.num_written
+
+
+def writing_progress(output_file: str, total: int) -> Progress:
+    """The log progress of writing ``total`` examples to ``output_file``: a line every 10000
+    examples (log lines should not depend on the machine's speed) and one at the end."""
+    return Progress("writing %s" % os.path.basename(output_file), total, unit="examples",
+                    every_n=10000, log=True)
 
 
 def name_to_features(max_seq_length: int, regression: bool = False) -> Dict[str, object]:

@@ -12,6 +12,10 @@
 every classification task; ``f1`` and ``acc_and_f1`` too for MRPC and QQP; ``mcc`` for CoLA;
 ``pearson``, ``spearmanr`` and ``corr`` (their mean) for STS-B. ``weights`` (e.g.
 ``is_real_example``) drops the 0-weight entries first.
+
+``eval_metrics(task_name, result, regression)`` is what the fine-tuning tools write to
+``eval_results.txt``: ``eval_<metric>`` of the task, ``eval_loss`` (mean per-example loss,
+``mean_cross_entropy`` or squared error) and ``loss``, from the model's outputs.
 """
 
 from __future__ import annotations
@@ -116,3 +120,35 @@ def task_metrics(task_name: str, preds, labels, weights: Optional[np.ndarray] = 
     if task_name in MCC_TASKS:
         out["mcc"] = matthews_corrcoef(p, y)
     return out
+
+
+def mean_cross_entropy(logits, labels) -> float:
+    """Mean softmax cross-entropy of ``logits`` [N, K] against class ids ``labels`` [N]
+    (float64, max-shifted: no overflow for large logits)."""
+    logits = np.asarray(logits, np.float64)
+    labels = np.asarray(labels).reshape(-1).astype(np.int64)
+    log_probs = logits - logits.max(-1, keepdims=True)
+    log_probs -= np.log(np.exp(log_probs).sum(-1, keepdims=True))
+    return float(-np.mean(log_probs[np.arange(len(labels)), labels]))
+
+
+def eval_metrics(task_name: str, result: Dict[str, np.ndarray],
+                 regression: bool = False) -> Dict[str, float]:
+    """``eval_*`` metrics of the task, ``eval_loss`` (mean per-example loss) and ``loss``.
+
+    ``result``: ``label_ids`` [N] and the model's ``logits`` [N, K] (and ``probabilities``, if
+    there, for the predicted class) in classification, or
+    ``predictions`` [N] (regression), real examples only, in any one order.
+    """
+    labels = np.asarray(result["label_ids"])
+    if regression:
+        preds = np.asarray(result["predictions"]).reshape(-1)
+        loss = float(np.mean((preds - labels) ** 2))
+    else:
+        # The class of the highest probability, as the submission file says.
+        preds = np.argmax(result.get("probabilities", result["logits"]), axis=-1)
+        loss = mean_cross_entropy(result["logits"], labels)
+    metrics = {"eval_" + k: v for k, v in task_metrics(task_name, preds, labels).items()}
+    metrics["eval_loss"] = loss
+    metrics["loss"] = loss
+    return metrics

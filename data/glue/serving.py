@@ -10,9 +10,10 @@
   sentence for that row, as the original's ``if example.text_b:``.
 
 The text signatures tokenize with ``data.tokenization.graph.BertGraphTokenizer`` (the same ids
-as ``FullTokenizer``) and pack ``[CLS] a [SEP] (b [SEP])`` with the original's truncation
-(``graph_tokenization.truncated_pair_lengths``, the in-graph mirror of
-``data.glue.features._truncate_seq_pair``), then cut the batch to its longest row.
+as ``FullTokenizer``) and pack ``[CLS] a [SEP] (b [SEP])`` with the project's one in-graph
+packer, ``graph_tokenization.pack_inputs`` (the original's truncation,
+``data.glue.features._truncate_seq_pair``, in closed form), then cut the batch to its
+longest row.
 
 Outputs of every signature: classification: ``probabilities`` float32 [B, K], ``logits``
 float32 [B, K], ``label_id`` int32 [B] (argmax) and ``label`` string [B] (its name in the label
@@ -38,50 +39,16 @@ def pack_rows(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor], max_seq_
               cls_id: int, sep_id: int) -> Dict[str, tf.Tensor]:
     """Ragged ids [B, (Na)] and [B, (Nb)] -> int32 [B, L] model inputs, L = longest packed row.
 
-    A row whose b is empty (or ``ids_b`` None) is a single sentence cut to
-    ``max_seq_length - 2`` ids; other rows are pairs cut to ``max_seq_length - 3`` by the
-    original's rule. Positions past a row's end are 0 in all three outputs.
+    ``graph_tokenization.pack_inputs`` with run_classifier's per-row rule
+    (``data.glue.features.pair_tokens``): a row whose b is empty (or ``ids_b`` None) is a
+    single sentence cut to ``max_seq_length - 2`` ids; other rows are pairs cut to
+    ``max_seq_length - 3`` by the original's rule. Positions past a row's end are 0 in all
+    three outputs.
     """
     from data.tokenization import graph as graph_tokenization
 
-    S = max_seq_length
-    ids_a = tf.cast(ids_a, tf.int32)
-    len_a = tf.cast(ids_a.row_lengths(), tf.int32)  # [B]
-    if ids_b is None:
-        ids_b = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32),
-                                                 tf.zeros_like(len_a, tf.int64))
-    ids_b = tf.cast(ids_b, tf.int32)
-    len_b = tf.cast(ids_b.row_lengths(), tf.int32)  # [B]
-    has_b = len_b > 0  # [B]
-    pair_a, pair_b = graph_tokenization.truncated_pair_lengths(len_a, len_b, tf.constant(S - 3))
-    new_a = tf.where(has_b, pair_a, tf.minimum(len_a, S - 2))  # [B]
-    new_b = tf.where(has_b, pair_b, 0)  # [B]
-    # As the original, "b [SEP]" is appended only if b still has tokens after truncation.
-    has_b = new_b > 0
-    total = new_a + 2 + tf.where(has_b, new_b + 1, 0)  # [B]
-
-    def dense(ids):  # [B, (N)] -> [B, max(N, 1)]
-        d = ids.to_tensor(0)
-        return tf.pad(d, [[0, 0], [0, tf.maximum(1 - tf.shape(d)[1], 0)]])
-
-    a, b = dense(ids_a), dense(ids_b)
-    p = tf.range(S)[None, :]  # [1, S]
-    na, nb = new_a[:, None], new_b[:, None]  # [B, 1]
-    hb = has_b[:, None]
-    in_a = (p >= 1) & (p <= na)  # [B, S]
-    in_b = hb & (p >= na + 2) & (p < na + 2 + nb)
-    is_sep = (p == na + 1) | (hb & (p == na + 2 + nb))
-    a_tok = tf.gather(a, tf.clip_by_value(p - 1, 0, tf.shape(a)[1] - 1) + tf.zeros_like(na),
-                      batch_dims=1)  # [B, S]
-    b_tok = tf.gather(b, tf.clip_by_value(p - na - 2, 0, tf.shape(b)[1] - 1), batch_dims=1)
-    zeros = tf.zeros_like(a_tok)
-    input_ids = tf.where(p == 0, cls_id, tf.where(in_a, a_tok, tf.where(
-        is_sep, sep_id, tf.where(in_b, b_tok, zeros))))  # [B, S]
-    input_mask = tf.cast(p < total[:, None], tf.int32)  # [B, S]
-    segment_ids = tf.cast(in_b | (hb & (p == na + 2 + nb)), tf.int32)  # [B, S]
-    length = tf.maximum(tf.reduce_max(total), 1)
-    return {"input_ids": input_ids[:, :length], "input_mask": input_mask[:, :length],
-            "segment_ids": segment_ids[:, :length]}
+    return graph_tokenization.pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id,
+                                          trim_to_longest=True)
 
 
 class ClassifierServingModule(tf.Module):

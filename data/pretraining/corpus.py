@@ -27,13 +27,12 @@ from __future__ import annotations
 import array
 import glob
 import os
-import sys
-import time
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from bert_common.errors import InputError
+from bert_common.progress import Progress
 
 
 class CorpusError(InputError):
@@ -181,28 +180,9 @@ def iter_lines(path: str, start: int = 0, stop: Optional[int] = None) -> Iterato
 Piece = Tuple[str, int, Optional[int]]  # (path, start byte, stop byte or None = end of file)
 
 
-class _ReadProgress:
-    """``reading: <MB>/<MB> MB, <docs> documents, <lines> lines, <rate> MB/s, ETA`` on stderr."""
-
-    def __init__(self, total_bytes: int, enabled: bool, every_s: float = 2.0):
-        self.total = max(1, total_bytes)
-        self.enabled = enabled
-        self.every_s = every_s
-        self.start = self.last = time.perf_counter()
-
-    def update(self, done_bytes: int, docs: int, lines: int, force: bool = False) -> None:
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if not force and now - self.last < self.every_s:
-            return
-        self.last = now
-        elapsed = max(now - self.start, 1e-9)
-        rate = done_bytes / elapsed
-        eta = (self.total - done_bytes) / rate if rate > 0 else 0.0
-        print("reading: %.1f/%.1f MB, %d documents, %d lines, %.1f MB/s, ETA %.0fs"
-              % (done_bytes / 1e6, self.total / 1e6, docs, lines, rate / 1e6, eta),
-              file=sys.stderr, flush=True)
+def _read_counts(document_starts: array.array, lines: int) -> str:
+    """The ``extra`` of a reading progress line."""
+    return "%d documents, %d lines" % (len(document_starts) - 1, lines)
 
 
 def _ids_function(tokenizer) -> Callable[[str], List[int]]:
@@ -231,7 +211,9 @@ def read_corpus(input_files: Sequence[Union[str, Piece]], tokenizer,
     tokens = array.array("i")
     sentence_starts = array.array("q", [0])
     document_starts = array.array("q", [0])
-    progress = _ReadProgress(sum(sizes), show_progress)
+    # Progress in MB of input read (whole files or pieces done), so that its ETA holds for
+    # files of any line length.
+    progress = Progress("reading", sum(sizes) / 1e6, unit="MB", enabled=show_progress)
     done_bytes = 0
     lines = 0
     for (path, start, stop), size in zip(pieces, sizes):
@@ -246,12 +228,12 @@ def read_corpus(input_files: Sequence[Union[str, Piece]], tokenizer,
                 if ids:
                     tokens.extend(ids)
                     sentence_starts.append(len(tokens))
-            if not lines & 4095:
-                progress.update(done_bytes, len(document_starts) - 1, lines)
+            if not lines & 4095:  # the clock is read every 4096 lines only
+                progress.update(done_bytes / 1e6, _read_counts(document_starts, lines))
         done_bytes += size
     if len(sentence_starts) - 1 > document_starts[-1]:
         document_starts.append(len(sentence_starts) - 1)
-    progress.update(done_bytes, len(document_starts) - 1, lines, force=True)
+    progress.update(done_bytes / 1e6, _read_counts(document_starts, lines), force=True)
     return Corpus(np.frombuffer(tokens, dtype=np.int32) if len(tokens)
                   else np.empty(0, np.int32),
                   np.frombuffer(sentence_starts, dtype=np.int64),

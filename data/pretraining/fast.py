@@ -27,14 +27,13 @@ that order, round-robin over the output files.
 from __future__ import annotations
 
 import bisect
-import sys
-import time
 from array import array
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from bert_common import fork_safety
+from bert_common.progress import Progress
 from data.pretraining import instances as pretraining
 from data.pretraining.corpus import Corpus
 from data.pretraining.records import FramedRecords, RecordEncoder
@@ -49,28 +48,18 @@ _LIM16 = np.array([m << (16 - m.bit_length()) if m >= 2 else 0 for m in range(1 
                   np.int32)
 
 
-class _Progress:
-    """``instances: pass p/P, document d/D, N instances, rate/s, ETA`` on stderr."""
+def _instances_progress(dupes: int, docs: int, enabled: bool) -> Progress:
+    """Progress over the ``dupes * docs`` document passes of phase 1 (what its ETA is about);
+    the instance count and rate go into each line's ``extra`` (``_instance_counts``)."""
+    return Progress("creating instances", dupes * docs, unit="documents", enabled=enabled)
 
-    def __init__(self, total_steps: int, enabled: bool, every_s: float = 2.0):
-        self.total = max(1, total_steps)
-        self.enabled = enabled
-        self.every_s = every_s
-        self.start = self.last = time.perf_counter()
 
-    def update(self, step: int, dupe: int, dupes: int, doc: int, docs: int, instances: int,
-               force: bool = False) -> None:
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if not force and now - self.last < self.every_s:
-            return
-        self.last = now
-        elapsed = max(now - self.start, 1e-9)
-        eta = elapsed * (self.total - step) / max(step, 1)
-        print("instances: pass %d/%d, document %d/%d, %d instances, %.0f/s, ETA %.0fs"
-              % (dupe, dupes, doc, docs, instances, instances / elapsed, eta),
-              file=sys.stderr, flush=True)
+def _instance_counts(progress: Progress, dupe: int, dupes: int, doc: int, docs: int,
+                     instances: int) -> Callable[[], str]:
+    """The ``extra`` of a line: pass, document in the pass, instances and their rate; made
+    only when a line is printed."""
+    return lambda: "pass %d/%d document %d/%d, %d instances (%.0f/s)" % (
+        dupe, dupes, doc, docs, instances, instances / max(progress.elapsed, 1e-9))
 
 
 class FastGenerator:
@@ -482,7 +471,7 @@ class FastGenerator:
         recs = array("q")
         exact: Dict[int, Tuple[List[int], List[int]]] = {}
         batch_first = 0
-        progress = _Progress(self.dupe_factor * ndocs, self.show_progress)
+        progress = _instances_progress(self.dupe_factor, ndocs, self.show_progress)
         count = 0
         for dupe in range(self.dupe_factor):
             for k in range(ndocs):
@@ -492,12 +481,13 @@ class FastGenerator:
                     self._flush(recs, exact, sink)
                     batch_first += count
                     del recs[:]  # recipes (and ``exact``) are numbered within the batch
-                progress.update(dupe * ndocs + k + 1, dupe + 1, self.dupe_factor, k + 1, ndocs,
-                                batch_first + len(recs) // _FIELDS)
+                progress.update(dupe * ndocs + k + 1, _instance_counts(
+                    progress, dupe + 1, self.dupe_factor, k + 1, ndocs,
+                    batch_first + len(recs) // _FIELDS))
         total = batch_first + len(recs) // _FIELDS
         self._flush(recs, exact, sink)
-        progress.update(self.dupe_factor * ndocs, self.dupe_factor, self.dupe_factor, ndocs,
-                        ndocs, total, force=True)
+        # The counts after the last document were printed already, except for zero documents.
+        progress.finish()
         return total
 
     def _flush(self, recs: array, exact, sink) -> None:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 import random
-import tempfile
 from typing import Dict, List, Sequence, Tuple
 
+from bert_common import files as io_utils
 from bert_common import fork_safety
 from data.pretraining import corpus as pretraining_corpus
 
@@ -79,28 +79,16 @@ def run_workers(input_files: Sequence[str], output_files: Sequence[str], num_wor
     runs = pretraining_corpus.split_at_documents(input_files, num_workers)
     while len(runs) < num_workers:
         runs.append([])  # fewer document boundaries than workers: empty shards
-    temps: List[List[str]] = []
-    jobs = []
-    for k in range(num_workers):
-        temp_k = []
-        for path in outputs[k]:
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)) or ".",
-                                       prefix="." + os.path.basename(path) + ".", suffix=".part")
-            os.close(fd)
-            temp_k.append(tmp)
-        temps.append(temp_k)
-        seed_settings = dict(settings, random_seed=worker_seed(settings["random_seed"], k))
-        jobs.append((k, runs[k], temp_k, vocab_file, do_lower_case, seed_settings,
-                     show_progress and k == 0))
-    try:
+    # Every worker writes temporaries beside its outputs; all are renamed only when every
+    # worker has succeeded (and all removed otherwise).
+    with io_utils.atomic_paths([path for paths in outputs for path in paths]) as flat_temps:
+        temps = iter(flat_temps)
+        jobs = []
+        for k in range(num_workers):
+            temp_k = [next(temps) for _ in outputs[k]]
+            seed_settings = dict(settings, random_seed=worker_seed(settings["random_seed"], k))
+            jobs.append((k, runs[k], temp_k, vocab_file, do_lower_case, seed_settings,
+                         show_progress and k == 0))
         with fork_safety.worker_context().Pool(num_workers) as pool:
             results = pool.map(_run_worker, jobs, chunksize=1)
-        for temp_k, final_k in zip(temps, outputs):
-            for tmp, final in zip(temp_k, final_k):
-                os.replace(tmp, final)
-        return results
-    finally:
-        for temp_k in temps:
-            for tmp in temp_k:
-                if os.path.exists(tmp):
-                    os.remove(tmp)
+    return results

@@ -25,8 +25,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-import sys
-import time
 from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import logging
@@ -34,6 +32,7 @@ from absl import logging
 from bert_common import files as io_utils
 from data.tokenization import special_tokens
 from bert_common.errors import InputError
+from bert_common.progress import Progress
 from data.squad import schema as squad_schema
 from data.squad.postprocess import (  # noqa: F401  (public names of the original)
     RawResult,
@@ -364,32 +363,13 @@ def _tokenize_doc(doc_tokens: List[str], tokenizer) -> _DocTokenization:
 
 
 def check_lengths(max_seq_length: int, max_query_length: int, doc_stride: int) -> None:
-    """Raises ValueError unless the window lengths leave room for the document."""
+    """Raises ``InputError`` (a ValueError) unless the window lengths leave room for the
+    document."""
     if max_seq_length <= max_query_length + 3:
-        raise ValueError("The max_seq_length (%d) must be greater than max_query_length (%d) + 3"
+        raise InputError("The max_seq_length (%d) must be greater than max_query_length (%d) + 3"
                          % (max_seq_length, max_query_length))
     if doc_stride <= 0:
-        raise ValueError("doc_stride (%d) must be positive" % doc_stride)
-
-
-class _Progress:
-    """Prints ``label: n/total, rate/s, ETA`` to stderr at most every ``every_s`` seconds."""
-
-    def __init__(self, label: str, total: int, enabled: bool, every_s: float = 5.0):
-        self.label, self.total, self.enabled, self.every_s = label, total, enabled, every_s
-        self.t0 = self.last = time.monotonic()
-
-    def update(self, done: int, force: bool = False) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if not force and now - self.last < self.every_s:
-            return
-        self.last = now
-        rate = done / max(now - self.t0, 1e-9)
-        eta = (self.total - done) / rate if rate > 0 else float("inf")
-        print("%s: %d/%d examples, %.1f/s, ETA %.0fs" % (self.label, done, self.total, rate, eta),
-              file=sys.stderr, flush=True)
+        raise InputError("doc_stride (%d) must be positive" % doc_stride)
 
 
 def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, max_seq_length: int,
@@ -408,7 +388,8 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
     check_lengths(max_seq_length, max_query_length, doc_stride)
     cls_id, sep_id = tokenizer.convert_tokens_to_ids([special_tokens.CLS, special_tokens.SEP])
     unique_id = FIRST_UNIQUE_ID
-    progress = _Progress("convert_examples_to_features", len(examples), show_progress)
+    progress = Progress("convert_examples_to_features", len(examples), unit="examples",
+                        every_s=5.0, enabled=show_progress)
 
     doc = None  # tokenization of the current paragraph, shared by its questions
     windows: Dict[int, tuple] = {}  # max_tokens_for_doc -> (doc_spans, max-context window per token)
@@ -494,7 +475,7 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
                 is_impossible=example.is_impossible))
             unique_id += 1
         progress.update(example_index + 1)
-    progress.update(len(examples), force=True)
+    progress.finish()  # the final line, also for zero examples
     return unique_id - FIRST_UNIQUE_ID
 
 

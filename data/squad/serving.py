@@ -9,7 +9,8 @@ so it can be exported as a SavedModel signature:
 2. every word and the question are WordPiece-tokenized in graph by
    ``data.tokenization.graph.BertGraphTokenizer`` (``FullTokenizer``'s output);
 3. ``[CLS] question[:max_query_length] [SEP] doc[:room] [SEP]``, zero-padded
-   to ``max_seq_length``: ONE window per question (the context is truncated
+   to ``max_seq_length`` (laid out by ``graph_tokenization.pack_segments``, the
+   project's one in-graph packer): ONE window per question (the context is truncated
    to what fits; run_squad's sliding windows are not reproduced here);
 4. the best span is the (start, end) over the window's doc tokens with
    end >= start and at most ``max_answer_length`` tokens that maximizes
@@ -85,28 +86,20 @@ class SquadServingModule(tf.Module):
         tok_to_word = tf.RaggedTensor.from_row_lengths(
             tf.repeat(word_in_example, pieces_per_word), doc_ids.row_lengths())  # [B, (T)]
 
-        q_ids = self._tokenize(question)[:, :self.max_query_length]  # [B, (Q)]
-        q_len = tf.cast(q_ids.row_lengths(), tf.int32)  # [B]
-        room = S - q_len - 3  # [B]
-        doc_len = tf.minimum(tf.cast(doc_ids.row_lengths(), tf.int32), room)  # [B]
-        rows = doc_ids.value_rowids()  # [sum T]
-        position_in_row = tf.range(tf.shape(rows, out_type=tf.int64)[0]) - tf.gather(doc_ids.row_starts(), rows)
-        keep = position_in_row < tf.cast(tf.gather(doc_len, rows), tf.int64)  # [sum T]
-        doc_ids = tf.RaggedTensor.from_value_rowids(
-            tf.boolean_mask(doc_ids.flat_values, keep), tf.boolean_mask(rows, keep),
-            nrows=doc_ids.nrows())  # [B, (<= room)]
-        batch = tf.shape(question)[0]
-        cls = tf.fill([batch, 1], self._cls_id)
-        sep = tf.fill([batch, 1], self._sep_id)
-        ids = tf.concat([cls, q_ids, sep, doc_ids, sep], axis=1)  # [B, (L)]
-        input_ids = ids.to_tensor(0, shape=[None, S])  # [B, S]
-        input_mask = tf.ones_like(ids).to_tensor(0, shape=[None, S])  # [B, S]
+        # run_squad's truncation (not the classifier's pair rule): the question keeps its first
+        # max_query_length pieces, the doc what is left of S after the 3 special tokens.
+        q_ids = self._tokenize(question)  # [B, (Q)]
+        q_len = tf.minimum(tf.cast(q_ids.row_lengths(), tf.int32), self.max_query_length)  # [B]
+        doc_len = tf.minimum(tf.cast(doc_ids.row_lengths(), tf.int32), S - q_len - 3)  # [B]
+        # run_squad closes the window with [SEP] even when no doc piece fits.
+        packed = graph_tokenization.pack_segments(q_ids, doc_ids, q_len, doc_len, S, self._cls_id,
+                                                  self._sep_id, always_close_b=True)  # [B, S]
         positions = tf.range(S)[None, :]  # [1, S]
         doc_offset = q_len + 2  # [B]
         in_doc = (positions >= doc_offset[:, None]) & (positions < (doc_offset + doc_len)[:, None])  # [B, S]
-        segment_ids = tf.cast(in_doc | (positions == (doc_offset + doc_len)[:, None]), tf.int32)  # [B, S]
         return {
-            "input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids,
+            "input_ids": packed["input_ids"], "input_mask": packed["input_mask"],
+            "segment_ids": packed["segment_ids"],
             "in_doc": in_doc, "doc_offset": doc_offset,
             "tok_to_word": tok_to_word.to_tensor(0), "word_begins": begins.to_tensor(0),
             "word_ends": ends.to_tensor(0),

@@ -265,55 +265,61 @@ def truncated_pair_lengths(len_a: tf.Tensor, len_b: tf.Tensor,
     return new_a, new_b
 
 
-def _row_values(ids: tf.RaggedTensor) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """(values + one trailing 0, row starts, row lengths) of int ids [B, (N)], as int32."""
+def _row_values(ids: tf.RaggedTensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    """(values + one trailing 0, row starts) of int ids [B, (N)], as int32: [N + 1], [B]."""
     values = tf.concat([tf.cast(ids.values, tf.int32), [0]], axis=0)  # [N + 1]
-    return (values, tf.cast(ids.row_starts(), tf.int32),  # [B]
-            tf.cast(ids.row_lengths(), tf.int32))  # [B]
+    return values, tf.cast(ids.row_starts(), tf.int32)
+
+
+def _row_lengths(ids: tf.RaggedTensor) -> tf.Tensor:
+    """int32 [B] row lengths of ragged ids [B, (N)]."""
+    return tf.cast(ids.row_lengths(), tf.int32)
 
 
 @_plain_ops
-def pack_inputs(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor], max_seq_length: int,
-                cls_id: int, sep_id: int) -> Dict[str, tf.Tensor]:
-    """Packs ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` into fixed-length model inputs.
+def pack_segments(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor], len_a: tf.Tensor,
+                  len_b: Optional[tf.Tensor], width: Optional[int], cls_id: int, sep_id: int,
+                  always_close_b: bool = False) -> Dict[str, tf.Tensor]:
+    """The ``[CLS] a [SEP] (b [SEP])`` layout of already-truncated segments: the one place that
+    lays out ids, mask and segment ids in graph (``pack_inputs`` and the SQuAD serving
+    features, which truncate by different rules, both call it).
 
-    Truncation is the original's: a single sequence keeps its first
-    ``max_seq_length - 2`` ids; a pair is cut by ``truncated_pair_lengths``
-    to ``max_seq_length - 3`` ids in all (from the end of the longer, ``b`` on
-    ties). Built with dense ops over the output positions (no ragged concat),
-    so it traces small and runs in eager mode, ``tf.function`` and ``tf.data``.
+    Row r keeps the first ``len_a[r]`` ids of ``ids_a[r]`` and the first ``len_b[r]`` of
+    ``ids_b[r]`` (the caller's truncation rule decides these lengths). ``b [SEP]`` (segment 1)
+    follows only where ``len_b[r] > 0``, as the original's ``if tokens_b:``, unless
+    ``always_close_b`` (run_squad's layout: the closing ``[SEP]`` even after an empty doc).
+    Built with dense ops over the output positions (no ragged concat), so it traces small
+    and runs in eager mode, ``tf.function`` and ``tf.data``.
 
     Args:
-      ids_a: int [B, (Na)] ragged token ids (ragged rank 1).
-      ids_b: int [B, (Nb)] or None.
-      max_seq_length: the output length S (>= 2, >= 3 for pairs).
+      ids_a: int [B, (Na)] ragged ids (ragged rank 1). ids_b: int [B, (Nb)] or None.
+      len_a, len_b: int [B], ``0 <= len <= `` the row's length; ``len_b`` unused without
+        ``ids_b``. The packed row must fit ``width``.
+      width: the output length S; None: the longest packed row of the batch (at least 1).
       cls_id, sep_id: ids of ``[CLS]`` and ``[SEP]``.
+      always_close_b: append ``[SEP]`` (segment 1) after b in every row, even where
+        ``len_b`` is 0 (``[CLS] a [SEP] [SEP]``).
     Returns:
-      dict of int32 [B, S]: ``input_ids`` (0-padded), ``input_mask`` (1 on real
-      tokens), ``segment_ids`` (0 for ``[CLS] a [SEP]``, 1 for ``b [SEP]``, 0
-      on padding).
+      dict of int32 [B, S]: ``input_ids`` (0-padded), ``input_mask`` (1 on real tokens),
+      ``segment_ids`` (0 for ``[CLS] a [SEP]``, 1 for ``b [SEP]``, 0 on padding).
     """
-    specials = 3 if ids_b is not None else 2
-    if max_seq_length < specials:
-        raise ValueError("max_seq_length=%d is too short for %d special tokens"
-                         % (max_seq_length, specials))
-    values_a, starts_a, len_a = _row_values(ids_a)
-    if ids_b is None:
-        len_a = tf.minimum(len_a, max_seq_length - specials)  # [B]
-        len_b = tf.zeros_like(len_a)
-    else:
-        values_b, starts_b, len_b = _row_values(ids_b)
-        len_a, len_b = truncated_pair_lengths(len_a, len_b, tf.constant(max_seq_length - specials))
-    pos = tf.range(max_seq_length)[tf.newaxis, :]  # [1, S]
-    la = len_a[:, tf.newaxis]  # [B, 1]
-    lb = len_b[:, tf.newaxis]
+    values_a, starts_a = _row_values(ids_a)
+    la = tf.cast(len_a, tf.int32)[:, tf.newaxis]  # [B, 1]
+    length = la + 2  # [B, 1] real tokens
+    if ids_b is not None:
+        values_b, starts_b = _row_values(ids_b)
+        lb = tf.cast(len_b, tf.int32)[:, tf.newaxis]  # [B, 1]
+        close_b = tf.ones_like(lb, tf.bool) if always_close_b else lb > 0  # [B, 1]
+        length += tf.where(close_b, lb + 1, 0)
+    if width is None:
+        width = tf.maximum(tf.reduce_max(length), 1)
+    pos = tf.range(width)[tf.newaxis, :]  # [1, S]
     in_a = (pos >= 1) & (pos <= la)  # [B, S]
     last_a = tf.size(values_a) - 1  # index of the trailing 0
     from_a = tf.gather(values_a, tf.clip_by_value(starts_a[:, tf.newaxis] + pos - 1, 0, last_a))
     input_ids = tf.where(in_a, from_a, 0)  # [B, S]
     input_ids = tf.where(tf.equal(pos, 0), cls_id, input_ids)
     is_sep = tf.equal(pos, la + 1)
-    length = la + 2  # [B, 1] real tokens
     segment_ids = tf.zeros_like(input_ids)
     if ids_b is not None:
         in_b = (pos >= la + 2) & (pos <= la + 1 + lb)
@@ -321,9 +327,8 @@ def pack_inputs(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor], max_se
         from_b = tf.gather(values_b,
                            tf.clip_by_value(starts_b[:, tf.newaxis] + pos - la - 2, 0, last_b))
         input_ids = tf.where(in_b, from_b, input_ids)
-        second_sep = tf.equal(pos, la + lb + 2)
+        second_sep = close_b & tf.equal(pos, la + lb + 2)
         is_sep |= second_sep
-        length += lb + 1
         segment_ids = tf.cast(in_b | second_sep, tf.int32)
     input_ids = tf.where(is_sep, sep_id, input_ids)
     return {
@@ -331,6 +336,50 @@ def pack_inputs(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor], max_se
         "input_mask": tf.cast(pos < length, tf.int32),  # [B, S]
         "segment_ids": segment_ids,  # [B, S]
     }
+
+
+@_plain_ops
+def pack_inputs(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor], max_seq_length: int,
+                cls_id: int, sep_id: int, *,
+                trim_to_longest: bool = False) -> Dict[str, tf.Tensor]:
+    """Packs ``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` into model inputs: THE in-graph
+    packer (``BertGraphTokenizer.tokenize_and_pack`` and the classifier's serving signatures).
+
+    Truncation is the original's: a single sequence keeps its first
+    ``max_seq_length - 2`` ids; a pair is cut by ``truncated_pair_lengths``
+    to ``max_seq_length - 3`` ids in all (from the end of the longer, ``b`` on ties).
+
+    Row by row this is ``data.glue.features.pair_tokens`` (the original's
+    ``convert_single_example``): a row whose b is empty is a single sentence (the original's
+    ``if tokens_b:``), so the ids equal the host-side features for every input.
+
+    Args:
+      ids_a: int [B, (Na)] ragged token ids (ragged rank 1).
+      ids_b: int [B, (Nb)] or None.
+      max_seq_length: the output length S (>= 2, >= 3 with ``ids_b``).
+      cls_id, sep_id: ids of ``[CLS]`` and ``[SEP]``.
+      trim_to_longest: cut the output to the longest packed row of the batch (L <= S, at
+        least 1) instead of S; the kept positions are unchanged.
+    Returns:
+      dict of int32 [B, S] (or [B, L]): ``input_ids`` (0-padded), ``input_mask`` (1 on real
+      tokens), ``segment_ids`` (0 for ``[CLS] a [SEP]``, 1 for ``b [SEP]``, 0 on padding).
+    """
+    specials = 3 if ids_b is not None else 2
+    if max_seq_length < specials:
+        raise ValueError("max_seq_length=%d is too short for %d special tokens"
+                         % (max_seq_length, specials))
+    len_a = _row_lengths(ids_a)  # [B]
+    len_b = None
+    if ids_b is None:
+        len_a = tf.minimum(len_a, max_seq_length - 2)
+    else:
+        len_b = _row_lengths(ids_b)  # [B]
+        pair_a, pair_b = truncated_pair_lengths(len_a, len_b, tf.constant(max_seq_length - 3))
+        has_b = len_b > 0
+        len_a = tf.where(has_b, pair_a, tf.minimum(len_a, max_seq_length - 2))
+        len_b = tf.where(has_b, pair_b, 0)
+    return pack_segments(ids_a, ids_b, len_a, len_b, None if trim_to_longest else max_seq_length,
+                         cls_id, sep_id)
 
 
 # --------------------------------------------------------------------------
@@ -550,15 +599,22 @@ class BertGraphTokenizer(tf.Module):
 
     @_plain_ops
     def tokenize_and_pack(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor] = None,
-                          max_seq_length: int = 128) -> Dict[str, tf.Tensor]:
-        """Tokenizes raw strings [B] (and pairs) into int32 [B, S] model inputs (``pack_inputs``)."""
+                          max_seq_length: int = 128, *,
+                          trim_to_longest: bool = False) -> Dict[str, tf.Tensor]:
+        """Tokenizes raw strings [B] (and pairs) into int32 [B, S] model inputs.
+
+        The packing is ``pack_inputs`` (same keyword options); a and b are tokenized in one
+        call (rows are independent), then split.
+        """
         if self.cls_id < 0 or self.sep_id < 0:
             raise tokenization.VocabError("vocab file %s lacks %s or %s" % (
                 self.vocab_file, special_tokens.CLS, special_tokens.SEP))
+        options = {"trim_to_longest": trim_to_longest}
         if text_b is None:
             return pack_inputs(self.tokenize(text_a), None, max_seq_length,
-                               self.cls_id, self.sep_id)
+                               self.cls_id, self.sep_id, **options)
         text_a = tf.convert_to_tensor(text_a, tf.string)  # [B]
         both = self.tokenize(tf.concat([text_a, tf.convert_to_tensor(text_b, tf.string)], 0))
         batch = tf.shape(text_a)[0]
-        return pack_inputs(both[:batch], both[batch:], max_seq_length, self.cls_id, self.sep_id)
+        return pack_inputs(both[:batch], both[batch:], max_seq_length, self.cls_id, self.sep_id,
+                           **options)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import collections
 import os
-import tempfile
 from typing import Iterable, List
 
+from bert_common.files import atomic_open
 from data.tokenization import special_tokens
 from data.tokenization.wordpiece import BasicTokenizer
 
@@ -42,9 +42,6 @@ def build_vocab(lines: Iterable[str], do_lower_case: bool = True, max_words: int
 
 def write_vocab(tokens: List[str], path: str) -> None:
     """Writes one token per line, atomically (temporary name, then rename)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".vocab.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with atomic_open(path) as f:
         f.write("\n".join(tokens) + "\n")
-    os.replace(tmp, path)

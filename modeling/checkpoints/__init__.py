@@ -2,7 +2,8 @@
 
 * ``tf1``: the one Keras-path <-> TF1-name map, TF1 checkpoint reading and writing;
 * ``hf``: Hugging Face ``model.safetensors`` + ``config.json`` under the same names;
-* ``load``: ``load_checkpoint(model, path)`` for every ``--init_checkpoint`` format.
+* ``load``: ``load_checkpoint(model, path)`` for every ``--init_checkpoint`` format (the
+  trainer's own checkpoints too), ``checkpoint_step``.
 
 The names users import are re-exported here: ``modeling.checkpoints.load_tf1_checkpoint`` as in
 earlier versions, ``load_checkpoint``, ``save_tf1_checkpoint``, ``CheckpointError``.
@@ -14,9 +15,11 @@ from modeling.checkpoints.tf1 import (CheckpointError, LoadReport, load_tf1_chec
                                       tf1_name_for, tf1_name_for_path, tf1_variable_map,
                                       unmapped_variables, write_tf1_arrays)
 from modeling.checkpoints import hf  # noqa: E402  (after tf1: hf uses its error type)
-from modeling.checkpoints.load import load_checkpoint  # noqa: E402
+from modeling.checkpoints.load import (checkpoint_step, is_training_checkpoint,  # noqa: E402
+                                       load_checkpoint)
 
-__all__ = ["CheckpointError", "LoadReport", "hf", "load_checkpoint", "load_tf1_checkpoint",
+__all__ = ["CheckpointError", "LoadReport", "checkpoint_step", "hf", "is_training_checkpoint",
+           "load_checkpoint", "load_tf1_checkpoint",
            "model_tf1_arrays", "read_tf1_checkpoint", "register_tf1_head",
            "save_tf1_checkpoint", "tf1_checkpoint_source", "tf1_name_for", "tf1_name_for_path",
            "tf1_variable_map", "unmapped_variables", "write_tf1_arrays"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from bert_common.files import atomic_open
+from bert_common.files import atomic_open, atomic_path
 from modeling import checkpoints
 from modeling.checkpoints import hf as hf_import
 from modeling.config import BertConfig
@@ -81,11 +81,6 @@ def _write_config(config, path: str) -> None:
 
 
 def _atomic_keras_save(model, output: str) -> None:
-    folder, base = os.path.split(os.path.abspath(output))
-    tmp = os.path.join(folder, ".%s.tmp%d.keras" % (base[:-len(".keras")], os.getpid()))
-    try:
+    # The temporary path keeps the ".keras" name that model.save requires.
+    with atomic_path(output) as tmp:
         model.save(tmp)
-        os.replace(tmp, output)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)

@@ -2,8 +2,13 @@
 
 ``load_checkpoint(model, path)`` tells the format from the path and assigns by Google's TF1
 names (``modeling.checkpoints.tf1``): a TF1 prefix or folder, a Hugging Face folder or
-``.safetensors`` file (``modeling.checkpoints.hf``), or a ``.keras`` / ``.weights.h5`` file
-written by this project. It returns the ``LoadReport`` (loaded, missing, unused).
+``.safetensors`` file (``modeling.checkpoints.hf``), a ``.keras`` / ``.weights.h5`` file
+written by this project, or a checkpoint of this project's trainer (``ckpt-N`` of
+run_pretraining, ``model.ckpt-N`` of the fine-tuning tools: object-based, restored into a model
+of the same class; the optimizer state in it is not read). It returns the ``LoadReport``
+(loaded, missing, unused).
+
+``checkpoint_step(path)`` is the global step of a trainer checkpoint (0 for other formats).
 """
 
 import os
@@ -12,14 +17,20 @@ import numpy as np
 from absl import logging
 
 from modeling.checkpoints import hf
-from modeling.checkpoints.tf1 import (CheckpointError, LoadReport, _Source, array_source,
-                                      assign_tf1_values, tf1_checkpoint_source, tf1_variable_map)
+from modeling.checkpoints.tf1 import (CheckpointError, LoadReport, _Source,
+                                      _resolve_tf1_prefix, array_source, assign_tf1_values,
+                                      tf1_checkpoint_source, tf1_variable_map)
+
+OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+STEP_KEY = "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 def load_checkpoint(model, path: str, log: bool = True) -> LoadReport:
     """``--init_checkpoint`` of every entry point: TF1 prefix/folder, HF folder or
     ``.safetensors`` file, or a ``.keras`` / ``.weights.h5`` file written by this project."""
-    if hf.is_hf_checkpoint(path):
+    if is_training_checkpoint(path):
+        report = _load_training_checkpoint(model, path)
+    elif hf.is_hf_checkpoint(path):
         weights = hf.read_hf_weights(path)
         report = assign_tf1_values(model, array_source(weights.source, weights.arrays))
         report.unused.extend(weights.unmapped)
@@ -59,3 +70,59 @@ def _keras_file_source(path: str) -> _Source:
         value = np.asarray(variable.numpy())
         arrays[name] = value.T if transpose else value
     return array_source(path, arrays)
+
+
+def _training_prefix(path: str):
+    """The checkpoint prefix of ``path`` if it is a trainer checkpoint (object graph with a
+    ``model``), else None."""
+    import tensorflow as tf
+
+    from google.protobuf.message import DecodeError
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+    try:
+        prefix = _resolve_tf1_prefix(path)
+        reader = tf.train.load_checkpoint(prefix)
+        if not reader.has_tensor(OBJECT_GRAPH_KEY):
+            return None
+        graph = trackable_object_graph_pb2.TrackableObjectGraph()
+        graph.ParseFromString(reader.get_tensor(OBJECT_GRAPH_KEY))
+    except (CheckpointError, tf.errors.OpError, ValueError, DecodeError):
+        return None
+    # The root's children, not the variable keys: a variable is keyed by the first path the
+    # saver finds (often optimizer/...), so a model reached second may own no "model/" key.
+    root_children = {child.local_name for child in graph.nodes[0].children} if graph.nodes else set()
+    return prefix if "model" in root_children else None
+
+
+def is_training_checkpoint(path: str) -> bool:
+    """Whether ``path`` (prefix or folder) is a checkpoint written by the project's trainer."""
+    return _training_prefix(path) is not None
+
+
+def checkpoint_step(path: str) -> int:
+    """The global step saved in a trainer checkpoint; 0 for any other checkpoint."""
+    import tensorflow as tf
+
+    prefix = _training_prefix(path)
+    if prefix is None:
+        return 0
+    reader = tf.train.load_checkpoint(prefix)
+    return int(reader.get_tensor(STEP_KEY)) if reader.has_tensor(STEP_KEY) else 0
+
+
+def _load_training_checkpoint(model, path: str) -> LoadReport:
+    """The model weights of a trainer checkpoint (by object graph: the same model class)."""
+    import tensorflow as tf
+
+    prefix = _training_prefix(path)
+    status = tf.train.Checkpoint(model=model).restore(prefix)
+    try:
+        status.assert_existing_objects_matched()
+    except AssertionError:
+        raise CheckpointError(
+            "%s: a training checkpoint of another model (restore it into the model that wrote "
+            "it; run_pretraining's export/bert_model.ckpt feeds the fine-tuning tools)"
+            % prefix) from None
+    status.expect_partial()  # the optimizer and data position are the trainer's business
+    return LoadReport(source=prefix, loaded=[v.path for v in model.weights])

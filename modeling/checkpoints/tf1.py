@@ -44,6 +44,7 @@ import numpy as np
 from absl import logging
 
 from bert_common.errors import InputError
+from bert_common.files import atomic_path, atomic_prefix
 
 
 class CheckpointError(InputError):
@@ -292,24 +293,16 @@ def write_tf1_arrays(arrays: Mapping[str, np.ndarray], prefix: str) -> str:
     if not os.path.isdir(folder):
         raise CheckpointError("%s: output folder %s does not exist" % (prefix, folder))
     base = os.path.basename(prefix)
-    tmp_base = ".%s.tmp%d" % (base, os.getpid())
-    tmp_prefix = os.path.join(folder, tmp_base)
     names = sorted(arrays)
     tensors = [tf.convert_to_tensor(np.asarray(arrays[n])) for n in names]
-    try:
-        tf.raw_ops.SaveV2(prefix=tmp_prefix, tensor_names=names,
+    with atomic_prefix(os.path.join(folder, base), (".data-00000-of-00001", ".index")) as tmp:
+        tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names,
                           shape_and_slices=[""] * len(names), tensors=tensors)
-        for suffix in (".data-00000-of-00001", ".index"):
-            os.replace(tmp_prefix + suffix, os.path.join(folder, base + suffix))
-    finally:
-        for suffix in (".data-00000-of-00001", ".index"):
-            if os.path.exists(tmp_prefix + suffix):
-                os.remove(tmp_prefix + suffix)
-    state = os.path.join(folder, "checkpoint")
-    tmp_state = state + ".tmp%d" % os.getpid()
-    with open(tmp_state, "w", encoding="utf-8") as f:
-        f.write('model_checkpoint_path: "%s"\nall_model_checkpoint_paths: "%s"\n' % (base, base))
-    os.replace(tmp_state, state)
+    # atomic_path, not atomic_open: the state file keeps open()'s usual permissions.
+    with atomic_path(os.path.join(folder, "checkpoint")) as tmp_state:
+        with open(tmp_state, "w", encoding="utf-8") as f:
+            f.write('model_checkpoint_path: "%s"\nall_model_checkpoint_paths: "%s"\n'
+                    % (base, base))
     return os.path.join(folder, base)
 
 

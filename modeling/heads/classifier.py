@@ -81,6 +81,16 @@ def regression_loss(predictions: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
     return tf.square(tf.cast(predictions, tf.float32) - labels)  # [B]
 
 
+def per_example_classifier_loss(outputs, batch, regression: bool = False) -> tf.Tensor:
+    """The loss per example [B] of a classifier's ``outputs`` (``logits`` [B, C], or
+    ``predictions`` [B] for regression) against ``batch["label_ids"]`` [B]; the
+    ``per_example_loss`` of ``modeling.training.finetuning.finetune`` (bind ``regression`` with
+    ``functools.partial``). Multiple choice (``logits`` [B, choices]) uses it too."""
+    if regression:
+        return regression_loss(outputs["predictions"], batch["label_ids"])
+    return classification_loss(outputs["logits"], batch["label_ids"])
+
+
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class BertClassifier(EncoderTask):
     """run_classifier's model on an existing encoder: ``BertClassifier(encoder, num_labels)``.

@@ -77,7 +77,7 @@ def per_example_squad_loss(outputs, batch) -> tf.Tensor:
 
     ``outputs``: the model's dict (``start_logits``/``end_logits`` [B, S]);
     ``batch``: the input dict (``start_positions``/``end_positions`` [B]).
-    This is the ``loss_fn`` of ``modeling.training.finetuning.train``.
+    This is the ``per_example_loss`` of ``modeling.training.finetuning.finetune``.
     """
     return (per_example_position_loss(outputs["start_logits"], batch["start_positions"])
             + per_example_position_loss(outputs["end_logits"], batch["end_positions"])) / 2.0

@@ -45,12 +45,13 @@ import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 from typing import Optional
 
 import tensorflow as tf
 from absl import logging
+
+from bert_common.files import atomic_path
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bert_cpu_ops.cc")
 _CXXFLAGS = ["-std=c++17", "-shared", "-fPIC", "-O3", "-march=native", "-ffp-contract=off",
@@ -117,14 +118,10 @@ def load():
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 print("Compiling the CPU training kernels (once per TensorFlow version and CPU, "
                       "~20 s): %s" % path, file=sys.stderr, flush=True)
-                fd, tmp = tempfile.mkstemp(suffix=".so.tmp", dir=os.path.dirname(path))
-                os.close(fd)
-                try:
+                # Concurrent first runs each compile into their own temporary; the last
+                # rename wins, and no process ever loads a half-written library.
+                with atomic_path(path) as tmp:
                     _compile(cxx, tmp)
-                    os.replace(tmp, path)
-                finally:
-                    if os.path.exists(tmp):
-                        os.remove(tmp)
             _state["module"] = tf.load_op_library(path)
         except Exception as e:  # pylint: disable=broad-except
             _state["error"] = str(e)

@@ -1,57 +1,71 @@
-"""A small fine-tuning loop and batched prediction (run_classifier, run_swag, run_squad).
+"""Fine-tuning on the one trainer, and batched prediction (classifier, SQuAD, SWAG, your task).
 
-* ``make_optimizer(init_lr, num_train_steps, num_warmup_steps, loss_scale, use_tpu)``: the
-  project's ``modeling.training.optimization.create_optimizer`` (the original's AdamWeightDecay).
-* ``train(model, optimizer, dataset, num_train_steps, loss_fn, ...)``: one optimizer update per
-  batch, loss = mean of ``loss_fn(outputs, batch)`` [B] (the original's
-  ``tf.reduce_mean(per_example_loss)``), gradients averaged over replicas; progress (step,
-  loss, steps/s, ETA) on stderr; an optional callback every ``save_every`` steps and at the end;
-  ``use_xla`` compiles the step (one replica). A deliberately small loop: fine-tuning runs are
-  short and not resumed (``modeling.training.trainer.Trainer`` is the resumable pre-training loop).
+* ``finetune(model, optimizer, dataset, per_example_loss, model_dir=..., num_train_steps=...)``:
+  ``modeling.training.trainer.Trainer`` with a mean-of-examples objective: loss = mean over the
+  global batch of ``per_example_loss(outputs, batch)`` [B] (the original's
+  ``tf.reduce_mean(per_example_loss)``). Everything the trainer does comes with it: host loops,
+  checkpoints with the optimizer state and the data position in ``model_dir`` (a restarted run
+  resumes from the newest; ``keep_checkpoint_max`` are kept), TensorBoard scalars in
+  ``model_dir/train``, ``train_steps.jsonl``, a progress line per loop, and the gradient
+  reduction of the optimizer (``use_tpu=True``: each core clips its own gradient, then the
+  clipped gradients are summed, as the original's ``CrossShardOptimizer``).
 * ``Predictor(model, output_names).run(dataset)`` / ``predict(...)``: runs the model
   (``training=False``) over every batch and returns numpy arrays of the chosen outputs plus the
   batch's non-model features (``label_ids``, ``is_real_example``, ``example_index``),
   concatenated in dataset order.
 
-The tools' flag plumbing (seeds, ``--init_checkpoint``, step counts) is in ``bert_cli.finetuning``.
+Batches may differ in sequence length (length-aware batching): the training loop is traced for
+the dataset's element spec (unknown length) and the prediction step with a relaxed signature, so
+that a new length builds no new graph.
 
-Batches may differ in sequence length (length-aware batching): the step functions are traced
-with ``reduce_retracing`` so that a new length does not build a new graph.
+Example (a classifier on your own records; ``make_dataset`` from ``data.glue.dataset``)::
+
+    model = modeling.BertClassifier(encoder, num_classes=2)
+    optimizer = modeling.create_optimizer(2e-5, num_train_steps, num_warmup_steps)
+    result = finetune(model, optimizer, train_dataset,
+                      lambda out, batch: classification_loss(out["logits"], batch["label_ids"]),
+                      model_dir="out", num_train_steps=num_train_steps)
+    probabilities = predict(model, eval_dataset, ["probabilities"])["probabilities"]  # [N, 2]
 """
 
 from __future__ import annotations
 
-import sys
-import time
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_common.progress import Progress
 from modeling.training import distribution
+from modeling.training import trainer as training_loop
 
 MODEL_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
+CHECKPOINT_NAME = "model.ckpt"  # the original Estimator's model_dir/model.ckpt-<step>
+
+PerExampleLoss = Callable[[Dict[str, tf.Tensor], Dict[str, tf.Tensor]], tf.Tensor]
 
 
-def make_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int,
-                   loss_scale=None, use_tpu: bool = False):
-    """The original's optimizer and schedule: ``modeling.training.optimization.create_optimizer``
-    (AdamWeightDecay, clipping by global norm 1.0; ``loss_scale`` from
-    ``modeling.training.distribution.Precision`` for float16; ``use_tpu`` for the TPU reduction)."""
-    from modeling.training import optimization
+def finetune(model, optimizer, dataset: tf.data.Dataset, per_example_loss: PerExampleLoss, *,
+             model_dir: str, num_train_steps: int,
+             strategy: Optional[tf.distribute.Strategy] = None, steps_per_loop: int = 100,
+             save_checkpoints_steps: int = 1000, keep_checkpoint_max: int = 5,
+             use_xla: bool = False, progress: bool = True) -> training_loop.TrainResult:
+    """Trains ``model`` to ``num_train_steps`` (resuming from ``model_dir``); see the module.
 
-    return optimization.create_optimizer(init_lr, num_train_steps, num_warmup_steps,
-                                         loss_scale=loss_scale, use_tpu=use_tpu)
-
-
-def progress(label: str, done: int, total: int, start: float, extra: str = "") -> None:
-    """One progress line on stderr: done/total, rate, ETA."""
-    elapsed = max(time.time() - start, 1e-9)
-    rate = done / elapsed
-    eta = (total - done) / rate if rate > 0 else float("inf")
-    print("%s %d/%d, %.2f/s, ETA %.0fs%s" % (label, done, total, rate, eta, extra),
-          file=sys.stderr, flush=True)
+    ``dataset``: global batches of dicts holding ``input_ids``/``input_mask``/``segment_ids``
+    [B, S] plus what ``per_example_loss`` reads (e.g. ``label_ids`` [B]); repeated, with
+    ``drop_remainder`` (every update sees a full batch, as the original on TPU).
+    ``per_example_loss(outputs, batch)``: [B] losses. Checkpoints are
+    ``model_dir/model.ckpt-<step>`` (model, optimizer, data position).
+    """
+    objective = training_loop.MeanLossObjective(per_example_loss, MODEL_INPUT_NAMES)
+    config = training_loop.TrainerConfig(
+        model_dir=model_dir, num_train_steps=num_train_steps, steps_per_loop=steps_per_loop,
+        save_checkpoints_steps=save_checkpoints_steps, keep_checkpoint_max=keep_checkpoint_max,
+        use_xla=use_xla, progress=progress, checkpoint_name=CHECKPOINT_NAME)
+    trainer = training_loop.Trainer(model, optimizer, objective, strategy, config)
+    return trainer.train(dataset)
 
 
 def relaxed_spec(element_spec):
@@ -63,52 +77,6 @@ def relaxed_spec(element_spec):
 
 def model_inputs(batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     return {name: batch[name] for name in MODEL_INPUT_NAMES}
-
-
-def train(model, optimizer, dataset: tf.data.Dataset, num_train_steps: int,
-          loss_fn: Callable[[Dict[str, tf.Tensor], Dict[str, tf.Tensor]], tf.Tensor],
-          strategy=None, log_every: int = 10,
-          on_save: Optional[Callable[[int], None]] = None, save_every: int = 0,
-          use_xla: bool = False) -> List[float]:
-    """Runs ``num_train_steps`` updates; returns the loss of every step (see module doc)."""
-    strategy = strategy or tf.distribute.get_strategy()
-    spec = relaxed_spec(dataset.element_spec)
-    dataset = strategy.experimental_distribute_dataset(dataset)
-    variables = model.trainable_variables
-    scales_loss = hasattr(optimizer, "scale_loss")
-
-    def step_fn(batch):
-        with tf.GradientTape() as tape:
-            outputs = model(model_inputs(batch), training=True)
-            loss = tf.reduce_mean(loss_fn(outputs, batch))  # []
-            scaled = loss / strategy.num_replicas_in_sync
-            if scales_loss:
-                scaled = optimizer.scale_loss(scaled)
-        grads = tape.gradient(scaled, variables)
-        optimizer.apply_gradients(zip(grads, variables))
-        return loss
-
-    def train_step_fn(batch):
-        per_replica = strategy.run(step_fn, args=(batch,))
-        return strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
-
-    if strategy.num_replicas_in_sync > 1 or distribution.is_tpu(strategy):
-        train_step = tf.function(train_step_fn, reduce_retracing=True)
-    else:
-        # One trace for every batch shape; with XLA one compilation per distinct length.
-        train_step = tf.function(train_step_fn, input_signature=[spec], jit_compile=use_xla)
-
-    losses: List[float] = []
-    start = time.time()
-    iterator = iter(dataset)
-    for step in range(1, num_train_steps + 1):
-        losses.append(float(train_step(next(iterator))))
-        if step % log_every == 0 or step == num_train_steps:
-            progress("train step", step, num_train_steps, start, ", loss %.4f" % losses[-1])
-        if on_save is not None and ((save_every and step % save_every == 0)
-                                    or step == num_train_steps):
-            on_save(step)
-    return losses
 
 
 class Predictor:
@@ -153,8 +121,7 @@ class Predictor:
             dataset = self.strategy.experimental_distribute_dataset(dataset)
         chunks: Dict[str, List[np.ndarray]] = {}
         done = 0
-        start = time.time()
-        next_report = 0
+        reporter = Progress(label, total, unit="examples") if total else None
         for batch in dataset:
             out = step(batch)
             for name, value in out.items():
@@ -162,9 +129,8 @@ class Predictor:
                          else [value])
                 chunks.setdefault(name, []).extend(np.asarray(p) for p in parts)
             done = sum(len(c) for c in chunks[self.output_names[0]])
-            if total and done >= next_report:
-                progress(label, done, total, start)
-                next_report = done + max(1, total // 10)
+            if reporter is not None:
+                reporter.update(done)
         if total and done != total:
             logging.info("%s: %d of %d examples", label, done, total)
         return {name: np.concatenate(parts, axis=0) for name, parts in chunks.items()}
@@ -175,16 +141,3 @@ def predict(model, dataset: tf.data.Dataset, output_names: Sequence[str],
             label: str = "predict") -> Dict[str, np.ndarray]:
     """``Predictor(model, output_names, strategy).run(dataset, total, label)`` (one-off)."""
     return Predictor(model, output_names, strategy).run(dataset, total, label)
-
-
-
-def write_eval_results(path: str, metrics: Dict) -> None:
-    """``eval_results.txt`` as the original: ``key = value`` lines in sorted key order (atomic);
-    each line is logged too."""
-    from bert_common.files import atomic_open
-
-    with atomic_open(path) as writer:
-        logging.info("***** Eval results *****")
-        for key in sorted(metrics):
-            logging.info("  %s = %s", key, metrics[key])
-            writer.write("%s = %s\n" % (key, metrics[key]))

@@ -1,6 +1,7 @@
 """A resumable custom training loop under any ``tf.distribute`` strategy, and an eval loop.
 
-Used by run_pretraining.py; written for every entry point (fine-tuning included).
+The one training loop of the project: run_pretraining.py uses it directly, the fine-tuning
+tools through ``modeling.training.finetuning.finetune`` (a mean-of-examples objective).
 
 **Objective contract.** The loop knows nothing about BERT; an ``Objective`` says what to feed
 the model and how to turn its outputs into a loss::
@@ -66,7 +67,8 @@ steps of a loop; the value shown is Σnumerator/Σdenominator (a streaming mean,
   compiled on first use; without a compiler TensorFlow's ops are used). Values within float
   rounding of TensorFlow's op-by-op graph (the update itself is bit-identical) and other dropout
   masks, so also off by default and in ``--deterministic`` runs.
-* Checkpoints (``tf.train.CheckpointManager`` in ``model_dir``, prefix ``ckpt``, every
+* Checkpoints (``tf.train.CheckpointManager`` in ``model_dir``, prefix ``checkpoint_name``
+  (``ckpt``; the fine-tuning tools use the original Estimator's ``model.ckpt``), every
   ``save_checkpoints_steps`` and at the end): model, optimizer (slots, iteration counter =
   global step, loss scale) and the data position. TensorFlow writes the files under temporary
   names and updates the ``checkpoint`` index last (an atomic rename), so a run killed at any
@@ -91,7 +93,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import shutil
 import sys
@@ -101,6 +102,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import tensorflow as tf
 from absl import logging
 
+from bert_common.errors import InputError
+from bert_common.progress import Progress, format_eta
 from modeling.training import distribution
 from modeling.kernels import switch as training_kernels
 
@@ -173,6 +176,7 @@ class TrainerConfig:
     write_summaries: bool = True
     step_log: bool = True
     progress: bool = True
+    checkpoint_name: str = "ckpt"  # files <model_dir>/<checkpoint_name>-<step>.{index,data-*}
 
 
 @dataclasses.dataclass
@@ -198,15 +202,6 @@ def _split_micro_batches(batch, k: int, index):
         return parts[index]  # [b/k, ...]
 
     return tf.nest.map_structure(take, batch)
-
-
-def _format_eta(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    seconds = int(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return "%dh%02dm%02ds" % (hours, minutes, secs) if hours else "%dm%02ds" % (minutes, secs)
 
 
 class Trainer:
@@ -257,7 +252,7 @@ class Trainer:
                     self.strategy))
         self._manager = tf.train.CheckpointManager(
             self._checkpoint, self._write_dir, max_to_keep=self.config.keep_checkpoint_max,
-            checkpoint_name="ckpt", step_counter=self.optimizer.iterations)
+            checkpoint_name=self.config.checkpoint_name, step_counter=self.optimizer.iterations)
 
     def latest_checkpoint(self) -> Optional[str]:
         """The newest checkpoint of this loop in ``model_dir`` (None if there is none)."""
@@ -273,8 +268,14 @@ class Trainer:
         checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
                                          batches_consumed=self._batches_consumed,
                                          **({"iterator": iterator} if iterator else {}))
-        status = checkpoint.restore(path)
-        status.assert_existing_objects_matched()
+        try:
+            status = checkpoint.restore(path)
+            status.assert_existing_objects_matched()
+        except (AssertionError, ValueError, tf.errors.OpError) as e:
+            # E.g. a checkpoint of another model or of an older version in the same folder.
+            raise InputError("%s: cannot resume from this checkpoint, it does not fit the model "
+                             "(%s); train into another folder or remove it"
+                             % (path, str(e).strip().splitlines()[0][:200])) from None
         status.expect_partial()  # e.g. an iterator state that this strategy cannot use
         logging.info("Restored %s (global step %d)", path, self.global_step)
         return self.global_step
@@ -469,14 +470,14 @@ class Trainer:
         all_losses: List[float] = []
         last_logs: Dict[str, float] = {}
         rate = 0.0
-        run_start = time.time()
+        run_start = time.monotonic()
         while step < cfg.num_train_steps:
             next_save = ((step // cfg.save_checkpoints_steps) + 1) * cfg.save_checkpoints_steps
             num_steps = min(cfg.steps_per_loop, next_save - step, cfg.num_train_steps - step)
-            loop_start = time.time()
+            loop_start = time.monotonic()
             sums, losses, norms, lrs = self._run_loop(iterator, num_steps)
             losses = losses.numpy().tolist()
-            elapsed = time.time() - loop_start
+            elapsed = time.monotonic() - loop_start
             step = self.global_step
             if global_batch is None:
                 global_batch = _global_batch_size(dataset)
@@ -494,7 +495,7 @@ class Trainer:
                 self.save()
         if writer is not None:
             writer.flush()
-        logging.info("Trained to step %d in %.1fs", step, time.time() - run_start)
+        logging.info("Trained to step %d in %.1fs", step, time.monotonic() - run_start)
         return TrainResult(step, last_logs, all_losses, rate)
 
     def _report(self, step, logs, lr, norm, rate, seconds_per_step, writer) -> None:
@@ -508,10 +509,11 @@ class Trainer:
                 tf.summary.scalar("examples_per_sec", rate, step=step)
         if cfg.progress:
             eta = (cfg.num_train_steps - step) * seconds_per_step
-            extras = " ".join("%s %.4f" % (n, v) for n, v in sorted(logs.items()) if n != "loss")
-            print("step %d/%d loss %.4f %s lr %.3g %.1f examples/s ETA %s"
-                  % (step, cfg.num_train_steps, logs.get("loss", float("nan")), extras, lr,
-                     rate, _format_eta(eta)), file=sys.stderr, flush=True)
+            parts = ["train step %d/%d" % (step, cfg.num_train_steps),
+                     "loss %.4f" % logs.get("loss", float("nan"))]
+            parts += ["%s %.4f" % (n, v) for n, v in sorted(logs.items()) if n != "loss"]
+            parts += ["lr %.3g" % lr, "%.1f examples/s" % rate, "ETA %s" % format_eta(eta)]
+            print(" ".join(parts), file=sys.stderr, flush=True)
 
 
 def _global_batch_size(dataset: tf.data.Dataset) -> int:
@@ -581,7 +583,7 @@ def evaluate(model, dataset: tf.data.Dataset,
     else:
         iterator = iter(strategy.experimental_distribute_dataset(dataset))
     sums: Dict[str, List[float]] = {}
-    start = time.time()
+    reporter = Progress("eval", num_steps, unit="steps", enabled=progress)
     for index in range(num_steps):
         try:
             values = step(iterator)
@@ -592,9 +594,5 @@ def evaluate(model, dataset: tf.data.Dataset,
             pair = sums.setdefault(name, [0.0, 0.0])
             pair[0] += float(a)
             pair[1] += float(b)
-        if progress and ((index + 1) % 10 == 0 or index + 1 == num_steps):
-            rate = (index + 1) / max(time.time() - start, 1e-9)
-            print("eval step %d/%d %.2f steps/s ETA %s" % (
-                index + 1, num_steps, rate, _format_eta((num_steps - index - 1) / rate)),
-                file=sys.stderr, flush=True)
+        reporter.update(index + 1)
     return {n: (a / b if b else float("nan")) for n, (a, b) in sums.items()}

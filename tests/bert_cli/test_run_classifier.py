@@ -73,7 +73,7 @@ def test_outputs_written(trained):
     assert _count_records(os.path.join(out, "predict.tf_record")) == 20
     assert os.path.exists(os.path.join(out, "model.ckpt-2.index"))
     assert os.path.exists(os.path.join(out, "model.ckpt-4.index"))
-    assert "train step 4/4" in trained["stderr"]  # progress on stderr
+    assert "step 4/4 loss" in trained["stderr"]  # progress on stderr
     results = dict(line.split(" = ") for line in
                    open(os.path.join(out, "eval_results.txt")).read().splitlines())
     assert set(results) == {"eval_accuracy", "eval_f1", "eval_acc_and_f1", "eval_loss",
@@ -254,35 +254,3 @@ def test_bad_flags(tmp_path):
                         r"trained up to sequence length 128", out)
 
 
-# ------------------------------------------------------------------ metrics and result files
-
-
-def test_eval_metrics_classification_and_regression():
-    logits = np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
-    probs = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
-    result = {"logits": logits, "probabilities": probs, "label_ids": np.array([0, 1, 1])}
-    m = run_classifier.eval_metrics("mrpc", result, regression=False)
-    assert m["eval_accuracy"] == pytest.approx(2 / 3) and m["eval_f1"] == pytest.approx(2 / 3)
-    expected_loss = np.mean([np.log(1 + np.exp(-2.0)), np.log(1 + np.exp(-1.0)),
-                             np.log(1 + np.exp(1.0))])
-    assert m["eval_loss"] == pytest.approx(expected_loss) and m["loss"] == m["eval_loss"]
-    reg = run_classifier.eval_metrics("sts-b", {"predictions": np.array([1.0, 2.0, 4.0]),
-                                                "label_ids": np.array([1.5, 2.0, 3.0])}, True)
-    assert set(reg) == {"eval_pearson", "eval_spearmanr", "eval_corr", "eval_loss", "loss"}
-    assert reg["eval_spearmanr"] == pytest.approx(1.0)
-    assert reg["eval_loss"] == pytest.approx((0.25 + 0 + 1) / 3)
-
-
-def test_regression_result_files(tmp_path):
-    from data.glue import processors as classifier
-
-    processor = classifier.get_processor("sts-b")
-    examples = [classifier.InputExample("test-1", "a", "b", 0.0, index="7"),
-                classifier.InputExample("test-2", "c", "d", 0.0, index="8")]
-    paths_written = run_classifier.write_test_results(
-        str(tmp_path), processor, examples, {"predictions": np.array([6.2, 1.23456], np.float32)},
-        [], True, "sts-b")
-    assert [os.path.basename(p) for p in paths_written] == ["test_results.tsv", "STS-B.tsv"]
-    assert (tmp_path / "test_results.tsv").read_text().split() == ["6.2", "1.23456"]
-    # GLUE submission: the file's id column, scores clipped to the 0..5 scale
-    assert (tmp_path / "STS-B.tsv").read_text() == "index\tprediction\n7\t5.000\n8\t1.235\n"

@@ -148,7 +148,7 @@ def test_deterministic_training_replays_the_original_trajectory(trajectory_run):
     # Parameters after steps 1 and 10 (snapshots) and after step 40 (the final checkpoint).
     def ours_after(step):
         model = _fresh_model()
-        run_pretraining.restore_own_weights(model, str(tmp_path / ("ckpt-%d" % step)))
+        checkpoints.load_checkpoint(model, str(tmp_path / ("ckpt-%d" % step)), log=False)
         return checkpoints.model_tf1_arrays(model)
 
     for step in (1, 10):

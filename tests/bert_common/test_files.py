@@ -45,3 +45,104 @@ def test_tfrecord_writers_abort_on_error(tmp_path):
 def test_unwritable_folder_is_named(tmp_path):
     with pytest.raises(OSError, match="does not exist"):
         io_utils.AtomicTFRecordWriters([str(tmp_path / "missing" / "x.tfrecord")])
+
+
+# --------------------------------------------------------------------------
+# atomic_path / atomic_paths / atomic_prefix: writers that take a path.
+# --------------------------------------------------------------------------
+
+
+def test_atomic_path_renames_on_success_and_temp_is_in_the_same_folder(tmp_path):
+    final = tmp_path / "model.keras"
+    with io_utils.atomic_path(str(final)) as tmp:
+        # Same folder (a hidden staging folder inside it), same file name, not created yet.
+        assert os.path.dirname(os.path.dirname(tmp)) == str(tmp_path)
+        assert os.path.basename(tmp) == "model.keras"
+        assert os.path.basename(os.path.dirname(tmp)).startswith(".model.keras.")
+        assert not os.path.exists(tmp) and not final.exists()
+        with open(tmp, "w") as f:
+            f.write("done")
+        assert not final.exists()  # nothing under the final name before the block ends
+    assert final.read_text() == "done"
+    assert os.listdir(tmp_path) == ["model.keras"]
+
+
+def test_atomic_path_leaves_nothing_on_error(tmp_path):
+    final = tmp_path / "out.bin"
+    final.write_text("old")
+    with pytest.raises(RuntimeError):
+        with io_utils.atomic_path(str(final)) as tmp:
+            with open(tmp, "w") as f:
+                f.write("half")
+            raise RuntimeError("boom")
+    assert final.read_text() == "old"  # the previous output is untouched
+    assert os.listdir(tmp_path) == ["out.bin"]
+
+
+def test_atomic_path_replaces_a_file_and_a_folder(tmp_path):
+    final = tmp_path / "f.txt"
+    final.write_text("old")
+    with io_utils.atomic_path(str(final)) as tmp:
+        with open(tmp, "w") as f:
+            f.write("new")
+    assert final.read_text() == "new"
+    folder = tmp_path / "export"
+    (folder / "stale").mkdir(parents=True)
+    with io_utils.atomic_path(str(folder)) as tmp:
+        os.makedirs(os.path.join(tmp, "variables"))
+    assert os.listdir(folder) == ["variables"]
+    assert sorted(os.listdir(tmp_path)) == ["export", "f.txt"]
+
+
+def test_atomic_path_requires_the_writer_to_create_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match="did not create"):
+        with io_utils.atomic_path(str(tmp_path / "never.txt")):
+            pass
+    assert os.listdir(tmp_path) == []
+
+
+def test_atomic_path_missing_folder(tmp_path):
+    with pytest.raises(OSError, match="does not exist"):
+        with io_utils.atomic_path(str(tmp_path / "missing" / "x.txt")):
+            pass
+    with io_utils.atomic_path(str(tmp_path / "made" / "x.txt"), make_parents=True) as tmp:
+        open(tmp, "w").close()
+    assert os.listdir(tmp_path / "made") == ["x.txt"]
+
+
+def test_atomic_paths_all_or_nothing(tmp_path):
+    finals = [str(tmp_path / "a.tfrecord"), str(tmp_path / "sub" / "b.tfrecord")]
+    os.makedirs(tmp_path / "sub")
+    with pytest.raises(ValueError):
+        with io_utils.atomic_paths(finals) as temps:
+            with open(temps[0], "w") as f:
+                f.write("a")
+            raise ValueError("second writer failed")
+    assert os.listdir(tmp_path) == ["sub"] and os.listdir(tmp_path / "sub") == []
+    with io_utils.atomic_paths(finals) as temps:
+        assert [os.path.dirname(os.path.dirname(t)) for t in temps] == [
+            str(tmp_path), str(tmp_path / "sub")]
+        for t, text in zip(temps, "ab"):
+            with open(t, "w") as f:
+                f.write(text)
+    assert [open(p).read() for p in finals] == ["a", "b"]
+    assert sorted(os.listdir(tmp_path)) == ["a.tfrecord", "sub"]
+    with pytest.raises(ValueError, match="twice"):
+        with io_utils.atomic_paths([finals[0], finals[0]]):
+            pass
+
+
+def test_atomic_prefix_renames_every_suffix(tmp_path):
+    prefix = str(tmp_path / "model.ckpt")
+    suffixes = (".index", ".data-00000-of-00001")
+    with io_utils.atomic_prefix(prefix, suffixes) as tmp:
+        assert os.path.dirname(os.path.dirname(tmp)) == str(tmp_path)
+        for s in suffixes:
+            with open(tmp + s, "w") as f:
+                f.write(s)
+    assert sorted(os.listdir(tmp_path)) == sorted("model.ckpt" + s for s in suffixes)
+    with pytest.raises(RuntimeError):
+        with io_utils.atomic_prefix(str(tmp_path / "other"), suffixes) as tmp:
+            open(tmp + ".index", "w").close()
+            raise RuntimeError("boom")
+    assert sorted(os.listdir(tmp_path)) == sorted("model.ckpt" + s for s in suffixes)

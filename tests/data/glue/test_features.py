@@ -4,10 +4,12 @@ TFRecords compared parsed (feature by feature), never as bytes."""
 
 import json
 import os
+from unittest import mock
 
 import pytest
 import tensorflow as tf
 
+from bert_common.errors import InputError
 from data.glue import processors as classifier
 from data.glue import features as cf
 from data.tokenization import wordpiece as tokenization
@@ -113,6 +115,24 @@ def test_single_text_cut_and_empty_text_b(tokenizer):
     f = cf.convert_single_example(0, ex, ["0", "1"], 5, tokenizer)
     assert f.input_ids == [101, 2028, 2048, 2093, 102] and f.segment_ids == [0] * 5
     assert f.label_id == 1
+
+
+def test_max_seq_length_below_3_is_an_input_error(tokenizer):
+    ex = classifier.InputExample("g", "a", label="1")
+    with pytest.raises(InputError, match="max_seq_length must be at least 3, got 2"):
+        cf.convert_single_example(0, ex, ["0", "1"], 2, tokenizer)
+
+
+def test_writing_progress_goes_to_the_log_with_a_final_line(tokenizer, tmp_path):
+    examples = [classifier.InputExample("g%d" % i, "a b", label="1") for i in range(3)]
+    with mock.patch("bert_common.progress.logging.info") as info:
+        cf.file_based_convert_examples_to_features(examples, ["0", "1"], 8, tokenizer,
+                                                   str(tmp_path / "t.tf_record"))
+    # absl's logging module is shared: keep the reporter's calls (``info("%s", line)``)
+    lines = [call.args[1] for call in info.call_args_list if call.args[0] == "%s"]
+    assert len(lines) == 1  # fewer than 10000 examples: only the final line
+    assert lines[0].startswith("writing t.tf_record: 3/3 examples, ")
+    assert lines[0].endswith(" examples/s, ETA 0m00s")
 
 
 def test_regression_label_is_a_float_feature(tokenizer, tmp_path):

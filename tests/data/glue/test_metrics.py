@@ -66,3 +66,19 @@ def test_task_metrics_per_task_and_weights():
     assert sts["corr"] == pytest.approx((sts["pearson"] + sts["spearmanr"]) / 2)
     with pytest.raises(ValueError, match="differ in length"):
         gm.accuracy([1, 2], [1])
+
+
+def test_eval_metrics_classification_and_regression():
+    logits = np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    probs = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    result = {"logits": logits, "probabilities": probs, "label_ids": np.array([0, 1, 1])}
+    m = gm.eval_metrics("mrpc", result, regression=False)
+    assert m["eval_accuracy"] == pytest.approx(2 / 3) and m["eval_f1"] == pytest.approx(2 / 3)
+    expected_loss = np.mean([np.log(1 + np.exp(-2.0)), np.log(1 + np.exp(-1.0)),
+                             np.log(1 + np.exp(1.0))])
+    assert m["eval_loss"] == pytest.approx(expected_loss) and m["loss"] == m["eval_loss"]
+    reg = gm.eval_metrics("sts-b", {"predictions": np.array([1.0, 2.0, 4.0]),
+                                                "label_ids": np.array([1.5, 2.0, 3.0])}, True)
+    assert set(reg) == {"eval_pearson", "eval_spearmanr", "eval_corr", "eval_loss", "loss"}
+    assert reg["eval_spearmanr"] == pytest.approx(1.0)
+    assert reg["eval_loss"] == pytest.approx((0.25 + 0 + 1) / 3)

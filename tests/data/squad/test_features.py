@@ -10,6 +10,7 @@ import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bert_common.errors import InputError
 from data.squad import features as squad
 from data.squad import postprocess as squad_postprocess
 from data.squad import schema as squad_schema
@@ -405,6 +406,7 @@ def test_v2_training_reads_is_impossible(tmp_path):
 
 @pytest.mark.parametrize("max_seq,max_query", [(67, 64), (10, 8)])
 def test_max_seq_length_must_exceed_query_plus_3(max_seq, max_query):
-    with pytest.raises(ValueError, match="must be greater than max_query_length"):
+    # an InputError (one line, exit status 1 in the tools), still a ValueError for callers
+    with pytest.raises(InputError, match="must be greater than max_query_length"):
         squad.convert_examples_to_features(_examples("v1.1_short", "eval")[:1], _fast_tokenizer(),
                                            max_seq, 16, max_query, False, lambda f: None)

@@ -146,15 +146,17 @@ def test_duplicate_vocab_lines_fall_back_to_table_wordpiece(tmp_path, caplog):
 
 
 def _reference_pack(ids_a, ids_b, max_seq_length, cls_id, sep_id):
+    """The host features' rule (``pair_tokens``, the original's ``convert_single_example``):
+    an empty b is a single sentence."""
     ids_a = list(ids_a)
-    ids_b = list(ids_b) if ids_b is not None else None
-    if ids_b is not None:
+    ids_b = list(ids_b) if ids_b else None
+    if ids_b:
         _truncate_seq_pair(ids_a, ids_b, max_seq_length - 3)
     else:
         ids_a = ids_a[:max_seq_length - 2]
     input_ids = [cls_id] + ids_a + [sep_id]
     segment_ids = [0] * len(input_ids)
-    if ids_b is not None:
+    if ids_b:
         input_ids += ids_b + [sep_id]
         segment_ids += [1] * (len(ids_b) + 1)
     mask = [1] * len(input_ids)

@@ -1,0 +1,46 @@
+"""``eval_results.txt``: the one writer of every tool's ``key = value`` results.
+
+The original writes ``estimator.evaluate``'s dict: numpy float32 metrics and the int64
+``global_step``, one ``"%s = %s" % (key, str(value))`` line per key in sorted order. Values
+here go through ``numpy.float32`` the same way, so a metric computed in float64 prints as the
+original's would (``0.6931472``, not ``0.6931471805599453``).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+from absl import logging
+
+from bert_common.files import atomic_open
+
+INTEGER_KEYS = frozenset(("global_step",))
+
+
+def format_eval_results(results: Mapping[str, float]) -> str:
+    """``key = value`` lines, sorted keys; ``global_step`` as an integer, the rest float32."""
+    lines = []
+    for key in sorted(results):
+        value = results[key]
+        text = str(int(value)) if key in INTEGER_KEYS else str(np.float32(value))
+        lines.append("%s = %s\n" % (key, text))
+    return "".join(lines)
+
+
+def write_eval_results(path: str, results: Mapping[str, float]) -> str:
+    """Writes ``format_eval_results(results)`` to ``path`` (atomically) and logs each line
+    under ``***** Eval results *****`` as the original; returns the text."""
+    text = format_eval_results(results)
+    with atomic_open(path) as writer:
+        writer.write(text)
+    logging.info("***** Eval results *****")
+    for line in text.splitlines():
+        logging.info("  %s", line)
+    return text
+
+
+def read_eval_results(path: str) -> dict:
+    """The ``key -> str`` pairs of an ``eval_results.txt``."""
+    with open(path, encoding="utf-8") as f:
+        return dict(line.rstrip("\n").split(" = ", 1) for line in f if " = " in line)

@@ -1,0 +1,9 @@
+"""A task's job from examples to results: the ``data`` side (readers, features, records,
+metrics, output files) joined to the ``modeling`` side (task model, ``finetune``,
+``predict``), as Model Garden's "tasks" level. ``modeling`` and ``data`` never import it; the
+command-line tools (``bert_cli``) only map their flags onto these calls.
+
+* ``classifier``: GLUE / XNLI / TSV classification and regression;
+* ``squad``: SQuAD v1.1 / v2.0 span prediction and the official scores;
+* ``swag``: SWAG multiple choice.
+"""

@@ -1,0 +1,135 @@
+"""modeling/training/finetuning.py: fine-tuning runs on the one trainer (mean-of-examples loss,
+checkpoints with the optimizer state, resume), and Predictor keeps dataset order."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from modeling import BertClassifier, BertConfig, BertModel, create_optimizer
+from modeling.heads.classifier import per_example_classifier_loss
+from modeling.training import finetuning
+from modeling.training import trainer as training_loop
+
+SEQ, BATCH, VOCAB = 16, 4, 60
+
+
+def _config():
+    return BertConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1,
+                      num_attention_heads=2, intermediate_size=32, max_position_embeddings=32,
+                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def _model(seed=3):
+    keras.utils.set_random_seed(seed)
+    return BertClassifier(BertModel(_config()), num_labels=2, dropout_rate=0.0)
+
+
+def _examples(n=24, seed=0):
+    rng = np.random.RandomState(seed)
+    labels = rng.randint(0, 2, size=n).astype(np.int32)
+    # Label 1: every token from the upper half of the vocab; 0: the lower half (easy to learn).
+    half = (VOCAB - 5) // 2
+    ids = (5 + labels[:, None] * half + rng.randint(0, half, size=(n, SEQ))).astype(np.int32)
+    lengths = rng.randint(4, SEQ + 1, size=n)
+    mask = (np.arange(SEQ)[None, :] < lengths[:, None]).astype(np.int32)
+    return {"input_ids": ids * mask, "input_mask": mask, "segment_ids": np.zeros_like(ids),
+            "label_ids": labels}
+
+
+def _train(model_dir, steps, model=None, save_every=2, **kwargs):
+    model = model or _model()
+    dataset = tf.data.Dataset.from_tensor_slices(_examples()).repeat().batch(
+        BATCH, drop_remainder=True)
+    optimizer = create_optimizer(5e-3, steps, 1)
+    result = finetuning.finetune(model, optimizer, dataset, per_example_classifier_loss,
+                                 model_dir=str(model_dir), num_train_steps=steps,
+                                 steps_per_loop=2, save_checkpoints_steps=save_every,
+                                 **kwargs)
+    return model, result
+
+
+def _weights(model):
+    return [v.numpy() for v in model.weights]
+
+
+def test_loss_is_the_mean_per_example_loss_and_falls(tmp_path):
+    model = _model()
+    data = _examples()
+
+    def mean_loss(batch):
+        outputs = model({k: batch[k] for k in finetuning.MODEL_INPUT_NAMES})
+        return float(tf.reduce_mean(per_example_classifier_loss(outputs, batch)))
+
+    first_batch = mean_loss({k: v[:BATCH] for k, v in data.items()})
+    before = mean_loss(data)
+    _, result = _train(tmp_path, 40, model=model, save_every=10)
+    assert result.global_step == 40 and len(result.step_losses) == 40
+    assert result.step_losses[0] == pytest.approx(first_batch, rel=1e-5)  # the batch mean
+    assert mean_loss(data) < 0.7 * before  # it learns (the training set's loss)
+    # The trainer's outputs: model.ckpt-<step> with the optimizer, summaries, the step log.
+    names = os.listdir(tmp_path)
+    assert {"model.ckpt-10.index", "model.ckpt-40.index", "train", training_loop.STEP_LOG_NAME
+            } <= set(names)
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-40")
+    saved = {name for name, _ in tf.train.list_variables(str(tmp_path / "model.ckpt-40"))}
+    assert any(name.startswith("optimizer/") for name in saved)
+
+
+def test_resume_after_a_crash_ends_with_the_same_weights(tmp_path):
+    straight, _ = _train(tmp_path / "straight", 6)
+    _train(tmp_path / "crashed", 6)
+    # A crash after step 4: the newest checkpoint is model.ckpt-4.
+    crashed = tmp_path / "crashed"
+    for name in os.listdir(crashed):
+        if name.startswith("model.ckpt-6"):
+            os.remove(crashed / name)
+    (crashed / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-4"\n')
+    resumed, result = _train(crashed, 6)
+    assert result.global_step == 6 and len(result.step_losses) == 2  # steps 5 and 6 only
+    for a, b in zip(_weights(straight), _weights(resumed)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_a_finished_run_trains_no_more(tmp_path):
+    first, _ = _train(tmp_path, 4)
+    again, result = _train(tmp_path, 4)
+    assert result.step_losses == [] and result.global_step == 4
+    for a, b in zip(_weights(first), _weights(again)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_checkpoint_of_another_model_is_one_clear_error(tmp_path):
+    _train(tmp_path, 2)
+    keras.utils.set_random_seed(3)
+    other = BertClassifier(BertModel(_config()), num_labels=3, dropout_rate=0.0)
+    with pytest.raises(ValueError, match="cannot resume from this checkpoint"):
+        _train(tmp_path, 4, model=other)
+
+
+def test_predictor_returns_dataset_order_and_extra_features():
+    model = _model()
+    data = dict(_examples(10), example_index=np.arange(10, dtype=np.int32))
+    dataset = tf.data.Dataset.from_tensor_slices(data).batch(4)  # last batch of 2
+    out = finetuning.predict(model, dataset, ["probabilities"], total=10)
+    assert out["probabilities"].shape == (10, 2)
+    np.testing.assert_array_equal(out["example_index"], np.arange(10))
+    np.testing.assert_array_equal(out["label_ids"], data["label_ids"])
+    direct = model({k: data[k] for k in finetuning.MODEL_INPUT_NAMES})["probabilities"]
+    np.testing.assert_allclose(out["probabilities"], direct, atol=1e-6)
+
+
+def test_load_checkpoint_reads_the_model_out_of_a_finetuning_checkpoint(tmp_path):
+    from modeling import checkpoints
+
+    trained, _ = _train(tmp_path, 4)
+    fresh = _model(seed=11)
+    assert not np.allclose(_weights(fresh)[0], _weights(trained)[0])
+    assert checkpoints.is_training_checkpoint(str(tmp_path))
+    assert checkpoints.checkpoint_step(str(tmp_path / "model.ckpt-4")) == 4
+    report = checkpoints.load_checkpoint(fresh, str(tmp_path / "model.ckpt-4"))
+    assert len(report.loaded) == len(fresh.weights)
+    for a, b in zip(_weights(trained), _weights(fresh)):
+        np.testing.assert_array_equal(a, b)
