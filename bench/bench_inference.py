@@ -53,7 +53,6 @@ def _tf_inputs(d, names):
 
 
 def _ours_engines(d):
-    import keras
     import tensorflow as tf
 
     sys.path.insert(0, ROOT)

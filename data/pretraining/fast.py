@@ -37,7 +37,7 @@ from bert_common.progress import Progress
 from data.pretraining import instances as pretraining
 from data.pretraining.corpus import Corpus
 from data.pretraining.records import FramedRecords, RecordEncoder
-from data.pretraining.rng import MaskedLmScanner, WordStream, random_below_threshold
+from data.pretraining.rng import MaskedLmScanner, WordStream
 
 _FIELDS = 9  # a_start, a_len, b_start, b_len, label, shuffle_pos, mask_pos, end_pos, k
 _BITLEN = np.array([m.bit_length() for m in range(1 << 16)], np.int32)
@@ -106,7 +106,6 @@ class FastGenerator:
         doc_lo, doc_hi = self._doc_lo, self._doc_hi
         shift = self._shift32
         lo, hi = doc_lo[k], doc_hi[k]
-        ndocs = len(doc_lo)
         max_tokens = self.max_seq_length - 3
         k_by_len = self._k_by_len
         scan = self.scanner.scan

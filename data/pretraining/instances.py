@@ -34,7 +34,7 @@ Behaviours of the original reproduced here (see ``../shared/golden/README.md``):
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Sequence, Tuple
 
 import numpy as np
 

@@ -1,7 +1,6 @@
 """BertModel (encoder only): golden outputs, .keras round trip, XLA, bf16, tf.distribute."""
 
 import keras
-import numpy as np
 import pytest
 import tensorflow as tf
 

@@ -1,6 +1,6 @@
 """data/squad/serving.py: in-graph features equal the original's first window; best span.
 
-The exported signature (span -> text on whole words) is tested in tests/test_run_squad.py.
+The exported signature (span -> text on whole words) is tested in tests/bert_cli/test_run_squad.py.
 """
 
 import json
@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data.squad import features as squad
 from data.squad import serving as squad_serving
 from modeling.heads import squad as squad_head
 from modeling.config import BertConfig
