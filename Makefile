@@ -26,3 +26,16 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed-dev
 	$(PY) -m pytest -q tests
+
+# Cloud TPU VM: tensorflow-tpu 2.20.0 instead of requirements.txt's tensorflow (see
+# requirements-tpu.txt for why tensorflow-text and the package go in with --no-deps). Marks the
+# venv installed, so `make test` / `make demo` then use it as it is.
+.PHONY: install-tpu
+install-tpu: requirements-tpu.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	-$(PY) -m pip uninstall -q -y tensorflow
+	$(PY) -m pip install -q -r requirements-tpu.txt
+	$(PY) -m pip install -q --no-deps tensorflow-text==2.20.1
+	$(PY) -m pip install -q --no-deps -e .
+	touch $(VENV)/.installed

@@ -17,7 +17,6 @@ TensorFlow is not imported.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import List
@@ -25,6 +24,7 @@ from typing import List
 from absl import flags
 
 from bert_cli import flags as cli_flags
+from bert_common import files as fs
 from bert_cli import runner
 from bert_cli.flags import FlagError
 
@@ -72,15 +72,14 @@ def _split_outputs(value: str) -> List[str]:
     files = value.split(",")
     if any(not f for f in files):
         raise FlagError("--output_file has an empty entry (stray comma?)")
-    if len(set(os.path.abspath(f) for f in files)) != len(files):
+    if len(set(fs.abspath(f) for f in files)) != len(files):
         raise FlagError("--output_file lists the same file twice")
     for f in files:
-        folder = os.path.dirname(os.path.abspath(f))
-        if not os.path.isdir(folder):
-            raise FlagError("--output_file %s: folder %s does not exist" % (f, folder))
-        if not os.access(folder, os.W_OK):
-            raise FlagError("--output_file %s: folder %s is not writable" % (f, folder))
-        if os.path.isdir(f):
+        try:
+            fs.check_output_folder(f)
+        except OSError as e:
+            raise FlagError("--output_file %s: %s" % (f, e)) from None
+        if fs.isdir(f):
             raise FlagError("--output_file %s is a folder" % f)
     return files
 

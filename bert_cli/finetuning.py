@@ -13,7 +13,6 @@ original Estimator's conventions, read from the tools' flags.
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Callable, Optional
 
@@ -43,7 +42,9 @@ def latest_checkpoint(output_dir: str) -> Optional[str]:
     """The newest TF1 checkpoint in ``output_dir``; None when there is none (or no folder)."""
     import tensorflow as tf
 
-    return tf.train.latest_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+    from bert_common import files
+
+    return tf.train.latest_checkpoint(output_dir) if files.isdir(output_dir) else None
 
 
 def checkpoint_step(checkpoint: Optional[str]) -> int:
@@ -87,16 +88,6 @@ def count_train_steps(num_examples: int, flag_values) -> int:
     return num_train_steps
 
 
-def steps_per_loop(flag_values, strategy) -> int:
-    """``--iterations_per_loop`` on TPU (steps per host loop, as the original's TPUEstimator);
-    elsewhere at most 100, so that a progress line shows every 100 steps or sooner."""
-    from modeling.training import distribution
-
-    if distribution.is_tpu(strategy):
-        return flag_values.iterations_per_loop
-    return max(1, min(100, flag_values.iterations_per_loop))
-
-
 def train(flag_values, model, dataset, per_example_loss: Callable, num_examples: int,
           strategy, precision) -> int:
     """``--do_train`` of a fine-tuning tool: the original's step count and AdamWeightDecay
@@ -108,6 +99,9 @@ def train(flag_values, model, dataset, per_example_loss: Callable, num_examples:
     """
     from modeling.training import distribution, finetuning, optimization
 
+    from bert_cli import flags as cli_flags
+
+    cli_flags.check_checkpoint_flags(flag_values)
     num_train_steps = count_train_steps(num_examples, flag_values)
     num_warmup_steps = int(num_train_steps * flag_values.warmup_proportion)
     logging.info("***** Running training *****")
@@ -121,7 +115,8 @@ def train(flag_values, model, dataset, per_example_loss: Callable, num_examples:
     result = finetuning.finetune(
         model, optimizer, dataset, per_example_loss, model_dir=flag_values.output_dir,
         num_train_steps=num_train_steps, strategy=strategy,
-        steps_per_loop=steps_per_loop(flag_values, strategy),
+        steps_per_loop=flag_values.iterations_per_loop,
         save_checkpoints_steps=flag_values.save_checkpoints_steps,
+        keep_checkpoint_max=flag_values.keep_checkpoint_max,
         use_xla=flag_values.use_xla)
     return result.global_step

@@ -7,6 +7,8 @@ Every training or inference tool defines them with::
                                                       # --gcp_project --master --num_tpu_cores
                                                       # --num_gpus --all_reduce_alg
     cli_flags.define_precision_flags(flag_values)     # --mixed_precision=bf16|fp16 --use_xla
+    cli_flags.define_checkpoint_flags(flag_values)    # --save_checkpoints_steps
+                                                      # --iterations_per_loop --keep_checkpoint_max
 
 and builds them at the start of its run, before any other TensorFlow op (multi-worker and TPU
 set-up must come first): ``strategy_from_flags(fv)``, ``precision_from_flags(fv)``. Defining a
@@ -68,8 +70,9 @@ def define_distribution_flags(flag_values: FlagValues = flags.FLAGS) -> None:
            "Cloud TPU-enabled project. If not specified, we will attempt to automatically "
            "detect the GCE project from metadata.")
     define(flag_values, "string", "master", None, "[Optional] TensorFlow master URL.")
-    define(flag_values, "integer", "num_tpu_cores", 8, "Only used if `use_tpu` is True. "
-           "Total number of TPU cores to use.")
+    define(flag_values, "integer", "num_tpu_cores", 0, "Only used if `use_tpu` is True. "
+           "Total number of TPU cores to use. 0 (default) = the cores the TPU has (any "
+           "slice); a non-zero value must equal them.")
     define(flag_values, "integer", "num_gpus", 0, "--strategy=mirrored: number of local GPUs "
            "(0 = all).")
     define(flag_values, "enum", "all_reduce_alg", "auto", "--strategy=multi_worker: "
@@ -82,6 +85,25 @@ def define_precision_flags(flag_values: FlagValues = flags.FLAGS) -> None:
            "(dynamic loss scaling). Unset = float32.", enum_values=list(MIXED_PRECISIONS))
     define(flag_values, "bool", "use_xla", False, "Compile the train step with XLA "
            "(jit_compile).")
+
+
+def define_checkpoint_flags(flag_values: FlagValues = flags.FLAGS) -> None:
+    """The training loop's flags, the original's names: ``--save_checkpoints_steps``,
+    ``--iterations_per_loop``, plus ``--keep_checkpoint_max``."""
+    define(flag_values, "integer", "save_checkpoints_steps", 1000, "How often to save the model "
+           "checkpoint.")
+    define(flag_values, "integer", "iterations_per_loop", 1000, "How many steps to make in "
+           "each estimator call (here: steps per host loop, cut short so that progress shows "
+           "at least every 30 s).")
+    define(flag_values, "integer", "keep_checkpoint_max", 5, "How many checkpoints to keep "
+           "(the newest).")
+
+
+def check_checkpoint_flags(flag_values: FlagValues) -> None:
+    """``FlagError`` naming the first of the training loop's flags that is not positive."""
+    for name in ("save_checkpoints_steps", "iterations_per_loop", "keep_checkpoint_max"):
+        if flag_values[name].value <= 0:
+            raise FlagError("--%s=%d must be positive" % (name, flag_values[name].value))
 
 
 def wants_tpu(flag_values: FlagValues) -> bool:

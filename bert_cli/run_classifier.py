@@ -68,10 +68,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("float", "num_train_epochs", 3.0, "Total number of training epochs to perform.")
     define("float", "warmup_proportion", 0.1, "Proportion of training to perform linear "
            "learning rate warmup for.")
-    define("integer", "save_checkpoints_steps", 1000, "How often to save the model "
-           "checkpoint.")
-    define("integer", "iterations_per_loop", 1000, "Steps per host loop on TPU (the "
-           "original's); elsewhere at most 100, so that progress shows.")
     define("string", "xnli_language", "zh", "XNLI language (the original hard-codes zh).")
     define("bool", "length_aware_batching", True, "Eval/predict: group examples of similar "
            "length and cut each batch to its longest example; train: cut each batch "
@@ -84,6 +80,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     # --strategy, --use_tpu and the original's TPU flags, --mixed_precision, --use_xla: shared.
     cli_flags.define_distribution_flags(flag_values)
     cli_flags.define_precision_flags(flag_values)
+    cli_flags.define_checkpoint_flags(flag_values)
 
 
 # ------------------------------------------------------------------------------------ checks

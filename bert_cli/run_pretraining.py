@@ -33,10 +33,11 @@ Semantics:
   order (repeating), as the original's metric_fn. Without a checkpoint in ``--output_dir`` the
   ``--init_checkpoint`` weights are evaluated (global_step 0).
 * ``--deterministic``: records in file order, no shuffling (batch t = records t*B..t*B+B-1),
-  fixed seeds and the optimizer update op by op: a run reproduces the original's train steps
-  from the same checkpoint. Otherwise (``--xla_kernels``, ``--xla_optimizer``, default) one
-  replica runs the fused training kernels and update: faster, with float rounding within ~1e-6
-  relative of the original's and other dropout masks.
+  fixed seeds, TensorFlow's op determinism (``tf.config.experimental.enable_op_determinism``,
+  for the rest of the process) and the optimizer update op by op: a run reproduces the
+  original's train steps from the same checkpoint. Otherwise (``--xla_kernels``,
+  ``--xla_optimizer``, default) one replica runs the fused training kernels and update: faster,
+  with float rounding within ~1e-6 relative of the original's and other dropout masks.
 * ``--init_checkpoint``: a TF1 checkpoint with Google's names (prefix or folder), a Hugging
   Face folder / .safetensors, a .keras / .weights.h5 file, or a ``ckpt-N`` of this script.
 
@@ -48,12 +49,12 @@ status 1 before any training starts.
 from __future__ import annotations
 
 import os
-import shutil
 from typing import Dict, Optional
 
 from absl import flags, logging
 
 from bert_cli import flags as cli_flags
+from bert_common import files as fs
 from bert_cli import runner
 from bert_cli.flags import FlagError
 
@@ -90,13 +91,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("float", "learning_rate", 5e-5, "The initial learning rate for Adam.")
     define("integer", "num_train_steps", 100000, "Number of training steps.")
     define("integer", "num_warmup_steps", 10000, "Number of warmup steps.")
-    define("integer", "save_checkpoints_steps", 1000, "How often to save the model "
-           "checkpoint.")
-    define("integer", "iterations_per_loop", 1000, "How many steps to make in each estimator "
-           "call (here: steps per host loop).")
     define("integer", "max_eval_steps", 100, "Maximum number of eval steps.")
     cli_flags.define_distribution_flags(flag_values)
     cli_flags.define_precision_flags(flag_values)
+    cli_flags.define_checkpoint_flags(flag_values)
     define("integer", "num_accumulation_steps", 1, "Gradient accumulation: micro-batches per "
            "replica and update (the global batch stays --train_batch_size).")
     define("enum", "optimizer", "adamw", "adamw: the original AdamWeightDecay; lamb: LAMB "
@@ -107,7 +105,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
            "mean_then_clip elsewhere.",
            enum_values=["auto"] + list(GRADIENT_REDUCTIONS))
     define("bool", "deterministic", False, "Records in file order, no shuffling, fixed seeds, "
-           "the original's op-by-op optimizer rounding (no --xla_optimizer).")
+           "TensorFlow's op determinism, the original's op-by-op optimizer rounding (no "
+           "--xla_optimizer).")
     define("bool", "xla_optimizer", True, "One replica: compile the clipping + update with "
            "XLA (one memory pass per variable; rounding within ~1e-6 relative of the "
            "original), unless --xla_kernels runs it as a CPU kernel (AdamWeightDecay, fp32 "
@@ -119,7 +118,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
            "within float rounding of the op-by-op graph, other dropout masks. Off with "
            "--deterministic.")
     define("integer", "random_seed", 12345, "Seed of the initialisation, dropout and shuffles.")
-    define("integer", "keep_checkpoint_max", 5, "How many checkpoints to keep.")
     define("integer", "num_cpu_devices", 0, "Split the CPU into this many logical devices "
            "(for --strategy=mirrored on a machine without accelerators; 0 = off).")
 
@@ -153,7 +151,7 @@ def check_flags(fv) -> None:
              % (fv.max_predictions_per_seq, fv.max_seq_length))
     if fv.init_checkpoint:
         path = fv.init_checkpoint
-        exists = (os.path.exists(path) or os.path.exists(path + ".index"))
+        exists = fs.exists(path) or fs.exists(path + ".index")
         _require(exists, "--init_checkpoint=%s: no such checkpoint" % path)
 
 
@@ -177,10 +175,11 @@ def export_for_finetuning(model, fv, global_step: int) -> str:
     from modeling import checkpoints
 
     export_dir = os.path.join(fv.output_dir, "export")
-    os.makedirs(export_dir, exist_ok=True)
+    fs.makedirs(export_dir)
     prefix = checkpoints.save_tf1_checkpoint(model, os.path.join(export_dir, "bert_model.ckpt"),
                                              global_step=global_step)
-    shutil.copyfile(fv.bert_config_file, os.path.join(export_dir, "bert_config.json"))
+    with fs.atomic_open(os.path.join(export_dir, "bert_config.json")) as f:
+        f.write(fs.read_text(fv.bert_config_file))
     return prefix
 
 
@@ -286,6 +285,10 @@ def run(fv) -> Optional[Dict[str, float]]:
                  strategy.num_replicas_in_sync, precision.policy)
 
     keras.utils.set_random_seed(fv.random_seed)
+    if fv.deterministic:  # the other --deterministic choices: build_trainer, the dataset
+        import tensorflow as tf
+
+        tf.config.experimental.enable_op_determinism()  # for the rest of the process
     trainer = build_trainer(fv, config, strategy, precision)
     own = trainer.latest_checkpoint()
     global_step = 0
@@ -300,10 +303,15 @@ def run(fv) -> Optional[Dict[str, float]]:
     if fv.do_train:
         logging.info("***** Running training *****  batch size %d, %d steps",
                      fv.train_batch_size, fv.num_train_steps)
-        dataset = pd.pretraining_dataset(files, fv.max_seq_length, fv.max_predictions_per_seq,
-                                         fv.train_batch_size, is_training=True,
-                                         deterministic=fv.deterministic, seed=fv.random_seed)
-        global_step = trainer.train(dataset).global_step
+        def training_data(input_context=None):
+            # Per host (input_context): shuffled runs read only that host's files.
+            return pd.pretraining_dataset(
+                files, fv.max_seq_length, fv.max_predictions_per_seq, fv.train_batch_size,
+                is_training=True, deterministic=fv.deterministic, seed=fv.random_seed,
+                input_context=input_context)
+
+        global_step = trainer.train(
+            training_data() if fv.deterministic else training_data).global_step
         if chief:
             export_for_finetuning(trainer.model, fv, global_step)
 

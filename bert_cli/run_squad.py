@@ -33,6 +33,7 @@ from bert_cli import flags as cli_flags
 from bert_cli import finetuning as cli_finetuning
 from bert_cli import runner
 from bert_cli.flags import FlagError
+from bert_common import files
 
 FLAGS = flags.FLAGS
 TOOL = "run_squad.py"
@@ -62,9 +63,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("float", "learning_rate", 5e-5, "The initial learning rate for Adam.")
     define("float", "num_train_epochs", 3.0, "Total number of training epochs to perform.")
     define("float", "warmup_proportion", 0.1, "Proportion of training for linear warmup.")
-    define("integer", "save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
-    define("integer", "iterations_per_loop", 1000, "Steps per host loop on TPU (the "
-           "original's); elsewhere at most 100, so that progress shows.")
     define("integer", "n_best_size", 20, "The number of n-best predictions in nbest_predictions.json.")
     define("integer", "max_answer_length", 30, "The maximum length of an answer, in tokens.")
     define("bool", "verbose_logging", False, "Print all data-processing warnings.")
@@ -75,6 +73,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     # --use_xla (shared with the other tools, bert_cli/flags.py).
     cli_flags.define_distribution_flags(flag_values)
     cli_flags.define_precision_flags(flag_values)
+    cli_flags.define_checkpoint_flags(flag_values)
     define("string", "export_dir", None, "Write a raw-text SavedModel (question, context -> "
            "answer text and span) here.")
     define("bool", "fast_tokenizer", True, "Use FastFullTokenizer (same output as FullTokenizer).")
@@ -94,7 +93,7 @@ def validate_flags_or_throw(fv: flags.FlagValues, bert_config) -> None:
         raise FlagError("If `do_predict` is True, then `predict_file` must be specified.")
     for name, used in (("train_file", fv.do_train), ("predict_file", fv.do_predict)):
         path = getattr(fv, name)
-        if used and not os.path.isfile(path):
+        if used and not files.isfile(path):
             raise FlagError("--%s=%s: no such file" % (name, path))
     if fv.max_seq_length > bert_config.max_position_embeddings:
         raise FlagError(

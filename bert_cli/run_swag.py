@@ -29,6 +29,7 @@ from bert_cli import flags as cli_flags
 from bert_cli import finetuning as cli_finetuning
 from bert_cli import runner
 from bert_cli.flags import FlagError
+from bert_common import files
 
 FLAGS = flags.FLAGS
 TOOL = "run_swag.py"
@@ -61,9 +62,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("float", "learning_rate", 2e-5, "The initial learning rate for Adam.")
     define("float", "num_train_epochs", 3.0, "Total number of training epochs to perform.")
     define("float", "warmup_proportion", 0.1, "Proportion of training for linear warmup.")
-    define("integer", "save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
-    define("integer", "iterations_per_loop", 1000, "Steps per host loop on TPU (the "
-           "original's); elsewhere at most 100, so that progress shows.")
     define("bool", "length_aware_batching", True, "Group eval/predict examples by length and "
            "cut every batch to its longest sequence (off on TPU).")
     define("bool", "fast_tokenizer", True, "Use FastFullTokenizer (same output).")
@@ -71,23 +69,24 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     # --strategy, --use_tpu and the original's TPU flags, --mixed_precision, --use_xla: shared.
     cli_flags.define_distribution_flags(flag_values)
     cli_flags.define_precision_flags(flag_values)
+    cli_flags.define_checkpoint_flags(flag_values)
 
 
 def split_file(fv: flags.FlagValues, split: str) -> str:
     """The file of ``split`` (train/eval/predict): its flag, else found in --data_dir."""
     explicit = getattr(fv, "%s_file" % split)
     if explicit:
-        if not os.path.isfile(explicit):
+        if not files.isfile(explicit):
             raise FlagError("--%s_file=%s: no such file" % (split, explicit))
         return explicit
     if not fv.data_dir:
         raise FlagError("--do_%s needs --%s_file or --data_dir" % (split, split))
-    if not os.path.isdir(fv.data_dir):
+    if not files.isdir(fv.data_dir):
         raise FlagError("--data_dir=%s: no such directory" % fv.data_dir)
     stem = _SPLIT_FILES[split]
     for ext in (".csv", ".jsonl"):
         path = os.path.join(fv.data_dir, stem + ext)
-        if os.path.isfile(path):
+        if files.isfile(path):
             return path
     raise FlagError("--data_dir=%s has no %s split (expected %s.csv or %s.jsonl)"
                         % (fv.data_dir, split, stem, stem))

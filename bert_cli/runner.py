@@ -47,19 +47,39 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
         return run(flag_values)
     except (InputError, OSError) as e:
         fail(tool, e)
+    except Exception as e:  # noqa: BLE001
+        if not _is_tf_error(e):
+            raise  # a bug: the traceback is what its report needs
+        fail(tool, _reason(e))  # e.g. a gs:// object not found or not readable
+
+
+def _is_tf_error(e: BaseException) -> bool:
+    """A ``tf.errors.OpError`` (file systems report through it: NotFound, PermissionDenied,
+    DataLoss, ...); TensorFlow is not imported to check."""
+    tf_errors = sys.modules.get("tensorflow.python.framework.errors_impl")
+    return tf_errors is not None and isinstance(e, tf_errors.OpError)
+
+
+def _reason(e: BaseException) -> str:
+    message = getattr(e, "message", None) or getattr(e, "strerror", None) or str(e)
+    return str(message).strip().splitlines()[0] if str(message).strip() else type(e).__name__
 
 
 def prepare_output_dir(path: str) -> None:
     """Creates ``--output_dir`` and proves it writable (``FlagError`` naming it otherwise), so
     that a run fails before any work rather than at its first checkpoint."""
+    from bert_common import files
+
     try:
-        os.makedirs(path, exist_ok=True)
+        files.makedirs(path)
         probe = os.path.join(path, ".write_probe.%d" % os.getpid())
-        with open(probe, "w") as f:
+        with files.open(probe, "w") as f:
             f.write("ok")
-        os.remove(probe)
-    except OSError as e:
-        raise FlagError("--output_dir=%s is not writable (%s)" % (path, e.strerror or e)) from None
+        files.remove(probe)
+    except Exception as e:  # noqa: BLE001 - OSError, or tf.errors.* for a gs:// folder
+        if not isinstance(e, OSError) and not _is_tf_error(e):
+            raise
+        raise FlagError("--output_dir=%s is not writable (%s)" % (path, _reason(e))) from None
 
 
 def _list_in_help(flag_values: flags.FlagValues) -> None:

@@ -1,9 +1,17 @@
-"""Atomic file output: write to a temporary name in the same folder, then rename.
+"""The file layer: every user path (local, ``gs://``, any filesystem TensorFlow knows) and
+atomic output.
 
-Every writer of the project goes through here, so an interrupted run never
-leaves a half-written file under the final name:
+Paths. A path with a scheme (``gs://bucket/x``, TensorFlow's in-process ``ram://``) goes
+through ``tf.io.gfile`` (imported on first use, so tools that never see such a path do not load
+TensorFlow for it); a local path through ``os``/``open`` as before. ``exists``, ``isfile``,
+``isdir``, ``glob``, ``listdir``, ``makedirs``, ``remove``, ``rmtree``, ``rename``, ``copy``,
+``getsize``, ``open``, ``abspath`` take either. ``os.path.join`` / ``dirname`` / ``basename``
+work on both (URLs use ``/``). Never ``os.path.abspath`` a URL: that gives ``<cwd>/gs:/...``.
 
-* ``atomic_open(path)``: a file object (the temporary is made by ``mkstemp``, mode 0600);
+Atomic output: write to a temporary name in the same folder, then rename, so an interrupted
+run never leaves a half-written file under the final name:
+
+* ``atomic_open(path)``: a file object;
 * ``AtomicTFRecordWriters(paths)``: TFRecord files written round-robin;
 * ``atomic_path(path)`` / ``atomic_paths(paths)``: for writers that take a path (keras
   ``model.save``, a compiler's ``-o``, worker processes, a folder): a temporary path to hand
@@ -12,65 +20,262 @@ leaves a half-written file under the final name:
   checkpoints: ``.index``, ``.data-00000-of-00001``);
 * ``save_saved_model(module, export_dir, signatures)``: a SavedModel folder.
 
-Temporaries always live in the destination folder (same filesystem, so the rename is atomic)
-under hidden names (``.<name>.<random>...``) and are removed when the block fails.
+Temporaries always live in the destination folder under hidden names
+(``.<name>.<random>...``) and are removed when the block fails. Outputs get the permissions
+of the user's umask (as ``open`` would create them), so e.g. a TF Serving process running as
+another user can read an export. On a local disk the final rename is atomic. On an object
+store (GCS) there is no rename: ``tf.io.gfile.rename`` copies then deletes, object by object
+for a folder, so a reader may briefly see a folder that is still being filled, but never a
+file under its final name that is not complete (each object appears whole).
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
+import glob as _glob
 import os
 import shutil
 import tempfile
-from typing import Any, Callable, Dict, Iterator, List, Sequence, TypeVar
+import uuid
+from typing import IO, Any, Callable, Dict, Iterator, List, Sequence, TypeVar
 
 _W = TypeVar("_W", bound="AtomicWriter")
 
 
+# ======================================================================= paths of any filesystem
+
+
+def is_url(path: str) -> bool:
+    """Whether ``path`` names a file through a TensorFlow filesystem (``gs://``, ``ram://``)."""
+    return "://" in str(path)
+
+
+def _gfile():
+    import tensorflow as tf  # only for URLs: local tools need no TensorFlow for their files
+
+    return tf.io.gfile
+
+
+def abspath(path: str) -> str:
+    """``os.path.abspath`` for a local path; a URL as it is."""
+    return path if is_url(path) else os.path.abspath(path)
+
+
+def exists(path: str) -> bool:
+    return _gfile().exists(path) if is_url(path) else os.path.exists(path)
+
+
+def isdir(path: str) -> bool:
+    return _gfile().isdir(path) if is_url(path) else os.path.isdir(path)
+
+
+def isfile(path: str) -> bool:
+    if is_url(path):
+        g = _gfile()
+        return g.exists(path) and not g.isdir(path)
+    return os.path.isfile(path)
+
+
+def getsize(path: str) -> int:
+    return _gfile().stat(path).length if is_url(path) else os.path.getsize(path)
+
+
+def glob(pattern: str) -> List[str]:
+    """The paths matching ``pattern`` (``*``, ``?``, ``[...]``) in the order the filesystem
+    lists them, hidden files included, as the original's ``tf.gfile.Glob`` (not sorted: the
+    order of input files decides the order of the records made from them)."""
+    if is_url(pattern):
+        return list(_gfile().glob(pattern))
+    return _glob.glob(pattern, include_hidden=True)
+
+
+def has_magic(pattern: str) -> bool:
+    return _glob.has_magic(pattern)
+
+
+def listdir(path: str) -> List[str]:
+    """Names in folder ``path`` (no trailing ``/`` on sub-folders), sorted."""
+    if is_url(path):
+        return sorted(name.rstrip("/") for name in _gfile().listdir(path))
+    return sorted(os.listdir(path))
+
+
+def makedirs(path: str) -> None:
+    """Creates ``path`` and its parents; an existing folder is fine."""
+    if is_url(path):
+        _gfile().makedirs(path)
+    else:
+        os.makedirs(path, exist_ok=True)
+
+
+def remove(path: str) -> None:
+    if is_url(path):
+        _gfile().remove(path)
+    else:
+        os.remove(path)
+
+
+def rmtree(path: str, ignore_errors: bool = False) -> None:
+    """Removes folder ``path`` and everything under it."""
+    if not is_url(path):
+        shutil.rmtree(path, ignore_errors=ignore_errors)
+        return
+    try:
+        _gfile().rmtree(path)
+    except Exception:  # noqa: BLE001 - tf.errors.* (NotFound, ...) are not OSError
+        if not ignore_errors:
+            raise
+
+
+def rename(src: str, dst: str) -> None:
+    """Moves file or folder ``src`` to ``dst``, replacing an existing file ``dst`` (an
+    existing folder ``dst`` is removed first: that one step is not atomic, as no rename over a
+    non-empty folder is). On an object store this copies then deletes, object by object."""
+    if not is_url(src) and not is_url(dst):
+        if os.path.isdir(src) and os.path.isdir(dst) and not os.path.islink(dst):
+            shutil.rmtree(dst)
+        os.replace(src, dst)
+        return
+    g = _gfile()
+    if not g.isdir(src):
+        g.rename(src, dst, overwrite=True)
+        return
+    if g.isdir(dst):
+        g.rmtree(dst)
+    # Folder by folder: TensorFlow's in-process ram:// filesystem does not rename folders, and
+    # GCS renames object by object anyway.
+    for folder, _, names in g.walk(src):
+        target = dst + folder[len(src):]
+        g.makedirs(target)
+        for name in names:
+            g.rename(os.path.join(folder, name), os.path.join(target, name), overwrite=True)
+    g.rmtree(src)
+
+
+def copy(src: str, dst: str) -> None:
+    """Copies file ``src`` to ``dst`` (replacing it)."""
+    if is_url(src) or is_url(dst):
+        _gfile().copy(src, dst, overwrite=True)
+    else:
+        shutil.copyfile(src, dst)
+
+
+def open(path: str, mode: str = "r", encoding: str = "utf-8") -> IO:  # noqa: A001
+    """``open()`` for a local path, ``tf.io.gfile.GFile`` for a URL (UTF-8 text or bytes).
+
+    For plain reads; writers use ``atomic_open``."""
+    if is_url(path):
+        return _url_file_class()(path, mode)
+    if "b" in mode:
+        return builtins.open(path, mode)
+    return builtins.open(path, mode, encoding=encoding)
+
+
+_URL_FILE = None
+
+
+def _url_file_class():
+    """``tf.io.gfile.GFile`` with the file methods it lacks (``writelines``)."""
+    global _URL_FILE
+    if _URL_FILE is None:
+        class UrlFile(_gfile().GFile):
+            def writelines(self, lines) -> None:
+                for line in lines:
+                    self.write(line)
+
+        _URL_FILE = UrlFile
+    return _URL_FILE
+
+
+def read_text(path: str) -> str:
+    with open(path, "r") as f:
+        return f.read()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def give_default_mode(path: str, folder: bool = False) -> None:
+    """The mode ``open``/``mkdir`` would have given ``path`` (``mkstemp``/``mkdtemp`` make
+    0600 files and 0700 folders, which another user, e.g. a serving process, cannot read)."""
+    if not is_url(path):
+        os.chmod(path, (0o777 if folder else 0o666) & ~_umask())
+
+
+# ======================================================================= atomic output
+
+
 def _temp_name(path: str) -> str:
-    directory = os.path.dirname(os.path.abspath(path)) or "."
+    directory = os.path.dirname(abspath(path)) or "."
     base = os.path.basename(path)
+    if is_url(path):
+        return os.path.join(directory, ".%s.%s.tmp" % (base, uuid.uuid4().hex[:12]))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + base + ".", suffix=".tmp")
     os.close(fd)
+    give_default_mode(tmp)
     return tmp
 
 
-def _check_writable(path: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    if not os.path.isdir(directory):
+def check_output_folder(path: str) -> None:
+    """``OSError`` naming the folder of output ``path`` when it is missing or read-only (on an
+    object store: the folder is made, which fails for a missing or read-only bucket)."""
+    directory = os.path.dirname(abspath(path)) or "."
+    if is_url(directory):
+        # An object store has no folders to check: making one proves the bucket is there and
+        # writable (on GCS it writes a zero-byte "<folder>/" marker).
+        try:
+            makedirs(directory)
+        except Exception as e:  # noqa: BLE001 - tf.errors.* (NotFound, PermissionDenied)
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise OSError("cannot write to %s (%s)" % (directory, reason)) from None
+        return
+    if not isdir(directory):
         raise OSError("output folder %s does not exist (for %s)" % (directory, path))
-    if not os.access(directory, os.W_OK):
+    if not is_url(directory) and not os.access(directory, os.W_OK):
         raise OSError("output folder %s is not writable (for %s)" % (directory, path))
 
 
 def _staging_dir(path: str) -> str:
     """A new empty hidden folder beside ``path``: ``<folder>/.<name>.<random>.tmp``."""
     directory = os.path.dirname(path) or "."
-    return tempfile.mkdtemp(dir=directory, prefix="." + os.path.basename(path) + ".",
-                            suffix=".tmp")
+    if is_url(path):
+        staging = os.path.join(directory, ".%s.%s.tmp" % (os.path.basename(path),
+                                                         uuid.uuid4().hex[:12]))
+        makedirs(staging)
+        return staging
+    staging = tempfile.mkdtemp(dir=directory, prefix="." + os.path.basename(path) + ".",
+                               suffix=".tmp")
+    give_default_mode(staging, folder=True)
+    return staging
 
 
 def _move_into_place(tmp: str, path: str) -> None:
-    """``os.replace(tmp, path)``; a folder replaces an existing folder (removed first: that
-    one step is not atomic, as no rename over a non-empty folder is)."""
-    if os.path.isdir(tmp) and os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    os.replace(tmp, path)
+    rename(tmp, path)
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        if exists(path):
+            remove(path)
+    except Exception:  # noqa: BLE001 - cleaning up after a failure must not hide it
+        pass
 
 
 @contextlib.contextmanager
 def atomic_open(path: str, mode: str = "w", encoding: str = "utf-8") -> Iterator:
     """``open()`` for writing that only creates ``path`` once the block succeeds."""
-    _check_writable(path)
+    check_output_folder(path)
     tmp = _temp_name(path)
     try:
-        kwargs = {} if "b" in mode else {"encoding": encoding}
-        with open(tmp, mode, **kwargs) as f:
+        with open(tmp, mode, encoding=encoding) as f:
             yield f
         _move_into_place(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        _remove_quietly(tmp)
         raise
 
 
@@ -80,13 +285,13 @@ def _staged(paths: Sequence[str], suffixes: Sequence[str],
     """Yields one temporary stand-in per path, ``<folder>/.<name>.<random>.tmp/<name>``; on
     success moves ``stand_in + s`` to ``path + s`` for every path and suffix ``s``; always
     removes the staging folders (with whatever the writer left in them)."""
-    finals = [os.path.abspath(p) for p in paths]
+    finals = [abspath(p) for p in paths]
     if len(set(finals)) != len(finals):
         raise ValueError("the same output path is given twice: %s" % list(paths))
     for path in finals:
         if make_parents:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-        _check_writable(path)
+            makedirs(os.path.dirname(path))
+        check_output_folder(path)
     staging: List[str] = []
     try:
         for path in finals:
@@ -94,14 +299,15 @@ def _staged(paths: Sequence[str], suffixes: Sequence[str],
         temps = [os.path.join(d, os.path.basename(p)) for d, p in zip(staging, finals)]
         yield temps
         moves = [(t + s, p + s) for t, p in zip(temps, finals) for s in suffixes]
-        missing = [p for t, p in moves if not os.path.lexists(t)]
+        missing = [p for t, p in moves
+                   if not (exists(t) if is_url(t) else os.path.lexists(t))]
         if missing:
             raise FileNotFoundError("the writer did not create %s" % ", ".join(missing))
         for tmp, path in moves:
             _move_into_place(tmp, path)
     finally:
         for d in staging:
-            shutil.rmtree(d, ignore_errors=True)
+            rmtree(d, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -179,7 +385,7 @@ class AtomicTFRecordWriters(AtomicWriter):
         if not paths:
             raise ValueError("no output file given")
         for p in paths:
-            _check_writable(p)
+            check_output_folder(p)
         self.paths: List[str] = list(paths)
         self._tmps = [_temp_name(p) for p in self.paths]
         import tensorflow as tf  # imported here: data generators may not need TF otherwise
@@ -203,8 +409,7 @@ class AtomicTFRecordWriters(AtomicWriter):
         for w in self._writers:
             w.close()
         for tmp in self._tmps:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+            _remove_quietly(tmp)
 
 
 def save_saved_model(module: Any, export_dir: str, signatures: Callable[[], Dict]) -> None:
@@ -216,16 +421,16 @@ def save_saved_model(module: Any, export_dir: str, signatures: Callable[[], Dict
     """
     import tensorflow as tf
 
-    parent = os.path.dirname(os.path.abspath(export_dir)) or "."
-    os.makedirs(parent, exist_ok=True)
-    # The mkdtemp folder itself becomes the SavedModel (not atomic_path, where TF would create
-    # it): that keeps the exported folder's mode unchanged (mkdtemp's 0700).
-    tmp = tempfile.mkdtemp(dir=parent, prefix="." + os.path.basename(export_dir) + ".")
+    parent = os.path.dirname(abspath(export_dir)) or "."
+    makedirs(parent)
+    # The staging folder itself becomes the SavedModel (not atomic_path, where TF would create
+    # it with its own mode).
+    tmp = _staging_dir(export_dir)
     try:
         tf.saved_model.save(module, tmp, signatures=signatures())
         _move_into_place(tmp, export_dir)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        rmtree(tmp, ignore_errors=True)
         raise
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from absl import logging
 
 from bert_common.files import atomic_open
+from bert_common.files import open as files_open
 
 INTEGER_KEYS = frozenset(("global_step",))
 
@@ -42,5 +43,5 @@ def write_eval_results(path: str, results: Mapping[str, float]) -> str:
 
 def read_eval_results(path: str) -> dict:
     """The ``key -> str`` pairs of an ``eval_results.txt``."""
-    with open(path, encoding="utf-8") as f:
+    with files_open(path) as f:
         return dict(line.rstrip("\n").split(" = ", 1) for line in f if " = " in line)

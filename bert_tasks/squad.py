@@ -29,6 +29,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_common.files import atomic_open
+from bert_common import files
 from data.squad import dataset as squad_dataset
 from data.squad import evaluate as squad_eval
 from data.squad import features as squad
@@ -89,7 +90,7 @@ def predict_raw_results(model, eval_file: str, seq_length: int, batch_size: int,
 
 def has_answers(squad_file: str) -> bool:
     """Whether any question of a SQuAD file carries a non-empty ``answers`` list."""
-    with open(squad_file, encoding="utf-8") as f:
+    with files.open(squad_file) as f:
         data = json.load(f)["data"]
     return any(qa.get("answers") for article in data for paragraph in article["paragraphs"]
                for qa in paragraph["qas"])

@@ -13,6 +13,7 @@ import dataclasses
 import re
 from typing import Iterator, List, Optional
 
+from bert_common import files as io_utils
 from data.glue.features import _truncate_seq_pair
 from data.tokenization import special_tokens
 from data.tokenization import wordpiece as tokenization
@@ -41,7 +42,7 @@ class InputFeatures:
 def read_examples(input_file: str) -> List[InputExample]:
     """Reads every line (bytes, UTF-8 with errors ignored) as one example."""
     examples = []
-    with open(input_file, "rb") as reader:
+    with io_utils.open(input_file, "rb") as reader:
         for unique_id, raw in enumerate(reader):
             line = tokenization.convert_to_unicode(raw).strip()
             match = _PAIR_RE.match(line)

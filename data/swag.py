@@ -26,9 +26,9 @@ import csv
 import dataclasses
 import io
 import json
-import os
 from typing import Dict, List, Optional
 
+from bert_common import files as io_utils
 from data.glue import features as cf
 from data.glue.processors import ClassifierDataError
 from bert_common.files import AtomicTFRecordWriters, int64_feature
@@ -91,9 +91,9 @@ def _example(record: Dict, swag_id: str, origin: str) -> SwagExample:
 
 
 def _read_text(path: str) -> str:
-    if not os.path.isfile(path):
+    if not io_utils.isfile(path):
         raise SwagDataError("%s: no such file" % path)
-    with open(path, "rb") as f:
+    with io_utils.open(path, "rb") as f:
         raw = f.read()
     try:
         text = raw.decode("utf-8-sig")

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from typing import Any, Dict, Optional
 
 from bert_common.errors import InputError
+from bert_common import files
 from modeling.layers import activations
 
 
@@ -137,11 +137,10 @@ class BertConfig:
     @classmethod
     def from_json_file(cls, json_file: str) -> "BertConfig":
         """Reads a Google ``bert_config.json`` (or a Hugging Face ``config.json``)."""
-        if not os.path.isfile(json_file):
+        if not files.isfile(json_file):
             raise ConfigError("%s: config file not found" % json_file)
         try:
-            with open(json_file, "r", encoding="utf-8") as reader:
-                text = reader.read()
+            text = files.read_text(json_file)
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError("%s: cannot read config file (%s)" % (json_file, e)) from None
         try:

@@ -40,6 +40,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from absl import logging
 
+from bert_common import files as io_utils
 from bert_common.errors import InputError
 
 Label = Union[str, float]
@@ -105,10 +106,10 @@ def read_tsv_rows(input_file: str, quotechar: Optional[str] = None) -> List[List
     ``csv.reader(delimiter="\\t", quotechar=quotechar)``. Raises ``ClassifierDataError`` for a
     missing, unreadable, non-UTF-8 or empty file.
     """
-    if not os.path.isfile(input_file):
+    if not io_utils.isfile(input_file):
         raise ClassifierDataError("%s: no such file" % input_file)
     try:
-        with open(input_file, "rb") as f:
+        with io_utils.open(input_file, "rb") as f:
             raw = f.read()
     except OSError as e:
         raise ClassifierDataError("%s: cannot read (%s)" % (input_file, e.strerror)) from None
@@ -203,9 +204,9 @@ class DataProcessor:
 
     def _split_file(self, data_dir: str, file_name: str, split: str) -> str:
         path = os.path.join(data_dir, file_name)
-        if not os.path.isdir(data_dir):
+        if not io_utils.isdir(data_dir):
             raise ClassifierDataError("--data_dir %s: no such directory" % data_dir)
-        if not os.path.isfile(path):
+        if not io_utils.isfile(path):
             raise ClassifierDataError("%s: no %s split in --data_dir (expected file %s)"
                                       % (path, split, file_name))
         return path

@@ -25,12 +25,11 @@ arrays, instead of one Python string per token.
 from __future__ import annotations
 
 import array
-import glob
-import os
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from bert_common import files as io_utils
 from bert_common.errors import InputError
 from bert_common.progress import Progress
 
@@ -113,18 +112,15 @@ def expand_input_patterns(patterns: Union[str, Sequence[str]]) -> List[str]:
     for pattern in patterns:
         if not pattern:
             raise CorpusError("--input_file has an empty entry (stray comma?)")
-        if glob.has_magic(pattern):
-            try:
-                matches = glob.glob(pattern, include_hidden=True)
-            except TypeError:  # Python < 3.11
-                matches = glob.glob(pattern)
+        if io_utils.has_magic(pattern):
+            matches = io_utils.glob(pattern)
         else:
-            matches = [pattern] if os.path.exists(pattern) else []
+            matches = [pattern] if io_utils.exists(pattern) else []
         if not matches:
-            raise CorpusError("input file %s: no such file" % pattern if not glob.has_magic(
+            raise CorpusError("input file %s: no such file" % pattern if not io_utils.has_magic(
                 pattern) else "input pattern %s matches no file" % pattern)
         for path in matches:
-            if os.path.isdir(path):
+            if io_utils.isdir(path):
                 raise CorpusError("input file %s is a folder, not a text file" % path)
         files.extend(matches)
     return files
@@ -133,7 +129,7 @@ def expand_input_patterns(patterns: Union[str, Sequence[str]]) -> List[str]:
 def _line_number(path: str, offset: int) -> int:
     """1-based number of the line that starts at byte ``offset`` of ``path``."""
     count = 1
-    with open(path, "rb") as f:
+    with io_utils.open(path, "rb") as f:
         while offset > 0:
             block = f.read(min(offset, 1 << 20))
             if not block:
@@ -152,7 +148,7 @@ def iter_lines(path: str, start: int = 0, stop: Optional[int] = None) -> Iterato
     UTF-8 or an unreadable file.
     """
     try:
-        f = open(path, "rb")
+        f = io_utils.open(path, "rb")
     except OSError as e:
         raise CorpusError("input file %s: %s" % (path, e.strerror or e)) from None
     with f:
@@ -206,7 +202,7 @@ def read_corpus(input_files: Sequence[Union[str, Piece]], tokenizer,
                            for p in input_files]
     sizes = []
     for path, start, stop in pieces:
-        size = os.path.getsize(path) if os.path.isfile(path) else 0
+        size = io_utils.getsize(path) if io_utils.isfile(path) else 0
         sizes.append(max(0, (size if stop is None else min(stop, size)) - start))
     tokens = array.array("i")
     sentence_starts = array.array("q", [0])
@@ -261,7 +257,7 @@ def split_at_documents(input_files: Sequence[str], parts: int) -> List[List[Piec
     A run may span files (documents continue across files). Fewer runs come back when the
     text has fewer document boundaries than needed.
     """
-    sizes = [os.path.getsize(p) for p in input_files]
+    sizes = [io_utils.getsize(p) for p in input_files]
     total = sum(sizes)
     cuts: List[Tuple[int, int]] = []  # (file index, byte offset): start of a new run
     for k in range(1, parts):
@@ -293,7 +289,7 @@ def _next_boundary(files: Sequence[str], sizes: Sequence[int], target: int):
         f += 1
     first = True
     while f < len(files):
-        with open(files[f], "rb") as fh:
+        with io_utils.open(files[f], "rb") as fh:
             fh.seek(target)
             offset = target
             if first and target:

@@ -6,7 +6,7 @@ every file and raises ``PretrainingDataError`` (one line naming the file and the
 feature is missing or its length differs from the flags, or when no file holds a record.
 
 ``pretraining_dataset(files, max_seq_length, max_predictions_per_seq, batch_size, is_training,
-deterministic=False, seed=None)`` yields dicts of batched features [batch_size, ...]: the 7
+deterministic=False, seed=None, input_context=None)`` yields dicts of batched features [batch_size, ...]: the 7
 features of ``data.pretraining.schema`` with int64 cast to int32 (``masked_lm_weights`` float32).
 Every batch is full (``drop_remainder``) and the data repeats forever, as the original:
 
@@ -18,9 +18,11 @@ Every batch is full (``drop_remainder``) and the data repeats forever, as the or
 
 ``seed`` fixes the shuffles and makes the interleave deterministic (training mode), so the
 same seed gives the same batches (what resuming by skipping consumed batches needs). Parsing is vectorised (``batch`` then
-``parse_example``): the same tensors as the original's per-record parse. Under a multi-worker
-strategy the dataset is sharded by ``experimental_distribute_dataset``: by record in
-deterministic/eval mode (every global batch is split, not changed), by file otherwise.
+``parse_example``): the same tensors as the original's per-record parse. Under several
+replicas the trainer feeds each host only its replicas' batches
+(``modeling.training.distributed_input``): shuffled training builds one pipeline per host
+(``input_context``: its share of the files, per-replica batches); deterministic/eval batches are
+the global stream's, cut into per-replica pieces (every global batch is split, not changed).
 """
 
 from __future__ import annotations
@@ -103,13 +105,31 @@ def _parse_batch(serialized: tf.Tensor, spec) -> Dict[str, tf.Tensor]:
 
 def pretraining_dataset(files: Sequence[str], max_seq_length: int, max_predictions_per_seq: int,
                         batch_size: int, is_training: bool, deterministic: bool = False,
-                        seed: Optional[int] = None) -> tf.data.Dataset:
-    """The input pipeline (see the module docstring); global batches of ``batch_size``."""
+                        seed: Optional[int] = None,
+                        input_context: Optional[tf.distribute.InputContext] = None
+                        ) -> tf.data.Dataset:
+    """The input pipeline (see the module docstring); global batches of ``batch_size``.
+
+    With ``input_context`` (shuffled training only: the trainer's per-host input), the batches
+    of that input pipeline's replicas: per-replica batches, and with several pipelines (hosts)
+    each reads only its share of the files (``files[pipeline_id::num_pipelines]``; by record
+    when there are fewer files than pipelines). One pipeline sees the records of the global
+    stream in the same order, so the global batches do not change.
+    """
     if batch_size <= 0:
         raise PretrainingDataError("batch size must be positive, got %d" % batch_size)
     files = list(files)
     spec = pretraining_schema.FEATURE_SPEC(max_seq_length, max_predictions_per_seq)
     options = tf.data.Options()
+    shard_records = False
+    if input_context is not None:
+        if not is_training or deterministic:
+            raise ValueError("input_context is for shuffled training input")
+        batch_size = input_context.get_per_replica_batch_size(batch_size)
+        pipelines, pipeline = input_context.num_input_pipelines, input_context.input_pipeline_id
+        if pipelines > 1 and len(files) >= pipelines:
+            files = files[pipeline::pipelines]
+        shard_records = pipelines > 1 and not len(files) >= pipelines
     if is_training and not deterministic:
         d = tf.data.Dataset.from_tensor_slices(tf.constant(files))
         d = d.repeat()
@@ -117,6 +137,8 @@ def pretraining_dataset(files: Sequence[str], max_seq_length: int, max_predictio
         cycle_length = min(NUM_CPU_THREADS, len(files))
         d = d.interleave(tf.data.TFRecordDataset, cycle_length=cycle_length,
                          num_parallel_calls=cycle_length, deterministic=seed is not None)
+        if shard_records:
+            d = d.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
         d = d.shuffle(buffer_size=RECORD_SHUFFLE_BUFFER, seed=seed)
         options.experimental_distribute.auto_shard_policy = (
             tf.data.experimental.AutoShardPolicy.AUTO)

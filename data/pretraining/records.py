@@ -24,7 +24,6 @@ through here, so the wire format has one definition.
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -451,10 +450,6 @@ class FramedRecords:
                     sl = slice(lo, min(n, lo + chunk * nf), nf)
                     f.write(b"".join([views[x][y:z] for x, y, z in zip(
                         batch_of[sl].tolist(), starts[sl].tolist(), ends[sl].tolist())]))
-        umask = os.umask(0)
-        os.umask(umask)
-        for path in output_files:  # temporary files are 0600; give the usual permissions
-            os.chmod(path, 0o666 & ~umask)
         return n
 
 
@@ -488,7 +483,7 @@ def write_feature_dicts(dicts: Iterable[Mapping[str, Sequence]], max_seq_length:
 def read_records(path: str) -> List[bytes]:
     """The record payloads of a TFRecord file, CRCs checked (for tests and tools)."""
     out = []
-    with open(path, "rb") as f:
+    with io_utils.open(path, "rb") as f:
         data = f.read()
     pos = 0
     while pos < len(data):

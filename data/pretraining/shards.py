@@ -55,7 +55,7 @@ def _run_worker(args: Tuple) -> Dict[str, int]:
     corpus = pretraining_corpus.read_corpus(pieces, tokenizer, show_progress=False)
     if corpus.num_documents == 0:
         for path in temp_files:
-            open(path, "wb").close()
+            io_utils.open(path, "wb").close()
         return {"worker": worker, "instances": 0, "documents": 0}
     written = pretraining_fast.write_records(
         corpus, vocab, temp_files, random_seed=settings["random_seed"],

@@ -112,7 +112,7 @@ def split_doc_tokens(paragraph_text: str):
 def _load_squad_data(input_file: str) -> list:
     """The ``data`` list of a SQuAD JSON file, or a one-line SquadFormatError."""
     try:
-        with open(input_file, "r", encoding="utf-8") as reader:
+        with io_utils.open(input_file, "r", encoding="utf-8") as reader:
             root = json.load(reader)
     except OSError as e:
         raise SquadFormatError("%s: cannot read SQuAD file: %s" % (input_file, e.strerror or e)) from None

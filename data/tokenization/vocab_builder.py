@@ -12,6 +12,7 @@ import collections
 import os
 from typing import Iterable, List
 
+from bert_common import files as io_utils
 from bert_common.files import atomic_open
 from data.tokenization import special_tokens
 from data.tokenization.wordpiece import BasicTokenizer
@@ -42,6 +43,6 @@ def build_vocab(lines: Iterable[str], do_lower_case: bool = True, max_words: int
 
 def write_vocab(tokens: List[str], path: str) -> None:
     """Writes one token per line, atomically (temporary name, then rename)."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    io_utils.makedirs(os.path.dirname(io_utils.abspath(path)))
     with atomic_open(path) as f:
         f.write("\n".join(tokens) + "\n")

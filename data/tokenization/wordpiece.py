@@ -40,11 +40,11 @@ import collections
 import contextlib
 import gc
 import itertools
-import os
 import re
 import unicodedata
 from typing import Dict, Iterable, List, Sequence, Union
 
+from bert_common import files as io_utils
 from bert_common.errors import InputError
 from data.tokenization import special_tokens
 
@@ -157,9 +157,9 @@ def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
     Raises:
       VocabError: the file is missing, empty, not UTF-8, or lacks ``[UNK]``.
     """
-    if not os.path.isfile(vocab_file):
+    if not io_utils.isfile(vocab_file):
         raise VocabError("vocab file %s: no such file" % vocab_file)
-    with open(vocab_file, "rb") as f:
+    with io_utils.open(vocab_file, "rb") as f:
         raw = f.read()
     try:
         # UTF-8 never encodes a newline inside a multi-byte character, so decoding the whole

@@ -9,7 +9,8 @@ The names users import are re-exported here: ``modeling.checkpoints.load_tf1_che
 earlier versions, ``load_checkpoint``, ``save_tf1_checkpoint``, ``CheckpointError``.
 """
 
-from modeling.checkpoints.tf1 import (CheckpointError, LoadReport, load_tf1_checkpoint,
+from modeling.checkpoints.tf1 import (CheckpointError, LoadReport, checkpoint_reader,
+                                      load_tf1_checkpoint,
                                       model_tf1_arrays, read_tf1_checkpoint, register_tf1_head,
                                       save_tf1_checkpoint, tf1_checkpoint_source,
                                       tf1_name_for, tf1_name_for_path, tf1_variable_map,
@@ -18,7 +19,7 @@ from modeling.checkpoints import hf  # noqa: E402  (after tf1: hf uses its error
 from modeling.checkpoints.load import (checkpoint_step, is_training_checkpoint,  # noqa: E402
                                        load_checkpoint)
 
-__all__ = ["CheckpointError", "LoadReport", "checkpoint_step", "hf", "is_training_checkpoint",
+__all__ = ["CheckpointError", "LoadReport", "checkpoint_reader", "checkpoint_step", "hf", "is_training_checkpoint",
            "load_checkpoint", "load_tf1_checkpoint",
            "model_tf1_arrays", "read_tf1_checkpoint", "register_tf1_head",
            "save_tf1_checkpoint", "tf1_checkpoint_source", "tf1_name_for", "tf1_name_for_path",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from bert_common.files import atomic_open, atomic_path
+from bert_common import files
 from modeling import checkpoints
 from modeling.checkpoints import hf as hf_import
 from modeling.config import BertConfig
@@ -34,11 +35,13 @@ def _config_for(input_path: str, config_file: str | None, hidden_act: str | None
 def convert(input_path: str, output: str, config_file: str | None = None,
             model_kind: str = "auto", hidden_act: str | None = None) -> str:
     """Runs one conversion; returns a one-line summary. Raises ``InputError`` subclasses on bad input."""
-    if not os.path.exists(input_path) and not os.path.exists(input_path + ".index"):
+    if not files.exists(input_path) and not files.exists(input_path + ".index"):
         raise checkpoints.CheckpointError("%s: no such file, folder or checkpoint" % input_path)
-    out_dir = os.path.dirname(os.path.abspath(output))
-    if not os.path.isdir(out_dir):
-        raise checkpoints.CheckpointError("%s: output folder %s does not exist" % (output, out_dir))
+    out_dir = os.path.dirname(files.abspath(output))
+    try:
+        files.check_output_folder(output)
+    except OSError as e:
+        raise checkpoints.CheckpointError("%s: %s" % (output, e)) from None
     config = _config_for(input_path, config_file, hidden_act)
     config_out = os.path.join(out_dir, "bert_config.json")
 

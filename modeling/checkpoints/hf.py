@@ -23,6 +23,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from bert_common import files
 from modeling.checkpoints.tf1 import CheckpointError
 from modeling.config import BertConfig
 
@@ -81,23 +82,27 @@ def hf_to_tf1_name(hf_name: str) -> Optional[Tuple[str, bool]]:
 def is_hf_checkpoint(path: str) -> bool:
     """True for a ``.safetensors`` file or a folder holding ``model.safetensors``."""
     return path.endswith(".safetensors") or (
-        os.path.isdir(path) and os.path.isfile(os.path.join(path, WEIGHTS_NAME)))
+        files.isdir(path) and files.isfile(os.path.join(path, WEIGHTS_NAME)))
 
 
 def _weights_file(path: str) -> str:
-    weights = os.path.join(path, WEIGHTS_NAME) if os.path.isdir(path) else path
-    if not os.path.isfile(weights):
+    weights = os.path.join(path, WEIGHTS_NAME) if files.isdir(path) else path
+    if not files.isfile(weights):
         raise CheckpointError("%s: no such safetensors file" % weights)
     return weights
 
 
 def read_hf_weights(path: str) -> HFWeights:
     """Reads a HF folder or ``.safetensors`` file into TF1-named float32 arrays."""
-    from safetensors.numpy import load_file
+    from safetensors.numpy import load, load_file
 
     weights = _weights_file(path)
     try:
-        tensors = load_file(weights)
+        if files.is_url(weights):  # safetensors reads local files only
+            with files.open(weights, "rb") as f:
+                tensors = load(f.read())
+        else:
+            tensors = load_file(weights)
     except Exception as e:  # noqa: BLE001 - safetensors raises several types for a bad file
         raise CheckpointError("%s: cannot read safetensors file (%s)"
                               % (weights, str(e).strip().splitlines()[0])) from None
@@ -117,6 +122,6 @@ def read_hf_weights(path: str) -> HFWeights:
 
 def read_hf_config(path: str) -> BertConfig:
     """``config.json`` of a HF folder (or the folder of a ``.safetensors`` file)."""
-    folder = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    folder = path if files.isdir(path) else os.path.dirname(files.abspath(path))
     config_file = os.path.join(folder, CONFIG_NAME) if not path.endswith(".json") else path
     return BertConfig.from_json_file(config_file)

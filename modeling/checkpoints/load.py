@@ -11,13 +11,13 @@ of the same class; the optimizer state in it is not read). It returns the ``Load
 ``checkpoint_step(path)`` is the global step of a trainer checkpoint (0 for other formats).
 """
 
-import os
 
 import numpy as np
 from absl import logging
 
+from bert_common import files
 from modeling.checkpoints import hf
-from modeling.checkpoints.tf1 import (CheckpointError, LoadReport, _Source,
+from modeling.checkpoints.tf1 import (CheckpointError, LoadReport, _Source, checkpoint_reader,
                                       _resolve_tf1_prefix, array_source, assign_tf1_values,
                                       tf1_checkpoint_source, tf1_variable_map)
 
@@ -37,7 +37,7 @@ def load_checkpoint(model, path: str, log: bool = True) -> LoadReport:
     elif path.endswith(".keras"):
         report = assign_tf1_values(model, _keras_file_source(path))
     elif path.endswith(".weights.h5"):
-        if not os.path.isfile(path):
+        if not files.isfile(path):
             raise CheckpointError("%s: no such weights file" % path)
         try:
             model.load_weights(path)
@@ -55,7 +55,7 @@ def load_checkpoint(model, path: str, log: bool = True) -> LoadReport:
 def _keras_file_source(path: str) -> _Source:
     import keras
 
-    if not os.path.isfile(path):
+    if not files.isfile(path):
         raise CheckpointError("%s: no such Keras model file" % path)
     import modeling.encoder  # noqa: F401  (registers the layers for deserialization)
     import modeling.heads.pretraining  # noqa: F401
@@ -82,7 +82,7 @@ def _training_prefix(path: str):
 
     try:
         prefix = _resolve_tf1_prefix(path)
-        reader = tf.train.load_checkpoint(prefix)
+        reader = checkpoint_reader(prefix)
         if not reader.has_tensor(OBJECT_GRAPH_KEY):
             return None
         graph = trackable_object_graph_pb2.TrackableObjectGraph()
@@ -102,12 +102,10 @@ def is_training_checkpoint(path: str) -> bool:
 
 def checkpoint_step(path: str) -> int:
     """The global step saved in a trainer checkpoint; 0 for any other checkpoint."""
-    import tensorflow as tf
-
     prefix = _training_prefix(path)
     if prefix is None:
         return 0
-    reader = tf.train.load_checkpoint(prefix)
+    reader = checkpoint_reader(prefix)
     return int(reader.get_tensor(STEP_KEY)) if reader.has_tensor(STEP_KEY) else 0
 
 

@@ -44,7 +44,8 @@ import numpy as np
 from absl import logging
 
 from bert_common.errors import InputError
-from bert_common.files import atomic_path, atomic_prefix
+from bert_common import files
+from bert_common.files import atomic_prefix
 
 
 class CheckpointError(InputError):
@@ -223,16 +224,28 @@ def _resolve_tf1_prefix(path: str) -> str:
     """A TF1 checkpoint prefix from a prefix or a folder with a ``checkpoint`` state file."""
     import tensorflow as tf
 
-    if os.path.isdir(path):
+    # The prefix test first: TF's ram:// filesystem also calls a checkpoint prefix a folder.
+    if files.exists(path + ".index"):
+        return path
+    if files.isdir(path):
         latest = tf.train.latest_checkpoint(path)
         if latest is None:
             raise CheckpointError("%s: folder holds no TF checkpoint (no 'checkpoint' state "
                                   "file)" % path)
         return latest
-    if not os.path.exists(path + ".index"):
-        raise CheckpointError("%s: no such checkpoint (expected %s.index and its data files)"
-                              % (path, path))
-    return path
+    raise CheckpointError("%s: no such checkpoint (expected %s.index and its data files)"
+                          % (path, path))
+
+
+def checkpoint_reader(prefix: str):
+    """The reader of the checkpoint at ``prefix`` (``.index`` + data files), by its prefix.
+
+    Not ``tf.train.load_checkpoint``/``list_variables``: they take a path that is a folder to
+    mean "the newest checkpoint in it", and TensorFlow's ram:// filesystem (the in-process
+    stand-in for gs:// in tests) calls every prefix a folder."""
+    import tensorflow as tf
+
+    return tf.compat.v1.train.NewCheckpointReader(prefix)
 
 
 def tf1_checkpoint_source(ckpt_prefix: str) -> _Source:
@@ -241,7 +254,7 @@ def tf1_checkpoint_source(ckpt_prefix: str) -> _Source:
 
     prefix = _resolve_tf1_prefix(ckpt_prefix)
     try:
-        reader = tf.train.load_checkpoint(prefix)
+        reader = checkpoint_reader(prefix)
         shapes = {name: tuple(shape) for name, shape in
                   reader.get_variable_to_shape_map().items()}
     except (tf.errors.OpError, ValueError) as e:
@@ -289,20 +302,20 @@ def write_tf1_arrays(arrays: Mapping[str, np.ndarray], prefix: str) -> str:
     """
     import tensorflow as tf
 
-    folder = os.path.dirname(os.path.abspath(prefix))
-    if not os.path.isdir(folder):
-        raise CheckpointError("%s: output folder %s does not exist" % (prefix, folder))
+    folder = os.path.dirname(files.abspath(prefix))
+    try:
+        files.check_output_folder(prefix)
+    except OSError as e:
+        raise CheckpointError("%s: %s" % (prefix, e)) from None
     base = os.path.basename(prefix)
     names = sorted(arrays)
     tensors = [tf.convert_to_tensor(np.asarray(arrays[n])) for n in names]
     with atomic_prefix(os.path.join(folder, base), (".data-00000-of-00001", ".index")) as tmp:
         tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names,
                           shape_and_slices=[""] * len(names), tensors=tensors)
-    # atomic_path, not atomic_open: the state file keeps open()'s usual permissions.
-    with atomic_path(os.path.join(folder, "checkpoint")) as tmp_state:
-        with open(tmp_state, "w", encoding="utf-8") as f:
-            f.write('model_checkpoint_path: "%s"\nall_model_checkpoint_paths: "%s"\n'
-                    % (base, base))
+    with files.atomic_open(os.path.join(folder, "checkpoint")) as f:
+        f.write('model_checkpoint_path: "%s"\nall_model_checkpoint_paths: "%s"\n'
+                % (base, base))
     return os.path.join(folder, base)
 
 

@@ -12,7 +12,13 @@ rounding):
   update as one in-place CPU kernel per variable (bit-identical to the op-by-op update).
 
 The trainer enables it (``TrainerConfig.fused_kernels``, ``run_pretraining --xla_kernels``) for
-one local replica and never in ``--deterministic`` runs. The switch is per thread.
+one local replica that computes on a CPU (``distribution.cpu_kernels_apply``: the C++ kernels are
+registered for the CPU only, so on a GPU they would pin dropout/LayerNorm to the host or fail
+placement, and the update would read GPU variables from a CPU op) and never in
+``--deterministic`` runs. The XLA GELU kernel would compile for a GPU too, but it shares this one
+switch with the CPU kernels and its gain was measured on CPUs only (on a GPU, ``--use_xla``
+compiles the whole step), so on GPUs and TPUs the whole switch stays off. The switch is per
+thread.
 """
 
 from __future__ import annotations

@@ -21,7 +21,10 @@ Strategies (``--strategy``):
   collectives RING on CPU, NCCL on GPU (``--all_reduce_alg``).
 * ``tpu``: ``TPUStrategy`` on the Cloud TPU ``--tpu_name`` (or ``--master`` grpc address) in
   ``--tpu_zone`` / ``--gcp_project``; ``--use_tpu`` is the original's spelling of
-  ``--strategy=tpu``. ``--num_tpu_cores`` is checked against the cores found.
+  ``--strategy=tpu``. Any slice (v2/v3-8, v4-8, v5e-4, a pod slice, ...): the replicas are the
+  TPU cores TensorFlow finds; ``--num_tpu_cores`` 0 or unset (the default) takes that number,
+  a non-zero value must equal it (``check_tpu_cores``; the original's default of 8 fitted only
+  8-core slices).
 
 Precision (``--mixed_precision``): unset = float32; ``bf16`` = Keras ``mixed_bfloat16`` (no loss
 scaling needed); ``fp16`` = ``mixed_float16`` with dynamic loss scaling done by the optimizer
@@ -131,15 +134,60 @@ def _tpu_strategy(tpu_name, tpu_zone, gcp_project, master, num_tpu_cores):
     except (ValueError, RuntimeError, tf.errors.OpError) as e:
         raise DistributionError("--tpu_name=%s: cannot connect to the TPU (%s)"
                                 % (tpu_name or master, str(e).splitlines()[0])) from None
-    if num_tpu_cores and strategy.num_replicas_in_sync != num_tpu_cores:
-        raise DistributionError("--num_tpu_cores=%d but the TPU has %d cores"
-                                % (num_tpu_cores, strategy.num_replicas_in_sync))
+    check_tpu_cores(num_tpu_cores, strategy.num_replicas_in_sync)
     return strategy
+
+
+def check_tpu_cores(num_tpu_cores: Optional[int], found: int) -> int:
+    """The TPU replica count for ``--num_tpu_cores``: ``found`` (the cores TensorFlow found)
+    when it is 0/None, else ``num_tpu_cores`` if it equals ``found``; ``DistributionError``
+    otherwise (a slice of another size, or a negative value)."""
+    if num_tpu_cores is None or num_tpu_cores == 0:
+        return found
+    if num_tpu_cores < 0 or num_tpu_cores != found:
+        raise DistributionError("--num_tpu_cores=%d but the TPU has %d cores (set it to %d, or "
+                                "0 to use the cores found)" % (num_tpu_cores, found, found))
+    return num_tpu_cores
 
 
 def is_tpu(strategy: tf.distribute.Strategy) -> bool:
     return isinstance(strategy, (tf.distribute.TPUStrategy,
                                  tf.distribute.experimental.TPUStrategy))
+
+
+def step_devices(strategy: tf.distribute.Strategy) -> tuple:
+    """The devices ``strategy``'s replicas compute on (``extended.worker_devices``); for the
+    default strategy, which has none, TensorFlow's default device: the first GPU if any, else
+    the CPU."""
+    try:
+        return tuple(strategy.extended.worker_devices)
+    except (RuntimeError, AttributeError, NotImplementedError):
+        gpus = tf.config.list_logical_devices("GPU")
+        return (gpus[0].name if gpus else "/device:CPU:0",)
+
+
+def is_cpu_device(device: str) -> bool:
+    """Whether the device name (``"/job:localhost/replica:0/task:0/device:CPU:0"``, ``"cpu:0"``,
+    ...) names a CPU; ``False`` for GPUs, TPUs and names without a device type."""
+    try:
+        return tf.DeviceSpec.from_string(device).device_type == "CPU"
+    except (ValueError, TypeError):
+        return False
+
+
+def cpu_kernels_apply(strategy: tf.distribute.Strategy, variables=()) -> bool:
+    """Whether the C++ training kernels (``modeling/kernels/cpu_ops.py``: registered for the
+    CPU only) may run ``strategy``'s training step: every replica computes on a CPU (not a TPU
+    strategy, every ``step_devices`` a CPU) and every placed variable of ``variables`` lives on
+    a CPU. On a GPU they would pin dropout/LayerNorm to the host (or fail placement) and the
+    optimizer's update would read GPU variables from a CPU op."""
+    if is_tpu(strategy):
+        return False
+    devices = step_devices(strategy)
+    if not devices or not all(is_cpu_device(d) for d in devices):
+        return False
+    placed = [getattr(v, "device", "") for v in variables]
+    return all(is_cpu_device(d) for d in placed if d)
 
 
 def is_multi_worker(strategy: tf.distribute.Strategy) -> bool:

@@ -45,7 +45,9 @@ steps of a loop; the value shown is Σnumerator/Σdenominator (a streaming mean,
   then one update: same math, 1/k of the activation memory.
 * Host loops: one ``tf.function`` call runs ``steps_per_loop`` steps (``tf.range`` loop, the
   iterator inside), so accelerators are fed without Python between steps. Loops end at
-  checkpoint steps and at ``num_train_steps``.
+  checkpoint steps and at ``num_train_steps``, and are cut short so that a progress line shows
+  at least every ``progress_every_s`` (30 s): the first loop runs one step (it traces the
+  step), the next ones as many steps as the measured time per step allows.
 * ``use_xla``: the replica step (forward, backward, clipping, update; the micro-batch loop
   too, its slices of static shape) is compiled with XLA on one replica; with several replicas
   only forward/backward is (not on CPU: XLA's CPU collectives are not supported there, so XLA
@@ -94,17 +96,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 from absl import logging
 
+from bert_common import files
 from bert_common.errors import InputError
 from bert_common.progress import Progress, format_eta
-from modeling.training import distribution
+from modeling.checkpoints.tf1 import checkpoint_reader
+from modeling.training import distributed_input, distribution
+from modeling.training.distributed_input import DatasetFn
 from modeling.kernels import switch as training_kernels
 
 Logs = Dict[str, Tuple[tf.Tensor, tf.Tensor]]
@@ -176,6 +180,9 @@ class TrainerConfig:
     write_summaries: bool = True
     step_log: bool = True
     progress: bool = True
+    # A host loop is cut short so that a progress line shows at least this often, whatever
+    # steps_per_loop is (from the second loop on, by the seconds per step measured so far).
+    progress_every_s: float = 30.0
     checkpoint_name: str = "ckpt"  # files <model_dir>/<checkpoint_name>-<step>.{index,data-*}
 
 
@@ -185,6 +192,42 @@ class TrainResult:
     logs: Dict[str, float]              # the last loop's streaming means
     step_losses: List[float]            # per step of this run (not of restored steps)
     examples_per_sec: float
+
+
+class RngState(tf.Module):
+    """The state of every Keras ``SeedGenerator`` of a model's layers (the dropout layers': each
+    mask is drawn from ``seed_generator.next()``, by TensorFlow's stateless dropout or the fused
+    CPU kernel alike), as one entry of the trainer's checkpoint: ``rng/seed_states/<i>``, in
+    layer order. Keras layers do not expose their seed generators to ``tf.train.Checkpoint``,
+    so without it a resumed run would draw the masks of step 1 again."""
+
+    PREFIX = "rng/seed_states/"
+
+    def __init__(self, states):
+        super().__init__(name="rng")
+        self.seed_states = list(states)
+
+    @classmethod
+    def of(cls, model) -> Optional["RngState"]:
+        """The seed states of ``model``'s layers (None when it has none, e.g. dropout 0)."""
+        states, seen = [], set()
+        # Keras keeps a layer's generators in ``_seed_generators`` (not checkpoint-tracked).
+        for layer in model._flatten_layers(include_self=True, recursive=True):
+            for generator in getattr(layer, "_seed_generators", ()):
+                if id(generator) not in seen:
+                    seen.add(id(generator))
+                    states.append(generator.state)
+        return cls(states) if states else None
+
+    def found_in(self, path: str) -> bool:
+        """Whether checkpoint ``path`` holds these states (False: written without them);
+        raises ValueError when it holds another number of them (another model)."""
+        saved = {name.split("/")[2] for name, _ in tf.train.list_variables(path)
+                 if name.startswith(self.PREFIX)}
+        if saved and len(saved) != len(self.seed_states):
+            raise ValueError("%d dropout seed states in the checkpoint, %d in the model"
+                             % (len(saved), len(self.seed_states)))
+        return bool(saved)
 
 
 def _split_micro_batches(batch, k: int, index):
@@ -226,6 +269,7 @@ class Trainer:
                 0, dtype=tf.int64, trainable=False, name="batches_consumed",
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         self._dense = [bool(objective.dense_gradient(v)) for v in model.trainable_variables]
+        self._rng = RngState.of(model)  # the dropout seeds, saved with the weights (or None)
         self._checkpoint = None
         self._manager = None
         self._write_dir = None
@@ -243,6 +287,8 @@ class Trainer:
                    "batches_consumed": self._batches_consumed}
         if iterator is not None:
             objects["iterator"] = iterator
+        if self._rng is not None:
+            objects["rng"] = self._rng
         self._checkpoint = tf.train.Checkpoint(**objects)
         if self.is_chief:
             self._write_dir = self.config.model_dir
@@ -260,15 +306,24 @@ class Trainer:
 
     def restore(self, iterator=None) -> int:
         """Restores the newest checkpoint in ``model_dir`` (model, optimizer, data position,
-        and the iterator state when ``iterator`` is given); returns the global step (0 when
-        there is none: nothing is changed)."""
+        the dropout seeds, and the iterator state when ``iterator`` is given); returns the
+        global step (0 when there is none: nothing is changed)."""
         path = self.latest_checkpoint()
         if path is None:
             return 0
-        checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
-                                         batches_consumed=self._batches_consumed,
-                                         **({"iterator": iterator} if iterator else {}))
+        objects = {"model": self.model, "optimizer": self.optimizer,
+                   "batches_consumed": self._batches_consumed}
+        if iterator:
+            objects["iterator"] = iterator
         try:
+            if self._rng is not None and self._rng.found_in(path):
+                objects["rng"] = self._rng
+            elif self._rng is not None:
+                logging.warning(
+                    "%s holds no dropout RNG state (written before it was saved): dropout "
+                    "continues from this run's seeds, so the run will not end with the bits "
+                    "of an uninterrupted one", path)
+            checkpoint = tf.train.Checkpoint(**objects)
             status = checkpoint.restore(path)
             status.assert_existing_objects_matched()
         except (AssertionError, ValueError, tf.errors.OpError) as e:
@@ -283,7 +338,7 @@ class Trainer:
     def save(self) -> str:
         path = self._manager.save(checkpoint_number=self.optimizer.iterations)
         if not self.is_chief:
-            shutil.rmtree(self._write_dir, ignore_errors=True)
+            files.rmtree(self._write_dir, ignore_errors=True)
         elif self.config.progress:
             print("Saved checkpoint for step %d: %s" % (self.global_step, path),
                   file=sys.stderr, flush=True)
@@ -359,7 +414,10 @@ class Trainer:
 
         self._apply_fn = apply
         one_local_replica = self.num_replicas == 1 and not distribution.is_tpu(strategy)
-        self._fused_kernels = self.config.fused_kernels and not use_xla and one_local_replica
+        # The kernels (cpu_ops) are CPU-only: not where the step's replica or variables are on a
+        # GPU/TPU; the XLA GELU kernel shares the switch, so it is off there too.
+        self._fused_kernels = (self.config.fused_kernels and not use_xla and one_local_replica
+                               and distribution.cpu_kernels_apply(strategy, variables))
         with strategy.scope():
             cpu_update = (self._fused_kernels and hasattr(self.optimizer, "cpu_kernel_applies")
                           and self.optimizer.cpu_kernel_applies(variables))
@@ -429,27 +487,40 @@ class Trainer:
         return (self.num_replicas == 1 and not distribution.is_tpu(self.strategy)
                 and not distribution.is_multi_worker(self.strategy))
 
-    def _distributed_iterator(self, dataset: tf.data.Dataset, skip: int):
+    def _distributed_iterator(self, dataset: Union[tf.data.Dataset, DatasetFn], skip: int):
+        """One local replica: a plain iterator (its state goes into checkpoints); otherwise
+        per-host input (``distributed_input``), ``skip`` global batches in."""
         if self._can_save_iterator():
+            if not isinstance(dataset, tf.data.Dataset):
+                dataset = dataset(tf.distribute.InputContext())
             return iter(dataset.skip(skip) if skip else dataset)
-        if skip:
-            dataset = dataset.skip(skip)
-        return iter(self.strategy.experimental_distribute_dataset(dataset))
+        return iter(distributed_input.distribute(self.strategy, dataset, skip))
 
-    def train(self, dataset: tf.data.Dataset) -> TrainResult:
-        """Trains to ``num_train_steps`` from the latest checkpoint (if any); see module."""
+    def _global_batch(self, dataset: Union[tf.data.Dataset, DatasetFn]) -> int:
+        if isinstance(dataset, tf.data.Dataset):
+            return distributed_input.global_batch_size(dataset)
+        per_replica = dataset(tf.distribute.InputContext(
+            num_replicas_in_sync=self.num_replicas))  # only its element spec is read
+        return distributed_input.global_batch_size(per_replica) * self.num_replicas
+
+    def train(self, dataset: Union[tf.data.Dataset, DatasetFn]) -> TrainResult:
+        """Trains to ``num_train_steps`` from the latest checkpoint (if any); see module.
+
+        ``dataset``: global batches (the same stream on every host), or a function of a
+        ``tf.distribute.InputContext`` returning that input pipeline's per-replica batches
+        (see ``modeling.training.distributed_input``)."""
         cfg = self.config
         if self.is_chief:
-            os.makedirs(cfg.model_dir, exist_ok=True)
+            files.makedirs(cfg.model_dir)
         # Data position: the saved iterator state if there is one this strategy can use, else
         # skip the global batches consumed so far.
         path = self.latest_checkpoint()
-        names = [name for name, _ in tf.train.list_variables(path)] if path else []
+        names = list(checkpoint_reader(path).get_variable_to_shape_map()) if path else []
         saved = self._can_save_iterator() and (path is None or any(
             name.startswith("iterator/") for name in names))
         consumed = 0
         if path is not None and not saved:
-            consumed = int(tf.train.load_checkpoint(path).get_tensor(
+            consumed = int(checkpoint_reader(path).get_tensor(
                 "batches_consumed/.ATTRIBUTES/VARIABLE_VALUE"))
         iterator = self._distributed_iterator(dataset, consumed)
         start_step = self.restore(iterator if saved else None)
@@ -470,18 +541,24 @@ class Trainer:
         all_losses: List[float] = []
         last_logs: Dict[str, float] = {}
         rate = 0.0
+        seconds_per_step = 0.0  # of the last loop
         run_start = time.monotonic()
         while step < cfg.num_train_steps:
             next_save = ((step // cfg.save_checkpoints_steps) + 1) * cfg.save_checkpoints_steps
             num_steps = min(cfg.steps_per_loop, next_save - step, cfg.num_train_steps - step)
+            if seconds_per_step:
+                num_steps = max(1, min(num_steps, int(cfg.progress_every_s / seconds_per_step)))
+            else:  # the first loop traces the step: one step, then loops timed by the second
+                num_steps = 1
             loop_start = time.monotonic()
             sums, losses, norms, lrs = self._run_loop(iterator, num_steps)
             losses = losses.numpy().tolist()
             elapsed = time.monotonic() - loop_start
             step = self.global_step
             if global_batch is None:
-                global_batch = _global_batch_size(dataset)
+                global_batch = self._global_batch(dataset)
             rate = num_steps * global_batch / max(elapsed, 1e-9)
+            seconds_per_step = max(elapsed / num_steps, 1e-9)
             last_logs = {n: float(a) / float(b) if float(b) else float("nan")
                          for n, (a, b) in sums.items()}
             all_losses.extend(losses)
@@ -516,26 +593,19 @@ class Trainer:
             print(" ".join(parts), file=sys.stderr, flush=True)
 
 
-def _global_batch_size(dataset: tf.data.Dataset) -> int:
-    first = tf.nest.flatten(dataset.element_spec)[0]
-    size = first.shape[0]
-    return int(size) if size is not None else 0
-
-
 def _truncate_step_log(path: str, keep_through_step: int) -> None:
-    if not os.path.exists(path):
+    if not files.exists(path):
         return
-    with open(path) as f:
+    with files.open(path) as f:
         lines = [line for line in f if line.strip()
                  and json.loads(line)["step"] <= keep_through_step]
-    from bert_common.files import atomic_open
-
-    with atomic_open(path) as f:
+    with files.atomic_open(path) as f:
         f.writelines(lines)
 
 
 def _append_step_log(path: str, first_step: int, losses, lrs, norms) -> None:
-    with open(path, "a") as f:
+    # On GCS an append rewrites the object (objects are immutable): one append per host loop.
+    with files.open(path, "a") as f:
         for i, (loss, lr, norm) in enumerate(zip(losses, lrs, norms)):
             f.write(json.dumps({"step": first_step + i, "loss": loss, "learning_rate": lr,
                                 "global_norm": norm}) + "\n")
@@ -545,7 +615,7 @@ def read_step_log(model_dir: str) -> List[dict]:
     """The ``train_steps.jsonl`` records of ``model_dir`` in step order (one per step)."""
     path = os.path.join(model_dir, STEP_LOG_NAME)
     records = {}
-    with open(path) as f:
+    with files.open(path) as f:
         for line in f:
             if line.strip():
                 record = json.loads(line)

@@ -4,9 +4,11 @@ process (``import tensorflow_text`` first) serves through all three signatures w
 in-process model's probabilities. Bad input: one line on stderr, exit 1, nothing written."""
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -174,6 +176,63 @@ def test_eval_from_output_dir_checkpoint_without_bucketing(trained, tmp_path):
                                rtol=1e-5)
 
 
+
+def test_kill_9_after_a_checkpoint_then_resume_equals_uninterrupted(tmp_path):
+    """Dropout 0.1 (the tiny config's): a run killed with SIGKILL after a checkpoint, then run
+    again, ends with the bits of an uninterrupted run (weights, Adam slots, each step's loss).
+    The checkpoints hold the data position (the shuffled pipeline's iterator state) and the
+    dropout layers' seed states; the uninterrupted run goes on in this process meanwhile."""
+    import tensorflow as tf
+
+    from modeling.training import trainer as training_loop
+
+    data_dir = _slice(MRPC, tmp_path / "mrpc", {"train": 32})
+
+    def argv(out):  # 32 steps of 4 examples, a checkpoint every 4
+        return _base_flags(data_dir, out) + [
+            "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"), "--do_train",
+            "--train_batch_size=4", "--num_train_epochs=4", "--save_checkpoints_steps=4",
+            "--iterations_per_loop=2"]
+
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run_classifier.py")]
+                            + argv(killed), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    seen = []
+
+    def kill_after_first_checkpoint():
+        for line in proc.stderr:
+            seen.append(line)
+            if line.startswith("Saved checkpoint for step"):
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+
+    watcher = threading.Thread(target=kill_after_first_checkpoint, daemon=True)
+    watcher.start()
+    code, err = _run_in_process(argv(tmp_path / "full"))
+    assert code == 0, err[-3000:]
+    watcher.join(timeout=300)
+    proc.wait(timeout=60)
+    proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL, "".join(seen[-20:])
+    step_at_kill = int(tf.train.latest_checkpoint(str(killed)).rsplit("-", 1)[-1])
+    assert 4 <= step_at_kill < 32
+
+    code, err = _run_in_process(argv(killed))  # the same command again: resumes, finishes
+    assert code == 0, err[-3000:]
+    assert "train step %d/32" % step_at_kill not in err and "train step 32/32" in err
+    full = tf.train.load_checkpoint(str(tmp_path / "full" / "model.ckpt-32"))
+    resumed = tf.train.load_checkpoint(str(killed / "model.ckpt-32"))
+    names = [n for n in full.get_variable_to_shape_map()
+             if n.startswith(("model/", "optimizer/", "rng/"))]
+    for name in names:
+        np.testing.assert_array_equal(resumed.get_tensor(name), full.get_tensor(name),
+                                      err_msg=name)
+    assert any(n.startswith("rng/") for n in names) and len(names) > 100
+    assert ([r["loss"] for r in training_loop.read_step_log(str(killed))]
+            == [r["loss"] for r in training_loop.read_step_log(str(tmp_path / "full"))])
+
+
 # ------------------------------------------------------------------------------- bad input
 
 
@@ -254,3 +313,30 @@ def test_bad_flags(tmp_path):
                         r"trained up to sequence length 128", out)
 
 
+
+
+def test_fp16_trains_with_dynamic_loss_scaling(tmp_path):
+    """--mixed_precision=fp16 (once crashed on the first step): two steps, exit 0, finite
+    losses, the loss scale in the checkpoint. The tool leaves the global Keras policy at
+    mixed_float16, so it is reset for the tests after this one."""
+    import json
+
+    import keras
+    import tensorflow as tf
+
+    data_dir = _slice(MRPC, tmp_path / "mrpc", {"train": 16})
+    out = tmp_path / "out"
+    try:
+        code, err = _run_in_process(_base_flags(data_dir, out) + [
+            "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"), "--do_train",
+            "--train_batch_size=8", "--num_train_epochs=1", "--mixed_precision=fp16"])
+        assert keras.mixed_precision.global_policy().name == "mixed_float16"
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert code == 0, err[-3000:]
+    steps = [json.loads(line) for line in (out / "train_steps.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [1, 2]
+    assert all(np.isfinite(s["loss"]) and s["loss"] > 0 for s in steps)
+    reader = tf.train.load_checkpoint(str(out / "model.ckpt-2"))
+    names = reader.get_variable_to_shape_map()
+    assert any("loss_scale" in name for name in names)

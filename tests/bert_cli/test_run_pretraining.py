@@ -222,6 +222,44 @@ def test_bf16_lamb_accumulation_shuffled_run_resumes(tmp_path):
     assert results["global_step"] == 4 and np.isfinite(results["loss"])
 
 
+
+@pytest.mark.parametrize("mode", ["fused_kernels", "deterministic"])
+def test_resume_with_dropout_ends_with_the_same_bits(tmp_path, mode):
+    """Dropout 0.1: a run restarted from its step-3 checkpoint draws the masks that the
+    uninterrupted run drew (the dropout seed states are in the checkpoint), on the default path
+    (fused CPU dropout kernel, shuffled pipeline) and with --deterministic (TensorFlow's
+    stateless dropout, file order): the same losses and the same final bits."""
+    with open(os.path.join(TRAJ, "init", "bert_config.json")) as f:
+        config = json.load(f)
+    config.update(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    (tmp_path / "bert_config.json").write_text(json.dumps(config))
+
+    def args(folder):
+        return trajectory_args(tmp_path / folder, "--do_train", "--num_train_steps=6",
+                               "--save_checkpoints_steps=3", "--iterations_per_loop=3",
+                               "--bert_config_file=%s" % (tmp_path / "bert_config.json"),
+                               *(["--deterministic"] if mode == "deterministic" else []))
+
+    run_pretraining.run(parse_flags(args("full")))
+    run_pretraining.run(parse_flags(args("part")))
+    for name in os.listdir(tmp_path / "part"):  # as if killed after the step-3 checkpoint
+        if name.startswith("ckpt-6"):
+            os.remove(tmp_path / "part" / name)
+    tf.compat.v1.train.update_checkpoint_state(str(tmp_path / "part"),
+                                               str(tmp_path / "part" / "ckpt-3"))
+    run_pretraining.run(parse_flags(args("part")))
+    full = tf.train.load_checkpoint(str(tmp_path / "full" / "ckpt-6"))
+    resumed = tf.train.load_checkpoint(str(tmp_path / "part" / "ckpt-6"))
+    names = [n for n in full.get_variable_to_shape_map()
+             if n.startswith(("model/", "optimizer/", "rng/"))]
+    for name in names:
+        np.testing.assert_array_equal(resumed.get_tensor(name), full.get_tensor(name),
+                                      err_msg=name)
+    assert sum(n.startswith("rng/") for n in names) == 7  # 1 + 3 per layer (2 layers)
+    assert ([r["loss"] for r in training_loop.read_step_log(str(tmp_path / "part"))]
+            == [r["loss"] for r in training_loop.read_step_log(str(tmp_path / "full"))])
+
+
 # -------------------------------------------------------------------------------- bad input
 
 

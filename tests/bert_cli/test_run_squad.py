@@ -156,3 +156,29 @@ def test_script_entry_point_reports_flag_errors(tmp_path):
     assert proc.returncode == 1
     assert "run_squad.py: error: If `do_predict` is True, then `predict_file` must be specified." in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_fp16_trains_with_dynamic_loss_scaling(tmp_path):
+    """--mixed_precision=fp16 (once crashed on the first step): two steps, exit 0, finite
+    losses, the loss scale in the checkpoint; the global Keras policy is reset afterwards."""
+    import math
+
+    import keras
+
+    train = _slice(os.path.join(SQUAD, "v2.0_short", "input_train_style_slice.json"),
+                   tmp_path / "train.json", 8)
+    try:
+        proc = _run(tmp_path, "--do_train", "--version_2_with_negative",
+                    "--train_file=%s" % train,
+                    "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"),
+                    "--train_batch_size=4", "--num_train_epochs=1", "--mixed_precision=fp16")
+        assert keras.mixed_precision.global_policy().name == "mixed_float16"
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = tmp_path / "out"
+    steps = [json.loads(line) for line in (out / "train_steps.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [1, 2]
+    assert all(math.isfinite(s["loss"]) and s["loss"] > 0 for s in steps)
+    names = tf.train.load_checkpoint(str(out / "model.ckpt-2")).get_variable_to_shape_map()
+    assert any("loss_scale" in name for name in names)

@@ -146,3 +146,100 @@ def test_atomic_prefix_renames_every_suffix(tmp_path):
             open(tmp + ".index", "w").close()
             raise RuntimeError("boom")
     assert sorted(os.listdir(tmp_path)) == sorted("model.ckpt" + s for s in suffixes)
+
+
+# --------------------------------------------------------------------------
+# Paths of any filesystem: ram:// (TensorFlow's in-process filesystem) stands in for gs://
+# here; tests/bert_common/test_gcs_loopback.py runs the same calls against real GCS code.
+# --------------------------------------------------------------------------
+
+
+def _ram(tmp_path, name):
+    # A fresh ram:// folder per test (the filesystem lives as long as the process).
+    return "ram://%s/%s" % (tmp_path.name, name)
+
+
+def test_url_paths_go_through_gfile(tmp_path):
+    root = _ram(tmp_path, "paths")
+    io_utils.makedirs(root + "/sub")
+    with io_utils.atomic_open(root + "/a.txt") as f:
+        f.write("héllo\n")
+    with io_utils.atomic_open(root + "/sub/b.bin", "wb") as f:
+        f.write(b"\x00\x01")
+    assert io_utils.is_url(root) and not io_utils.is_url(str(tmp_path))
+    assert io_utils.abspath(root + "/a.txt") == root + "/a.txt"  # never <cwd>/ram:/...
+    assert io_utils.read_text(root + "/a.txt") == "héllo\n"
+    assert io_utils.isfile(root + "/a.txt") and not io_utils.isfile(root + "/sub")
+    assert io_utils.isdir(root + "/sub") and io_utils.exists(root + "/sub/b.bin")
+    assert io_utils.getsize(root + "/sub/b.bin") == 2
+    assert io_utils.listdir(root) == ["a.txt", "sub"]  # no temporary left behind
+    assert io_utils.glob(root + "/*.txt") == [root + "/a.txt"]
+    io_utils.copy(root + "/a.txt", root + "/c.txt")
+    io_utils.rename(root + "/c.txt", root + "/a.txt")  # replaces
+    assert io_utils.listdir(root) == ["a.txt", "sub"]
+    io_utils.remove(root + "/a.txt")
+    io_utils.rmtree(root + "/sub")
+    assert not io_utils.exists(root + "/a.txt") and not io_utils.exists(root + "/sub/b.bin")
+    assert not os.path.exists("ram:")  # nothing landed in a local folder named after the scheme
+
+
+def test_url_atomic_open_leaves_nothing_on_error(tmp_path):
+    root = _ram(tmp_path, "err")
+    io_utils.makedirs(root)
+    with pytest.raises(RuntimeError):
+        with io_utils.atomic_open(root + "/out.txt") as f:
+            f.write("half")
+            raise RuntimeError("boom")
+    assert io_utils.listdir(root) == []
+
+
+def test_url_folder_outputs_move_whole(tmp_path):
+    root = _ram(tmp_path, "tree")
+    io_utils.makedirs(root)
+    with io_utils.atomic_path(root + "/model") as tmp:
+        io_utils.makedirs(tmp + "/variables")
+        with io_utils.open(tmp + "/saved_model.pb", "wb") as f:
+            f.write(b"pb")
+        with io_utils.open(tmp + "/variables/v.data", "wb") as f:
+            f.write(b"v")
+    assert io_utils.listdir(root) == ["model"]
+    assert io_utils.listdir(root + "/model") == ["saved_model.pb", "variables"]
+    assert io_utils.read_text(root + "/model/variables/v.data") == "v"
+
+
+def test_saved_model_export_to_a_url(tmp_path):
+    root = _ram(tmp_path, "export")
+
+    class Plus(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+        def serve(self, x):
+            return {"y": x + 1.0}
+
+    module = Plus()
+    io_utils.save_saved_model(module, root + "/1", lambda: {"serving_default": module.serve})
+    assert io_utils.listdir(root) == ["1"]
+    loaded = tf.saved_model.load(root + "/1")
+    assert loaded.signatures["serving_default"](tf.constant([1.0]))["y"].numpy().tolist() == [2.0]
+
+
+def test_local_outputs_get_the_umask_mode(tmp_path):
+    mask = os.umask(0o022)
+    try:
+        with io_utils.atomic_open(str(tmp_path / "a.txt")) as f:
+            f.write("x")
+        with io_utils.atomic_path(str(tmp_path / "d")) as tmp:
+            os.mkdir(tmp)
+        with io_utils.AtomicTFRecordWriters([str(tmp_path / "r.tfrecord")]) as w:
+            w.write(b"x")
+
+        class Empty(tf.Module):
+            pass
+
+        io_utils.save_saved_model(Empty(), str(tmp_path / "export"), lambda: None)
+    finally:
+        os.umask(mask)
+    # What open()/mkdir would give: readable by a serving process running as another user.
+    assert os.stat(tmp_path / "a.txt").st_mode & 0o777 == 0o644
+    assert os.stat(tmp_path / "r.tfrecord").st_mode & 0o777 == 0o644
+    assert os.stat(tmp_path / "export").st_mode & 0o777 == 0o755
+    assert os.stat(tmp_path / "d").st_mode & 0o777 == 0o755

@@ -194,3 +194,69 @@ def test_objective_must_declare_its_logs(tmp_path):
                                     Undeclared(), None, config)
     with pytest.raises(ValueError, match="log_names"):
         trainer.train(_dataset())
+
+
+def _dropout_model(seed=1):
+    from modeling.layers.dropout import Dropout
+
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((DIM,))
+    hidden = Dropout(0.1)(keras.layers.Dense(8, activation="tanh", name="dense")(inputs))
+    return keras.Model(inputs, keras.layers.Dense(2, name="out")(Dropout(0.1)(hidden)))
+
+
+def _forget_checkpoints_after(model_dir, step, prefix="ckpt"):
+    """As if the run was killed right after its step-``step`` checkpoint."""
+    for name in os.listdir(model_dir):
+        if name.startswith("%s-" % prefix) and int(name.split("-")[1].split(".")[0]) > step:
+            os.remove(os.path.join(model_dir, name))
+    tf.compat.v1.train.update_checkpoint_state(str(model_dir),
+                                               os.path.join(str(model_dir), "%s-%d" % (prefix, step)))
+
+
+@pytest.mark.parametrize("fused_kernels", [False, True], ids=["tf_ops", "fused_kernels"])
+def test_resume_with_dropout_is_bit_exact(tmp_path, fused_kernels):
+    """Dropout 0.1: the dropout layers' seed-generator states are in the checkpoint, so a run
+    resumed after its step-3 checkpoint draws the masks of steps 4-6 that the uninterrupted run
+    drew (restored over a model whose generators were seeded differently) and ends with the
+    same bits; on the fused CPU dropout kernel (keyed by the same seeds) too."""
+
+    def trainer(folder, seed=1):
+        return _trainer(tmp_path / folder, 6, model=_dropout_model(seed),
+                        fused_kernels=fused_kernels)
+
+    full = trainer("full")
+    full.train(_dataset())
+    part = trainer("part")
+    part.train(_dataset())
+    _forget_checkpoints_after(tmp_path / "part", 3)
+    resumed = trainer("part", seed=99)  # other weights and dropout seeds: must be restored
+    assert len(resumed.train(_dataset()).step_losses) == 3
+    for a, b in zip(_weights(full), _weights(resumed)):
+        np.testing.assert_array_equal(a, b)
+    full_log = training_loop.read_step_log(str(tmp_path / "full"))
+    part_log = training_loop.read_step_log(str(tmp_path / "part"))
+    assert [r["loss"] for r in full_log] == [r["loss"] for r in part_log]
+    # Dropout was on (the weights differ from a run without it) and advanced per step.
+    plain = _trainer(tmp_path / "plain", 6, model=_model())
+    plain.train(_dataset())
+    assert any(np.abs(a - b).max() > 1e-4 for a, b in zip(_weights(full), _weights(plain)))
+
+
+def test_checkpoint_without_dropout_seeds_still_resumes(tmp_path, caplog):
+    """A checkpoint written before the seed states were saved restores (weights, optimizer,
+    data position) with a warning; dropout goes on from the new run's seeds, and the next
+    checkpoints hold them."""
+    old = _trainer(tmp_path, 4, model=_dropout_model())
+    old._rng = None  # as the previous version wrote checkpoints
+    old.train(_dataset())
+    _forget_checkpoints_after(tmp_path, 3)
+    assert not [n for n, _ in tf.train.list_variables(str(tmp_path / "ckpt-3"))
+                if n.startswith("rng/")]
+    resumed = _trainer(tmp_path, 4, model=_dropout_model(seed=99))
+    with caplog.at_level("WARNING"):
+        assert len(resumed.train(_dataset()).step_losses) == 1
+    assert "holds no dropout RNG state" in caplog.text
+    assert resumed.global_step == 4
+    names = [n for n, _ in tf.train.list_variables(str(tmp_path / "ckpt-4"))]
+    assert "rng/seed_states/1/.ATTRIBUTES/VARIABLE_VALUE" in names

@@ -1,0 +1,1 @@
+"""Test-only helpers shared by several test modules (not part of the installed library)."""
