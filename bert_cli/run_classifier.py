@@ -112,6 +112,7 @@ def validate_flags(fv: flags.FlagValues, bert_config) -> None:
 
 def run(fv: flags.FlagValues) -> None:
     from bert_common.results import write_eval_results
+    from modeling.training.trainer import write_eval_summaries
     from bert_tasks import classifier as task
     from data.glue import features as classifier_features
     from data.glue import metrics as glue_metrics
@@ -169,6 +170,7 @@ def run(fv: flags.FlagValues) -> None:
         metrics = glue_metrics.eval_metrics(task_name, result, regression)
         metrics["global_step"] = global_step
         write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), metrics)
+        write_eval_summaries(fv.output_dir, metrics, global_step)
 
     if fv.do_predict:
         logging.info("***** Running prediction *****")

@@ -111,7 +111,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
            "XLA (one memory pass per variable; rounding within ~1e-6 relative of the "
            "original), unless --xla_kernels runs it as a CPU kernel (AdamWeightDecay, fp32 "
            "variables, no loss scaling). Off with --deterministic.")
-    define("bool", "xla_kernels", True, "One replica: fused training kernels: the GELU of the "
+    define("bool", "xla_kernels", True, "One replica on a CPU: fused training kernels: the GELU of the "
            "intermediate layers as XLA kernels with a hand-written gradient "
            "(modeling/kernels/gelu_dense.py); dropout, LayerNorm and the AdamWeightDecay clipping + "
            "update as one-pass CPU kernels compiled on first use (modeling/kernels/cpu_ops.py). Values "
@@ -228,8 +228,6 @@ def build_trainer(fv, config, strategy, precision):
 def evaluate(fv, model, files, strategy, global_step: int, chief: bool) -> Dict[str, float]:
     """``--max_eval_steps`` batches in file order: the original's metric_fn values, written to
     ``eval_results.txt`` and TensorBoard (``output_dir/eval``) by the chief."""
-    import tensorflow as tf
-
     from bert_common.results import write_eval_results
     from data.pretraining import dataset as pd
     from modeling.training import objectives as pretraining_objective
@@ -246,10 +244,7 @@ def evaluate(fv, model, files, strategy, global_step: int, chief: bool) -> Dict[
     results["global_step"] = global_step
     if chief:
         write_eval_results(os.path.join(fv.output_dir, EVAL_RESULTS), results)
-        with tf.summary.create_file_writer(os.path.join(fv.output_dir, "eval")).as_default():
-            for key, value in results.items():
-                if key != "global_step":
-                    tf.summary.scalar(key, value, step=global_step)
+        training_loop.write_eval_summaries(fv.output_dir, results, global_step)
     return results
 
 

@@ -94,6 +94,7 @@ def split_file(fv: flags.FlagValues, split: str) -> str:
 
 def run(fv: flags.FlagValues) -> None:
     from bert_common.results import write_eval_results
+    from modeling.training.trainer import write_eval_summaries
     from bert_tasks import swag as task
     from data import swag
     from data.glue import submission
@@ -146,6 +147,7 @@ def run(fv: flags.FlagValues) -> None:
         metrics = task.eval_metrics(examples["eval"], result)
         metrics["global_step"] = global_step
         write_eval_results(os.path.join(fv.output_dir, "eval_results.txt"), metrics)
+        write_eval_summaries(fv.output_dir, metrics, global_step)
 
     if fv.do_predict:
         result = predict(examples["predict"],

@@ -55,13 +55,13 @@ steps of a loop; the value shown is Σnumerator/Σdenominator (a streaming mean,
   ``fuse_optimizer`` (one local replica without ``use_xla``): only the clipping and the
   optimizer update are XLA-compiled, the forward/backward keep TensorFlow's kernels (oneDNN on
   CPU): the update reads and writes each variable once instead of once per elementwise op
-  (BERT-base, clipping + update of 110M parameters: 0.53 s -> 0.40 s on this 2-core CPU at
-  load average ~7, against 5.6 s for the forward/backward at batch 8 x 128). XLA rounds
+  (README "Benchmarks" has the measured times). XLA rounds
   differently (global-norm reduction order, fused arithmetic): parameters stay within 1e-6
   relative of the original's, an Adam slot may differ by ~1e-6 relative, so it is off by
   default here (run_pretraining turns it on unless ``--deterministic``) and the op-by-op
   update reproduces the original's rounding.
-  ``fused_kernels`` (same condition): steps are traced inside
+  ``fused_kernels`` (same condition, and the step on a CPU:
+  ``distribution.cpu_kernels_apply``): steps are traced inside
   ``training_kernels.fused_training_kernels()``: the model's tanh-GELU dense layers run
   XLA-fused GELU kernels with a hand-written gradient (``modeling/kernels/gelu_dense.py``), dropout and
   LayerNorm run one-pass CPU kernels, and AdamWeightDecay's clipping + update runs as one
@@ -95,6 +95,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import numbers
 import os
 import sys
 import time
@@ -624,6 +625,16 @@ def read_step_log(model_dir: str) -> List[dict]:
 
 
 # ------------------------------------------------------------------------------------- eval
+
+
+def write_eval_summaries(model_dir: str, results: Dict[str, float], step: int) -> None:
+    """The numeric eval results as TensorBoard scalars in ``model_dir/eval`` at ``step`` (beside
+    the trainer's ``train`` summaries: ``tensorboard --logdir model_dir`` shows both)."""
+    with tf.summary.create_file_writer(os.path.join(model_dir, "eval")).as_default():
+        for key, value in sorted(results.items()):
+            if key != "global_step" and isinstance(value, numbers.Real) and not isinstance(
+                    value, bool):
+                tf.summary.scalar(key, float(value), step=step)
 
 
 def evaluate(model, dataset: tf.data.Dataset,

@@ -139,7 +139,8 @@ def run_pipeline(root: str, inputs: dict, pretrain=None) -> None:
     missing = [name for name in expected if not files.exists(root + "/" + name)]
     assert not missing, missing
     assert files.glob(root + "/pretrain/train/events.out.tfevents.*")  # TensorBoard
-    assert files.glob(root + "/mrpc/train/events.out.tfevents.*")
+    for logs in ("pretrain/eval", "mrpc/train", "mrpc/eval"):  # loss, lr, eval metrics
+        assert files.glob("%s/%s/events.out.tfevents.*" % (root, logs)), logs
     # --keep_checkpoint_max=1: only the last of the 2 fine-tuning checkpoints is kept.
     assert [n for n in files.listdir(root + "/mrpc") if n.endswith(".index")] == [
         "model.ckpt-2.index"]
