@@ -6,6 +6,9 @@ configs unchanged). Called with ``training=True`` inside
 available (``modeling/kernels/cpu_ops.py``) and no ``noise_shape``, it draws its mask with
 ``cpu_ops.dropout`` (Philox keyed by the layer's next seed; one pass forward, one backward)
 instead of TensorFlow's four ops each way. Otherwise it is ``keras.layers.Dropout``.
+Either way the masks are drawn from the generator's state alone, which Keras does not expose to
+``tf.train.Checkpoint``: the trainer saves it (``modeling.training.trainer.RngState``), so that
+a resumed run draws the masks an uninterrupted one would have drawn.
 """
 
 from __future__ import annotations

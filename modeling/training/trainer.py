@@ -72,9 +72,12 @@ steps of a loop; the value shown is Σnumerator/Σdenominator (a streaming mean,
 * Checkpoints (``tf.train.CheckpointManager`` in ``model_dir``, prefix ``checkpoint_name``
   (``ckpt``; the fine-tuning tools use the original Estimator's ``model.ckpt``), every
   ``save_checkpoints_steps`` and at the end): model, optimizer (slots, iteration counter =
-  global step, loss scale) and the data position. TensorFlow writes the files under temporary
+  global step, loss scale), the data position and the dropout seeds (``RngState``: every
+  layer's Keras ``SeedGenerator`` state). TensorFlow writes the files under temporary
   names and updates the ``checkpoint`` index last (an atomic rename), so a run killed at any
-  point leaves the previous checkpoint intact; ``restore()`` continues from the latest.
+  point leaves the previous checkpoint intact; ``restore()`` continues from the latest, and a
+  resumed run ends with the bits of an uninterrupted one, dropout on (a checkpoint without
+  seed states, from before they were saved, restores with a warning and this run's seeds).
   Data position: the tf.data iterator state itself where the strategy's iterator can be saved
   (one replica), else the number of global batches consumed, skipped on restore (exact when the
   pipeline is deterministic for its seed).
@@ -223,7 +226,7 @@ class RngState(tf.Module):
     def found_in(self, path: str) -> bool:
         """Whether checkpoint ``path`` holds these states (False: written without them);
         raises ValueError when it holds another number of them (another model)."""
-        saved = {name.split("/")[2] for name, _ in tf.train.list_variables(path)
+        saved = {name.split("/")[2] for name in checkpoint_reader(path).get_variable_to_shape_map()
                  if name.startswith(self.PREFIX)}
         if saved and len(saved) != len(self.seed_states):
             raise ValueError("%d dropout seed states in the checkpoint, %d in the model"

@@ -93,18 +93,20 @@ def pretraining_flags(root: str, inputs: dict, steps: int) -> List[str]:
             "--max_predictions_per_seq=%d" % PREDS]
 
 
-def run_pipeline(root: str, inputs: dict, pretrain=None) -> None:
-    """The tools in order on ``root``; ``pretrain(argv)`` runs run_pretraining (default: in
-    this process). Asserts every output is in place."""
+def run_pipeline(root: str, inputs: dict, run=run_tool, pretrain=None,
+                 pretrain_steps: int = 4) -> None:
+    """The tools in order on ``root``: ``run(module, argv) -> (exit status, stderr)`` runs one
+    (default: in this process), ``pretrain(argv)`` run_pretraining (default: ``run``). Asserts
+    every output is in place."""
     def ok(module, argv):
-        code, err = run_tool(module, argv)
+        code, err = run(module, argv)
         assert code == 0, "%s: %s" % (module.TOOL, err[-3000:])
 
     ok(create_pretraining_data, [
         "--input_file=%s" % inputs["corpus"], "--output_file=%s/records/pt.tfrecord" % root,
         "--vocab_file=%s" % inputs["vocab"], "--max_seq_length=%d" % SEQ,
         "--max_predictions_per_seq=%d" % PREDS, "--dupe_factor=1", "--show_progress=false"])
-    argv = pretraining_flags(root, inputs, 4)
+    argv = pretraining_flags(root, inputs, pretrain_steps)
     if pretrain is None:
         ok(run_pretraining, argv)
     else:
@@ -130,7 +132,8 @@ def run_pipeline(root: str, inputs: dict, pretrain=None) -> None:
                             "--output=%s/converted/model.keras" % root])
 
     expected = [
-        "records/pt.tfrecord", "pretrain/ckpt-4.index", "pretrain/eval_results.txt",
+        "records/pt.tfrecord", "pretrain/ckpt-%d.index" % pretrain_steps,
+        "pretrain/eval_results.txt",
         "pretrain/train_steps.jsonl", "pretrain/export/bert_model.ckpt.index",
         "pretrain/export/bert_config.json", "mrpc/train.tf_record", "mrpc/eval_results.txt",
         "mrpc/test_results.tsv", "mrpc/MRPC.tsv", "models/mrpc/1/saved_model.pb",

@@ -210,8 +210,8 @@ def _forget_checkpoints_after(model_dir, step, prefix="ckpt"):
     for name in os.listdir(model_dir):
         if name.startswith("%s-" % prefix) and int(name.split("-")[1].split(".")[0]) > step:
             os.remove(os.path.join(model_dir, name))
-    tf.compat.v1.train.update_checkpoint_state(str(model_dir),
-                                               os.path.join(str(model_dir), "%s-%d" % (prefix, step)))
+    newest = os.path.join(str(model_dir), "%s-%d" % (prefix, step))
+    tf.compat.v1.train.update_checkpoint_state(str(model_dir), newest)
 
 
 @pytest.mark.parametrize("fused_kernels", [False, True], ids=["tf_ops", "fused_kernels"])
