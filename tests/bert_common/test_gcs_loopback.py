@@ -6,17 +6,19 @@ reading it back through TensorFlow.
 """
 
 import hashlib
+import http.client
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import textwrap
+import urllib.parse
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.support.gcs_loopback import gcs  # noqa: F401  (session-scoped fixture)
 
 MiB = 1 << 20
 
@@ -261,3 +263,49 @@ def _proxy_says(gcs, request):
 ], ids=["other-host", "other-port", "plain-http"])
 def test_proxy_tunnels_only_to_the_google_storage_hosts(gcs, request_bytes):
     assert _proxy_says(gcs, request_bytes).split()[1] == b"403"
+
+
+def _tunnel(gcs, host="www.googleapis.com"):
+    """An HTTPS connection through the proxy, trusting only the harness's CA (as TensorFlow)."""
+    proxy = urllib.parse.urlsplit(gcs.proxy_url)
+    connection = http.client.HTTPSConnection(
+        proxy.hostname, proxy.port, timeout=10,
+        context=ssl.create_default_context(cafile=gcs.ca_path))
+    connection.set_tunnel(host, 443)
+    return connection
+
+
+def test_proxy_answers_expect_100_continue(gcs):
+    """libcurl holds an upload body back until "100 Continue" (or ~1 s); the emulator never sends
+    it, the proxy must."""
+    name = gcs.unique_prefix("expect") + "/object"
+    connection = _tunnel(gcs)
+    connection.connect()
+    head = ("POST /upload/storage/v1/b/%s/o?uploadType=media&name=%s HTTP/1.1\r\n"
+            "Host: www.googleapis.com\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n"
+            % (gcs.bucket, urllib.parse.quote(name, safe="")))
+    connection.sock.sendall(head.encode())
+    reader = connection.sock.makefile("rb")
+    assert reader.readline().split()[1] == b"100"  # before any byte of the body was sent
+    assert reader.readline() == b"\r\n"
+    connection.sock.sendall(b"hello")
+    assert reader.readline().split()[1] == b"200"
+    connection.close()
+    assert gcs.read_object(name) == b"hello"
+
+
+def test_resumable_upload_location_leads_back_through_the_proxy(gcs):
+    name = gcs.unique_prefix("location") + "/object"
+    connection = _tunnel(gcs)
+    connection.request("POST", "/upload/storage/v1/b/%s/o?uploadType=resumable&name=%s"
+                       % (gcs.bucket, urllib.parse.quote(name, safe="")), body=b"")
+    response = connection.getresponse()
+    response.read()
+    location = urllib.parse.urlsplit(response.getheader("Location"))
+    assert (location.scheme, location.netloc) == ("https", "www.googleapis.com")
+    connection.request("PUT", location.path + "?" + location.query, body=b"resumed")
+    response = connection.getresponse()
+    response.read()
+    assert response.status == 200
+    connection.close()
+    assert gcs.read_object(name) == b"resumed"
