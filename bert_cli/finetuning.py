@@ -71,6 +71,10 @@ def restore_checkpoint(model, flag_values, without_training: str,
         if init_checkpoint is None:
             raise FlagError("--init_checkpoint is needed to %s without --do_train (no checkpoint "
                         "in --output_dir=%s)" % (without_training, flag_values.output_dir))
+        # Said, not silent: after an interrupted run the newest checkpoint is a partial one.
+        logging.warning("no --init_checkpoint: using the newest checkpoint in --output_dir, %s "
+                        "(step %d); if its training was interrupted, rerun with --do_train to "
+                        "finish it first", init_checkpoint, checkpoint_step(init_checkpoint))
     if init_checkpoint:
         logging.info("%s", checkpoints.load_checkpoint(model, init_checkpoint, log=False).summary())
     return init_checkpoint
