@@ -13,7 +13,6 @@ original Estimator's conventions, read from the tools' flags.
 
 from __future__ import annotations
 
-import re
 from typing import Callable, Optional
 
 from absl import logging
@@ -47,12 +46,6 @@ def latest_checkpoint(output_dir: str) -> Optional[str]:
     return tf.train.latest_checkpoint(output_dir) if files.isdir(output_dir) else None
 
 
-def checkpoint_step(checkpoint: Optional[str]) -> int:
-    """The step of a ``...ckpt-<step>`` checkpoint name; 0 for any other name or None."""
-    match = re.search(r"ckpt-(\d+)$", checkpoint or "")
-    return int(match.group(1)) if match else 0
-
-
 def restore_checkpoint(model, flag_values, without_training: str,
 ) -> Optional[str]:
     """Loads ``--init_checkpoint`` into ``model`` (the load report is logged) and returns it.
@@ -74,7 +67,8 @@ def restore_checkpoint(model, flag_values, without_training: str,
         # Said, not silent: after an interrupted run the newest checkpoint is a partial one.
         logging.warning("no --init_checkpoint: using the newest checkpoint in --output_dir, %s "
                         "(step %d); if its training was interrupted, rerun with --do_train to "
-                        "finish it first", init_checkpoint, checkpoint_step(init_checkpoint))
+                        "finish it first", init_checkpoint,
+                        checkpoints.checkpoint_step(init_checkpoint))
     if init_checkpoint:
         logging.info("%s", checkpoints.load_checkpoint(model, init_checkpoint, log=False).summary())
     return init_checkpoint

@@ -112,6 +112,7 @@ def validate_flags(fv: flags.FlagValues, bert_config) -> None:
 
 def run(fv: flags.FlagValues) -> None:
     from bert_common.results import write_eval_results
+    from modeling import checkpoints
     from modeling.training.trainer import write_eval_summaries
     from bert_tasks import classifier as task
     from data.glue import features as classifier_features
@@ -147,7 +148,7 @@ def run(fv: flags.FlagValues) -> None:
             bert_config, 1 if regression else len(label_list),
             seq_length=fv.max_seq_length if tpu else None, regression=regression)
     init_checkpoint = cli_finetuning.restore_checkpoint(model, fv, "evaluate, predict or export")
-    global_step = 0 if fv.do_train else cli_finetuning.checkpoint_step(init_checkpoint)
+    global_step = 0 if fv.do_train else checkpoints.checkpoint_step(init_checkpoint)
     predict = functools.partial(task.predict_examples, model, label_list=label_list,
                                 tokenizer=tokenizer, max_seq_length=fv.max_seq_length,
                                 regression=regression, strategy=strategy,

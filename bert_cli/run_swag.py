@@ -94,6 +94,7 @@ def split_file(fv: flags.FlagValues, split: str) -> str:
 
 def run(fv: flags.FlagValues) -> None:
     from bert_common.results import write_eval_results
+    from modeling import checkpoints
     from modeling.training.trainer import write_eval_summaries
     from bert_tasks import swag as task
     from data import swag
@@ -126,7 +127,7 @@ def run(fv: flags.FlagValues) -> None:
         model = multiple_choice_head.build_multiple_choice_model(
             bert_config, swag.NUM_CHOICES, seq_length=fv.max_seq_length if tpu else None)
     init_checkpoint = cli_finetuning.restore_checkpoint(model, fv, "evaluate or predict")
-    global_step = 0 if fv.do_train else cli_finetuning.checkpoint_step(init_checkpoint)
+    global_step = 0 if fv.do_train else checkpoints.checkpoint_step(init_checkpoint)
     predict = functools.partial(task.predict_examples, model, tokenizer=tokenizer,
                                 max_seq_length=fv.max_seq_length, strategy=strategy,
                                 length_aware=fv.length_aware_batching)

@@ -194,7 +194,17 @@ def read_text(path: str) -> str:
 
 
 def _umask() -> int:
-    mask = os.umask(0)
+    """The process umask, read without changing it where Linux tells it (``os.umask`` can
+    only be read by setting it, which for a moment would give files that other threads
+    create, e.g. TensorFlow writing a checkpoint, mode 0666)."""
+    try:
+        with builtins.open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o077)  # elsewhere: the safe way round, 0600 for that moment
     os.umask(mask)
     return mask
 

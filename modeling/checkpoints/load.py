@@ -8,7 +8,9 @@ run_pretraining, ``model.ckpt-N`` of the fine-tuning tools: object-based, restor
 of the same class; the optimizer state in it is not read). It returns the ``LoadReport``
 (loaded, missing, unused).
 
-``checkpoint_step(path)`` is the global step of a trainer checkpoint (0 for other formats).
+``checkpoint_step(path)`` is the global step a checkpoint was saved at: the optimizer's
+iteration count of a trainer checkpoint, the ``global_step`` variable of a TF1 checkpoint (the
+original Estimator's, or ``export/bert_model.ckpt``), else 0.
 """
 
 
@@ -23,6 +25,7 @@ from modeling.checkpoints.tf1 import (CheckpointError, LoadReport, _Source, chec
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 STEP_KEY = "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"
+TF1_STEP_KEY = "global_step"
 
 
 def load_checkpoint(model, path: str, log: bool = True) -> LoadReport:
@@ -101,12 +104,17 @@ def is_training_checkpoint(path: str) -> bool:
 
 
 def checkpoint_step(path: str) -> int:
-    """The global step saved in a trainer checkpoint; 0 for any other checkpoint."""
+    """The global step ``path`` was saved at (see the module docstring); 0 when it has none
+    (Hugging Face and Keras files, a TF1 checkpoint without ``global_step``)."""
     prefix = _training_prefix(path)
+    key = STEP_KEY
     if prefix is None:
-        return 0
+        try:
+            prefix, key = _resolve_tf1_prefix(path), TF1_STEP_KEY
+        except CheckpointError:
+            return 0
     reader = checkpoint_reader(prefix)
-    return int(reader.get_tensor(STEP_KEY)) if reader.has_tensor(STEP_KEY) else 0
+    return int(reader.get_tensor(key)) if reader.has_tensor(key) else 0
 
 
 def _load_training_checkpoint(model, path: str) -> LoadReport:

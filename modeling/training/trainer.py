@@ -519,13 +519,12 @@ class Trainer:
         # Data position: the saved iterator state if there is one this strategy can use, else
         # skip the global batches consumed so far.
         path = self.latest_checkpoint()
-        names = list(checkpoint_reader(path).get_variable_to_shape_map()) if path else []
-        saved = self._can_save_iterator() and (path is None or any(
-            name.startswith("iterator/") for name in names))
+        reader = checkpoint_reader(path) if path else None
+        saved = self._can_save_iterator() and (reader is None or any(
+            name.startswith("iterator/") for name in reader.get_variable_to_shape_map()))
         consumed = 0
-        if path is not None and not saved:
-            consumed = int(checkpoint_reader(path).get_tensor(
-                "batches_consumed/.ATTRIBUTES/VARIABLE_VALUE"))
+        if reader is not None and not saved:
+            consumed = int(reader.get_tensor("batches_consumed/.ATTRIBUTES/VARIABLE_VALUE"))
         iterator = self._distributed_iterator(dataset, consumed)
         start_step = self.restore(iterator if saved else None)
         self._make_checkpoint(iterator if self._can_save_iterator() else None)

@@ -9,19 +9,17 @@ folder named after the scheme (``os.path.abspath("ram://x")`` is ``<cwd>/ram:/x`
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 from typing import List, Sequence, Tuple
 
 import pytest
-from absl import flags
 
 from bert_cli import (convert_checkpoint, create_pretraining_data, extract_features,
                       run_classifier, run_pretraining, run_squad)
 from bert_common import files
 from tests import paths
+from tests.support import tools
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
 MRPC = os.path.join(paths.DATA, "glue", "MRPC")
@@ -32,20 +30,8 @@ SEQ, PREDS = 64, 10
 
 def run_tool(module, argv: Sequence[str]) -> Tuple[int, str]:
     """``module.main`` in this process on fresh flags; returns (exit status, stderr)."""
-    values = flags.FlagValues()
-    module.define_flags(values)
-    values([module.TOOL] + list(argv))
-    saved = module.FLAGS
-    module.FLAGS = values
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            module.main([])
-        return 0, err.getvalue()
-    except SystemExit as e:
-        return e.code, err.getvalue()
-    finally:
-        module.FLAGS = saved
+    run = tools.run_tool(module, argv)
+    return run.code, run.stderr
 
 
 def _copy_in(local: str, url: str) -> str:

@@ -4,18 +4,17 @@ process (``import tensorflow_text`` first) serves through all three signatures w
 in-process model's probabilities. Bad input: one line on stderr, exit 1, nothing written."""
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import threading
 
 import numpy as np
 import pytest
-from absl import flags
 
 from bert_cli import run_classifier
 from tests import paths
+from tests.support.tools import (KilledAfterFirstCheckpoint, check_fp16_training,
+                                 run_tool)
 
 ROOT = paths.ROOT
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
@@ -195,26 +194,12 @@ def test_kill_9_after_a_checkpoint_then_resume_equals_uninterrupted(tmp_path):
             "--iterations_per_loop=2"]
 
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "run_classifier.py")]
-                            + argv(killed), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    seen = []
-
-    def kill_after_first_checkpoint():
-        for line in proc.stderr:
-            seen.append(line)
-            if line.startswith("Saved checkpoint for step"):
-                os.kill(proc.pid, signal.SIGKILL)
-                break
-
-    watcher = threading.Thread(target=kill_after_first_checkpoint, daemon=True)
-    watcher.start()
-    code, err = _run_in_process(argv(tmp_path / "full"))
+    victim = KilledAfterFirstCheckpoint(
+        [sys.executable, os.path.join(ROOT, "run_classifier.py")] + argv(killed), cwd=ROOT,
+        env=ENV)
+    code, err = _run_in_process(argv(tmp_path / "full"))  # the uninterrupted run, meanwhile
     assert code == 0, err[-3000:]
-    watcher.join(timeout=300)
-    proc.wait(timeout=60)
-    proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL, "".join(seen[-20:])
+    victim.wait(timeout=300)
     step_at_kill = int(tf.train.latest_checkpoint(str(killed)).rsplit("-", 1)[-1])
     assert 4 <= step_at_kill < 32
 
@@ -238,23 +223,8 @@ def test_kill_9_after_a_checkpoint_then_resume_equals_uninterrupted(tmp_path):
 
 def _run_in_process(argv):
     """Runs run_classifier.main with fresh flags; returns (exit code, stderr)."""
-    import contextlib
-    import io
-
-    values = flags.FlagValues()
-    run_classifier.define_flags(values)
-    values(["run_classifier.py"] + argv)
-    saved = run_classifier.FLAGS
-    run_classifier.FLAGS = values
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            run_classifier.main([])
-        return 0, err.getvalue()
-    except SystemExit as e:
-        return e.code, err.getvalue()
-    finally:
-        run_classifier.FLAGS = saved
+    run = run_tool(run_classifier, argv)
+    return run.code, run.stderr
 
 
 def _expect_error(argv, pattern, output_dir):
@@ -317,26 +287,9 @@ def test_bad_flags(tmp_path):
 
 def test_fp16_trains_with_dynamic_loss_scaling(tmp_path):
     """--mixed_precision=fp16 (once crashed on the first step): two steps, exit 0, finite
-    losses, the loss scale in the checkpoint. The tool leaves the global Keras policy at
-    mixed_float16, so it is reset for the tests after this one."""
-    import json
-
-    import keras
-    import tensorflow as tf
-
+    losses, the loss scale in the checkpoint."""
     data_dir = _slice(MRPC, tmp_path / "mrpc", {"train": 16})
     out = tmp_path / "out"
-    try:
-        code, err = _run_in_process(_base_flags(data_dir, out) + [
-            "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"), "--do_train",
-            "--train_batch_size=8", "--num_train_epochs=1", "--mixed_precision=fp16"])
-        assert keras.mixed_precision.global_policy().name == "mixed_float16"
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
-    assert code == 0, err[-3000:]
-    steps = [json.loads(line) for line in (out / "train_steps.jsonl").read_text().splitlines()]
-    assert [s["step"] for s in steps] == [1, 2]
-    assert all(np.isfinite(s["loss"]) and s["loss"] > 0 for s in steps)
-    reader = tf.train.load_checkpoint(str(out / "model.ckpt-2"))
-    names = reader.get_variable_to_shape_map()
-    assert any("loss_scale" in name for name in names)
+    check_fp16_training(run_classifier, _base_flags(data_dir, out) + [
+        "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"), "--do_train",
+        "--train_batch_size=8", "--num_train_epochs=1"], str(out))

@@ -10,11 +10,9 @@ the same order as the thread-order noise of the original itself (float_noise_flo
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
@@ -24,6 +22,7 @@ from bert_cli import run_pretraining
 from modeling import checkpoints
 from modeling.training import trainer as training_loop
 from tests import paths
+from tests.support.tools import KilledAfterFirstCheckpoint
 from tests.bert_cli.test_run_pretraining import (NOISE_MARGIN, TRAJ, parse_flags, trajectory_args,
                                         trajectory_run)  # noqa: F401 (session fixture)
 
@@ -124,25 +123,11 @@ def test_kill_9_after_a_checkpoint_then_resume_equals_uninterrupted(tmp_path, re
     args = ["--do_train", "--deterministic", "--iterations_per_loop=5",
             "--save_checkpoints_steps=5"]
     killed_dir = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, SCRIPT] + trajectory_args(killed_dir, *args),
-                            cwd=paths.ROOT, env=_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    seen = []
-
-    def kill_after_first_checkpoint():
-        for line in proc.stderr:
-            seen.append(line)
-            if line.startswith("Saved checkpoint for step"):
-                os.kill(proc.pid, signal.SIGKILL)
-                break
-
-    watcher = threading.Thread(target=kill_after_first_checkpoint, daemon=True)
-    watcher.start()
+    victim = KilledAfterFirstCheckpoint([sys.executable, SCRIPT]
+                                        + trajectory_args(killed_dir, *args),
+                                        cwd=paths.ROOT, env=_env())
     reference_dir, _ = request.getfixturevalue("trajectory_run")
-    watcher.join(timeout=540)
-    proc.wait(timeout=60)
-    proc.stderr.close()
-    assert proc.returncode == -signal.SIGKILL, "".join(seen[-20:])
+    victim.wait(timeout=540)
     assert not (killed_dir / "export").exists()  # it did not finish
     step_at_kill = int(tf.train.latest_checkpoint(str(killed_dir)).rsplit("-", 1)[-1])
     assert 5 <= step_at_kill < 40

@@ -1,7 +1,5 @@
 """run_squad.py end to end on the tiny golden checkpoint and small SQuAD slices (main in-process)."""
 
-import contextlib
-import io
 import json
 import os
 
@@ -9,11 +7,11 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the ops the exported signature uses)
 
-from absl import flags
 
 from bert_cli import run_squad
 from data.squad import features as squad
 from tests import paths
+from tests.support.tools import check_fp16_training, run_tool
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
 SQUAD = os.path.join(paths.GOLDEN, "squad")
@@ -24,29 +22,18 @@ class _Proc:
         self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
 
 
-def _run(tmp_path, *extra, out="out"):
-    """Runs run_squad.main in this process on fresh flags; returns code, stdout, stderr."""
-    argv = ["run_squad.py",
-            "--bert_config_file=%s" % os.path.join(TINY, "bert_config.json"),
+def _argv(tmp_path, *extra, out="out"):
+    return ["--bert_config_file=%s" % os.path.join(TINY, "bert_config.json"),
             "--vocab_file=%s" % paths.GOLDEN_VOCAB,
             "--output_dir=%s" % (tmp_path / out),
             "--max_seq_length=64", "--doc_stride=24", "--max_query_length=16",
             "--predict_batch_size=64", *extra]
-    values = flags.FlagValues()
-    run_squad.define_flags(values)
-    values(argv)
-    saved = run_squad.FLAGS
-    run_squad.FLAGS = values
-    stdout, stderr = io.StringIO(), io.StringIO()
-    code = 0
-    try:
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            run_squad.main([])
-    except SystemExit as e:
-        code = e.code
-    finally:
-        run_squad.FLAGS = saved
-    return _Proc(code, stdout.getvalue(), stderr.getvalue())
+
+
+def _run(tmp_path, *extra, out="out"):
+    """Runs run_squad.main in this process on fresh flags; returns code, stdout, stderr."""
+    run = run_tool(run_squad, _argv(tmp_path, *extra, out=out))
+    return _Proc(run.code, run.stdout, run.stderr)
 
 
 def _slice(src, dst, num_questions):
@@ -160,25 +147,10 @@ def test_script_entry_point_reports_flag_errors(tmp_path):
 
 def test_fp16_trains_with_dynamic_loss_scaling(tmp_path):
     """--mixed_precision=fp16 (once crashed on the first step): two steps, exit 0, finite
-    losses, the loss scale in the checkpoint; the global Keras policy is reset afterwards."""
-    import math
-
-    import keras
-
+    losses, the loss scale in the checkpoint."""
     train = _slice(os.path.join(SQUAD, "v2.0_short", "input_train_style_slice.json"),
                    tmp_path / "train.json", 8)
-    try:
-        proc = _run(tmp_path, "--do_train", "--version_2_with_negative",
-                    "--train_file=%s" % train,
-                    "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"),
-                    "--train_batch_size=4", "--num_train_epochs=1", "--mixed_precision=fp16")
-        assert keras.mixed_precision.global_policy().name == "mixed_float16"
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = tmp_path / "out"
-    steps = [json.loads(line) for line in (out / "train_steps.jsonl").read_text().splitlines()]
-    assert [s["step"] for s in steps] == [1, 2]
-    assert all(math.isfinite(s["loss"]) and s["loss"] > 0 for s in steps)
-    names = tf.train.load_checkpoint(str(out / "model.ckpt-2")).get_variable_to_shape_map()
-    assert any("loss_scale" in name for name in names)
+    check_fp16_training(run_squad, _argv(
+        tmp_path, "--do_train", "--version_2_with_negative", "--train_file=%s" % train,
+        "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"),
+        "--train_batch_size=4", "--num_train_epochs=1"), str(tmp_path / "out"))

@@ -6,10 +6,10 @@ import re
 
 import numpy as np
 import pytest
-from absl import flags
 
 from bert_cli import run_swag
 from tests import paths
+from tests.support.tools import check_fp16_training, run_tool
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
 SWAG = os.path.join(paths.DATA, "swag")
@@ -56,23 +56,8 @@ def _jsonl_labels(path):
 
 
 def _run_in_process(argv):
-    import contextlib
-    import io
-
-    values = flags.FlagValues()
-    run_swag.define_flags(values)
-    values(["run_swag.py"] + argv)
-    saved = run_swag.FLAGS
-    run_swag.FLAGS = values
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            run_swag.main([])
-        return 0, err.getvalue()
-    except SystemExit as e:
-        return e.code, err.getvalue()
-    finally:
-        run_swag.FLAGS = saved
+    run = run_tool(run_swag, argv)
+    return run.code, run.stderr
 
 
 @pytest.mark.parametrize("extra,pattern", [
@@ -108,28 +93,12 @@ def test_bad_file_and_unlabelled_eval(tmp_path):
 
 def test_fp16_trains_with_dynamic_loss_scaling(tmp_path):
     """--mixed_precision=fp16 (once crashed on the first step): two steps, exit 0, finite
-    losses, the loss scale in the checkpoint; the global Keras policy is reset afterwards."""
-    import json
-
-    import keras
-    import tensorflow as tf
-
+    losses, the loss scale in the checkpoint."""
     data_dir = tmp_path / "swag"
     data_dir.mkdir()
     with open(os.path.join(SWAG, "val.first91rows.csv"), encoding="utf-8") as f:
         (data_dir / "train.csv").write_text("".join(f.readlines()[:17]), encoding="utf-8")
     out = tmp_path / "out"
-    try:
-        code, err = _run_in_process(_base(out) + [
-            "--data_dir=%s" % data_dir, "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"),
-            "--do_train", "--train_batch_size=8", "--num_train_epochs=1",
-            "--mixed_precision=fp16"])
-        assert keras.mixed_precision.global_policy().name == "mixed_float16"
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
-    assert code == 0, err[-3000:]
-    steps = [json.loads(line) for line in (out / "train_steps.jsonl").read_text().splitlines()]
-    assert [s["step"] for s in steps] == [1, 2]
-    assert all(np.isfinite(s["loss"]) and s["loss"] > 0 for s in steps)
-    names = tf.train.load_checkpoint(str(out / "model.ckpt-2")).get_variable_to_shape_map()
-    assert any("loss_scale" in name for name in names)
+    check_fp16_training(run_swag, _base(out) + [
+        "--data_dir=%s" % data_dir, "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"),
+        "--do_train", "--train_batch_size=8", "--num_train_epochs=1"], str(out))

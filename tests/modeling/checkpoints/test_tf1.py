@@ -117,3 +117,16 @@ def test_load_checkpoint_accepts_keras_files(tmp_path):
     inputs = {"input_ids": golden["input_ids"], "input_mask": golden["input_mask"],
               "segment_ids": golden["token_type_ids"]}
     assert max_abs_diff(other(inputs)["sequence_output"], golden["sequence_output"]) <= 1e-5
+
+
+def test_checkpoint_step_of_a_tf1_checkpoint_is_its_global_step(tmp_path):
+    weights = {"bert/pooler/dense/bias": np.zeros([4], np.float32)}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with_step = checkpoints.write_tf1_arrays(
+        dict(weights, global_step=np.asarray(1234, np.int64)), str(tmp_path / "a" / "model.ckpt"))
+    without = checkpoints.write_tf1_arrays(weights, str(tmp_path / "b" / "bert_model.ckpt"))
+    assert checkpoints.checkpoint_step(with_step) == 1234
+    assert checkpoints.checkpoint_step(str(tmp_path / "a")) == 1234  # a folder: its newest
+    assert checkpoints.checkpoint_step(without) == 0
+    assert checkpoints.checkpoint_step(str(tmp_path / "missing")) == 0
