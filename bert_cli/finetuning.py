@@ -2,7 +2,7 @@
 original Estimator's conventions, read from the tools' flags.
 
 * ``init_run(fv)``: ``--output_dir`` created, ``--random_seed`` set, the tokenizer of
-  ``--vocab_file``/``--do_lower_case`` (``--fast_tokenizer``);
+  ``--vocab_file``/``--do_lower_case`` (``--fast_tokenizer``; ``tokenizer_from_flags`` alone);
 * ``restore_checkpoint(model, fv, ...)``: ``--init_checkpoint``, else the newest
   ``model.ckpt-<step>`` in ``--output_dir`` (as the Estimator's ``model_dir``);
 * ``count_train_steps``: the original's step count from examples, batch size and epochs;
@@ -21,20 +21,25 @@ from bert_cli import runner
 from bert_cli.flags import FlagError
 
 
-def init_run(flag_values):
-    """Creates ``--output_dir``, seeds python, numpy, TF and Keras (initializers, dropout) with
-    ``--random_seed`` and returns the tokenizer of ``--vocab_file``/``--do_lower_case``
-    (``FastFullTokenizer`` with ``--fast_tokenizer``, else ``FullTokenizer``)."""
-    import keras
-
+def tokenizer_from_flags(flag_values):
+    """The tokenizer of ``--vocab_file``/``--do_lower_case`` (``FastFullTokenizer`` with
+    ``--fast_tokenizer``, else ``FullTokenizer``)."""
     from data import tokenization
 
-    runner.prepare_output_dir(flag_values.output_dir)
-    keras.utils.set_random_seed(flag_values.random_seed)
     tokenizer_class = (tokenization.FastFullTokenizer if flag_values.fast_tokenizer
                        else tokenization.FullTokenizer)
     return tokenizer_class(vocab_file=flag_values.vocab_file,
                            do_lower_case=flag_values.do_lower_case)
+
+
+def init_run(flag_values, tokenizer=None):
+    """Creates ``--output_dir``, seeds python, numpy, TF and Keras (initializers, dropout) with
+    ``--random_seed`` and returns ``tokenizer`` or else ``tokenizer_from_flags``."""
+    import keras
+
+    runner.prepare_output_dir(flag_values.output_dir)
+    keras.utils.set_random_seed(flag_values.random_seed)
+    return tokenizer or tokenizer_from_flags(flag_values)
 
 
 def latest_checkpoint(output_dir: str) -> Optional[str]:
@@ -87,13 +92,14 @@ def count_train_steps(num_examples: int, flag_values) -> int:
 
 
 def train(flag_values, model, dataset, per_example_loss: Callable, num_examples: int,
-          strategy, precision) -> int:
+          strategy, precision, loss_weights: Optional[str] = None) -> int:
     """``--do_train`` of a fine-tuning tool: the original's step count and AdamWeightDecay
     schedule from the flags, then ``modeling.training.finetuning.finetune`` into
     ``--output_dir`` (resuming from its newest ``model.ckpt-<step>``). Returns the global step.
 
     ``dataset``: the training batches (``--train_batch_size``, repeated); ``precision``: from
-    ``bert_cli.flags.precision_from_flags`` (its loss scale for float16).
+    ``bert_cli.flags.precision_from_flags`` (its loss scale for float16); ``loss_weights``:
+    see ``finetune`` (NER: the mean over scored tokens).
     """
     from modeling.training import distribution, finetuning, optimization
 
@@ -116,5 +122,5 @@ def train(flag_values, model, dataset, per_example_loss: Callable, num_examples:
         steps_per_loop=flag_values.iterations_per_loop,
         save_checkpoints_steps=flag_values.save_checkpoints_steps,
         keep_checkpoint_max=flag_values.keep_checkpoint_max,
-        use_xla=flag_values.use_xla)
+        use_xla=flag_values.use_xla, loss_weights=loss_weights)
     return result.global_step

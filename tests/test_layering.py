@@ -19,7 +19,7 @@ FORBIDDEN = {
     "data": {"modeling", "bert_tasks", "bert_cli"},
     "modeling": {"data", "bert_tasks", "bert_cli"},
     "bert_tasks": {"bert_cli"},
-    "bench": {"bert_cli", "tests", "run_classifier", "run_squad", "run_swag", "run_pretraining",
+    "bench": {"bert_cli", "tests", "run_classifier", "run_squad", "run_swag", "run_ner", "run_pretraining",
               "extract_features", "create_pretraining_data", "convert_checkpoint"},
 }
 # bert_common may use TensorFlow inside a function (TFRecord helpers), never at import time.
@@ -29,7 +29,9 @@ BENCH_TIMES_THE_COMMAND = {"bench/bench_create_pretraining_data.py"}
 
 def _python_files(package):
     root = os.path.join(paths.ROOT, package)
-    for folder, _, names in os.walk(root):
+    for folder, dirs, names in os.walk(root):
+        # Not the project's code: virtual environments (bench/.venvs) and other hidden folders.
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
         for name in sorted(names):
             if name.endswith(".py"):
                 yield os.path.join(folder, name)

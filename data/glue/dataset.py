@@ -45,14 +45,16 @@ def sequence_lengths(batch_or_example: Dict[str, tf.Tensor]) -> tf.Tensor:
     return tf.reduce_sum(batch_or_example[cf.INPUT_MASK], axis=-1)
 
 
-def trim_batch(batch: Dict[str, tf.Tensor], multiple: int = 8) -> Dict[str, tf.Tensor]:
-    """Cuts the id features' last axis to the batch's longest real sequence (see module doc)."""
+def trim_batch(batch: Dict[str, tf.Tensor], multiple: int = 8,
+               sequence_names: Sequence[str] = cf.MODEL_INPUT_NAMES) -> Dict[str, tf.Tensor]:
+    """Cuts the last axis of ``sequence_names`` (the id features; NER adds its per-token labels)
+    to the batch's longest real sequence (see module doc)."""
     full = tf.shape(batch[cf.INPUT_IDS])[-1]
     longest = tf.reduce_max(sequence_lengths(batch))
     length = tf.minimum(full, (longest + multiple - 1) // multiple * multiple)
     length = tf.maximum(length, 1)
     out = dict(batch)
-    for name in cf.MODEL_INPUT_NAMES:
+    for name in sequence_names:
         out[name] = batch[name][..., :length]
     return out
 
@@ -62,12 +64,14 @@ def make_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Ten
                  trim: bool = True, bucket: bool = False,
                  bucket_boundaries: Optional[Sequence[int]] = None, max_seq_length: int = 128,
                  seed: Optional[int] = None, shuffle_buffer: int = 100,
-                 trim_multiple: int = 8) -> tf.data.Dataset:
+                 trim_multiple: int = 8,
+                 sequence_names: Sequence[str] = cf.MODEL_INPUT_NAMES) -> tf.data.Dataset:
     """Batches of decoded records (see the module docstring).
 
     Training: repeat, shuffle (buffer ``shuffle_buffer`` as the original), batch, trim.
     Eval/predict: adds ``example_index``; with ``bucket`` groups by length (boundaries every
-    ``max_seq_length / 8`` tokens unless given), else keeps file order; then trims.
+    ``max_seq_length / 8`` tokens unless given), else keeps file order; then trims
+    ``sequence_names`` (``trim_batch``).
     """
     dataset = tf.data.TFRecordDataset(input_file)
     if is_training:
@@ -91,7 +95,7 @@ def make_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Ten
         else:
             dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
     if trim:
-        dataset = dataset.map(lambda b: trim_batch(b, trim_multiple),
+        dataset = dataset.map(lambda b: trim_batch(b, trim_multiple, sequence_names),
                               num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)
 
@@ -99,8 +103,9 @@ def make_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Ten
 def task_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Tensor]],
                  batch_size: int, is_training: bool, *, max_seq_length: int,
                  length_aware: bool = True, static_shapes: bool = False,
-                 seed: Optional[int] = None) -> tf.data.Dataset:
-    """The fine-tuning tools' rule for ``make_dataset`` (classifier and SWAG records alike).
+                 seed: Optional[int] = None,
+                 sequence_names: Sequence[str] = cf.MODEL_INPUT_NAMES) -> tf.data.Dataset:
+    """The fine-tuning tools' rule for ``make_dataset`` (classifier, SWAG, NER records alike).
 
     Training batches are always full (``drop_remainder``: one update = one global batch).
     ``length_aware``: each batch is cut to its longest example, and eval/predict examples are
@@ -111,7 +116,7 @@ def task_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Ten
     return make_dataset(input_file, decode, batch_size, is_training,
                         drop_remainder=static_shapes or is_training, trim=length_aware,
                         bucket=length_aware and not is_training, max_seq_length=max_seq_length,
-                        seed=seed)
+                        seed=seed, sequence_names=sequence_names)
 
 
 def restore_order(example_indices: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -30,7 +30,8 @@ HEAD_STDDEV = 0.02  # the original's output_weights initializer, independent of 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class ClassifierHead(keras.layers.Layer):
-    """pooled_output [B, H] -> logits float32 [B, num_labels]."""
+    """pooled_output [B, H] -> logits float32 [B, num_labels]; on a sequence [B, S, H] (the
+    token classifier) -> [B, S, num_labels], the same weights applied to every token."""
 
     def __init__(self, num_labels: int, dropout_rate: float = CLASSIFIER_DROPOUT,
                  initializer_range: float = HEAD_STDDEV, **kwargs):
@@ -40,6 +41,8 @@ class ClassifierHead(keras.layers.Layer):
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
         self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
+        # After the feature tagger's masked BiLSTM: the mask ends here (``compute_mask``).
+        self.supports_masking = True
 
     def build(self, input_shape):
         hidden_size = int(input_shape[-1])
@@ -51,14 +54,23 @@ class ClassifierHead(keras.layers.Layer):
                                            initializer="zeros")
 
     def call(self, pooled_output, training=None):
-        x = self.dropout(pooled_output, training=training)  # [B, H]
+        x = self.dropout(pooled_output, training=training)  # [B, H] (or [B, S, H]: per token)
         w = tf.cast(self.output_weights, x.dtype)  # [K, H]
         b = tf.cast(self.output_bias, x.dtype)  # [K]
-        logits = tf.matmul(x, w, transpose_b=True) + b  # [B, K]
+        if x.shape.rank == 2:
+            logits = tf.matmul(x, w, transpose_b=True) + b  # [B, K]
+        else:  # one GEMM over all tokens: [B*S, H] x [H, K]
+            leading = tf.shape(x)[:-1]
+            flat = tf.reshape(x, [-1, tf.shape(x)[-1]])  # [B*S, H]
+            logits = tf.matmul(flat, w, transpose_b=True) + b  # [B*S, K]
+            logits = tf.reshape(logits, tf.concat([leading, [self.num_labels]], 0))  # [B, S, K]
         return tf.cast(logits, tf.float32)
 
     def compute_output_shape(self, input_shape):
-        return (input_shape[0], self.num_labels)
+        return tuple(input_shape[:-1]) + (self.num_labels,)
+
+    def compute_mask(self, inputs, mask=None):
+        return None
 
     def get_config(self):
         config = super().get_config()

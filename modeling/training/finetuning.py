@@ -12,7 +12,8 @@
 * ``Predictor(model, output_names).run(dataset)`` / ``predict(...)``: runs the model
   (``training=False``) over every batch and returns numpy arrays of the chosen outputs plus the
   batch's non-model features (``label_ids``, ``is_real_example``, ``example_index``),
-  concatenated in dataset order.
+  concatenated in dataset order (per-token outputs of trimmed batches zero-padded to the
+  longest).
 
 Batches may differ in sequence length (length-aware batching): the training loop is traced for
 the dataset's element spec (unknown length) and the prediction step with a relaxed signature, so
@@ -50,7 +51,8 @@ def finetune(model, optimizer, dataset: tf.data.Dataset, per_example_loss: PerEx
              model_dir: str, num_train_steps: int,
              strategy: Optional[tf.distribute.Strategy] = None, steps_per_loop: int = 100,
              save_checkpoints_steps: int = 1000, keep_checkpoint_max: int = 5,
-             use_xla: bool = False, progress: bool = True) -> training_loop.TrainResult:
+             use_xla: bool = False, progress: bool = True,
+             loss_weights: Optional[str] = None) -> training_loop.TrainResult:
     """Trains ``model`` to ``num_train_steps`` (resuming from ``model_dir``); see the module.
 
     ``dataset``: global batches of dicts holding ``input_ids``/``input_mask``/``segment_ids``
@@ -58,8 +60,15 @@ def finetune(model, optimizer, dataset: tf.data.Dataset, per_example_loss: PerEx
     ``drop_remainder`` (every update sees a full batch, as the original on TPU).
     ``per_example_loss(outputs, batch)``: [B] losses. Checkpoints are
     ``model_dir/model.ckpt-<step>`` (model, optimizer, data position).
+    ``loss_weights``: a feature of the batch with the shape of the losses (e.g. per-token
+    losses [B, S] and ``label_weights`` [B, S]): the loss is then Σ w·ℓ / Σ w over the global
+    batch instead of the mean over examples.
     """
-    objective = training_loop.MeanLossObjective(per_example_loss, MODEL_INPUT_NAMES)
+    if loss_weights:
+        objective = training_loop.WeightedMeanLossObjective(per_example_loss, loss_weights,
+                                                            MODEL_INPUT_NAMES)
+    else:
+        objective = training_loop.MeanLossObjective(per_example_loss, MODEL_INPUT_NAMES)
     config = training_loop.TrainerConfig(
         model_dir=model_dir, num_train_steps=num_train_steps, steps_per_loop=steps_per_loop,
         save_checkpoints_steps=save_checkpoints_steps, keep_checkpoint_max=keep_checkpoint_max,
@@ -133,7 +142,18 @@ class Predictor:
                 reporter.update(done)
         if total and done != total:
             logging.info("%s: %d of %d examples", label, done, total)
-        return {name: np.concatenate(parts, axis=0) for name, parts in chunks.items()}
+        return {name: concatenate_padded(parts) for name, parts in chunks.items()}
+
+
+def concatenate_padded(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """``np.concatenate(parts, axis=0)``; parts whose other axes are shorter (per-token outputs
+    of length-trimmed batches, [b, s, ...]) are zero-padded at the end to the longest first."""
+    rank = parts[0].ndim
+    longest = [max(p.shape[axis] for p in parts) for axis in range(1, rank)]
+    padded = [p if list(p.shape[1:]) == longest else
+              np.pad(p, [(0, 0)] + [(0, n - p.shape[axis + 1]) for axis, n in enumerate(longest)])
+              for p in parts]
+    return np.concatenate(padded, axis=0)
 
 
 def predict(model, dataset: tf.data.Dataset, output_names: Sequence[str],

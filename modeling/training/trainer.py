@@ -25,7 +25,8 @@ gradients are its gradient: N replicas x k accumulation steps give the same upda
 replica on the whole batch, for weighted means too (the MLM loss). With the optimizer's
 ``clip_then_sum`` reduction (the original's TPU semantics) totals are per replica: each replica
 gets the gradient of its own loss, clips it, and the clipped gradients are summed.
-``MeanLossObjective(per_example_fn, input_names)`` covers the plain mean-of-examples case.
+``MeanLossObjective(per_example_fn, input_names)`` covers the plain mean-of-examples case,
+``WeightedMeanLossObjective`` a weighted mean (per-token losses of the scored tokens).
 
 Logs are ``{name: (numerator, denominator)}`` pairs, summed over micro-batches, replicas and the
 steps of a loop; the value shown is Σnumerator/Σdenominator (a streaming mean, like
@@ -163,6 +164,25 @@ class MeanLossObjective(Objective):
     def __call__(self, outputs, batch, totals):
         per_example = tf.cast(self.per_example_fn(outputs, batch), tf.float32)  # [b]
         return tf.reduce_sum(per_example) / totals["examples"], {}
+
+
+class WeightedMeanLossObjective(MeanLossObjective):
+    """loss = Σ w·ℓ / Σ w over the global batch, ``ℓ = per_item_fn(outputs, batch)`` and
+    ``w = batch[weight_name]`` of the same shape [b, ...] (e.g. per-token losses [b, s] with
+    weight 1.0 where a token is scored: the mean over the batch's scored tokens)."""
+
+    def __init__(self, per_item_fn: Callable, weight_name: str,
+                 input_names: Optional[Sequence[str]] = None):
+        super().__init__(per_item_fn, input_names)
+        self.weight_name = weight_name
+
+    def totals(self, batch):
+        return {"weight": tf.reduce_sum(tf.cast(batch[self.weight_name], tf.float32))}
+
+    def __call__(self, outputs, batch, totals):
+        per_item = tf.cast(self.per_example_fn(outputs, batch), tf.float32)  # [b, ...]
+        weights = tf.cast(batch[self.weight_name], tf.float32)  # [b, ...]
+        return tf.math.divide_no_nan(tf.reduce_sum(weights * per_item), totals["weight"]), {}
 
 
 # ------------------------------------------------------------------------------------ config

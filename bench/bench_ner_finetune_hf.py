@@ -1,0 +1,143 @@
+"""HF transformers side of the NER fine-tuning benchmark (runs in the PyTorch venv, not in CI).
+
+Reads the token-classification features (``--train``/``--dev`` ``.npz``: input_ids, input_mask,
+segment_ids int32 [N, S], label_ids int32 [N, S] with the tag id at the first sub-token of each
+scored word and 0 elsewhere, label_weights float32 [N, S], 1.0 where a word's first sub-token is
+scored and 0 elsewhere), fine-tunes ``BertForTokenClassification`` from the all-MiniLM-L6-v2
+safetensors (encoder weights; no pooler; fresh token classifier, normal std 0.02 and zero bias as
+HF initializes it) with the paper's recipe as HF runs it: torch AdamW (``--optimizer=adamw``,
+bias-corrected; or ``--optimizer=bert_adam``, the original BERT update without bias correction, as
+this port's optimizer; weight decay 0.01 except biases and LayerNorm weights, epsilon 1e-6), linear
+warmup over ``--warmup_proportion`` then linear decay to 0, global-norm clipping 1.0, dropout 0.1,
+a fresh shuffle per epoch (torch generator seeded by ``--seed``), each batch cut to its longest
+example. The loss is the mean cross-entropy over the positions with label_weights > 0 in the batch
+(the other positions get label -100, HF's ignore index).
+
+Writes the dev logits (float32 [N_dev, S, K], zero past each batch's trimmed length) and the
+training time to ``--output`` (``.npz``, temporary name then rename). Progress on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+from safetensors.torch import load_file
+from transformers import BertConfig, BertForTokenClassification
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_squad_finetune_hf import create_optimizer  # noqa: E402
+
+
+def _batch(arrays, index, with_labels):
+    length = int(arrays["input_mask"][index].sum(1).max())
+    out = {
+        "input_ids": torch.from_numpy(arrays["input_ids"][index, :length].astype(np.int64)),
+        "attention_mask": torch.from_numpy(arrays["input_mask"][index, :length].astype(np.int64)),
+        "token_type_ids": torch.from_numpy(arrays["segment_ids"][index, :length].astype(np.int64)),
+    }
+    if with_labels:
+        labels = arrays["label_ids"][index, :length].astype(np.int64)
+        labels = np.where(arrays["label_weights"][index, :length] > 0, labels, -100)
+        out["labels"] = torch.from_numpy(labels)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model_dir", required=True)
+    parser.add_argument("--train", required=True)
+    parser.add_argument("--dev", required=True)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--num_labels", type=int, required=True)
+    parser.add_argument("--epochs", type=float, default=3.0)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--eval_batch_size", type=int, default=64)
+    parser.add_argument("--learning_rate", type=float, default=5e-5)
+    parser.add_argument("--warmup_proportion", type=float, default=0.1)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--optimizer", choices=["adamw", "bert_adam"], default="adamw",
+                        help="torch AdamW (bias-corrected, HF's usual) or the original BERT update "
+                        "(no bias correction), as this port's create_optimizer")
+    args = parser.parse_args()
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    with open(os.path.join(args.model_dir, "config.json"), encoding="utf-8") as f:
+        config = BertConfig(**json.load(f))
+    config.num_labels = args.num_labels
+    model = BertForTokenClassification(config)  # encoder without pooler
+    state = load_file(os.path.join(args.model_dir, "model.safetensors"))
+    state = {k: v for k, v in state.items()
+             if not k.startswith("pooler.") and k != "embeddings.position_ids"}
+    missing, unexpected = model.bert.load_state_dict(state, strict=False)
+    missing = [k for k in missing if "position_ids" not in k]
+    if missing or unexpected:
+        sys.exit("weights do not fit: missing %s unexpected %s" % (missing, unexpected))
+    with torch.no_grad():  # fresh head as HF's _init_weights makes it
+        model.classifier.weight.normal_(0.0, config.initializer_range)
+        model.classifier.bias.zero_()
+
+    train = dict(np.load(args.train))
+    dev = dict(np.load(args.dev))
+    n = len(train["input_ids"])
+    steps_per_epoch = n // args.batch_size  # drop_remainder, as run_classifier
+    if steps_per_epoch == 0:
+        sys.exit("train has %d rows, fewer than one batch of %d" % (n, args.batch_size))
+    num_train_steps = int(n / args.batch_size * args.epochs)
+    num_warmup_steps = int(num_train_steps * args.warmup_proportion)
+    optimizer = create_optimizer(model, args.optimizer, args.learning_rate)
+
+    def schedule(step):
+        if step < num_warmup_steps:
+            return step / max(1, num_warmup_steps)
+        return max(0.0, (num_train_steps - step) / max(1, num_train_steps - num_warmup_steps))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    generator = torch.Generator().manual_seed(args.seed)
+    model.train()
+    start = time.time()
+    step = 0
+    while step < num_train_steps:
+        order = torch.randperm(n, generator=generator).numpy()
+        for b in range(steps_per_epoch):
+            if step >= num_train_steps:
+                break
+            batch = _batch(train, order[b * args.batch_size:(b + 1) * args.batch_size], True)
+            loss = model(**batch).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            step += 1
+            if step % 20 == 0 or step == num_train_steps:
+                elapsed = time.time() - start
+                print("hf train step %d/%d, %.2f/s, ETA %.0fs, loss %.4f"
+                      % (step, num_train_steps, step / elapsed,
+                         (num_train_steps - step) * elapsed / step, loss.item()),
+                      file=sys.stderr, flush=True)
+    train_seconds = time.time() - start
+
+    model.eval()
+    m, s = dev["input_ids"].shape
+    logits = np.zeros((m, s, args.num_labels), np.float32)
+    with torch.inference_mode():
+        for i in range(0, m, args.eval_batch_size):
+            index = np.arange(i, min(i + args.eval_batch_size, m))
+            batch = _batch(dev, index, False)
+            out = model(**batch).logits.float().numpy()
+            logits[index, :out.shape[1]] = out
+    tmp = args.output + ".tmp.npz"
+    np.savez(tmp, logits=logits, train_seconds=train_seconds, num_train_steps=num_train_steps)
+    os.replace(tmp, args.output)
+
+
+if __name__ == "__main__":
+    main()

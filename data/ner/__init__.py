@@ -1,0 +1,1 @@
+"""CoNLL-2003 named-entity recognition: reader, features, scorer, serving."""
