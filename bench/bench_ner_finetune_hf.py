@@ -7,11 +7,12 @@ scored and 0 elsewhere), fine-tunes ``BertForTokenClassification`` from the all-
 safetensors (encoder weights; no pooler; fresh token classifier, normal std 0.02 and zero bias as
 HF initializes it) with the paper's recipe as HF runs it: torch AdamW (``--optimizer=adamw``,
 bias-corrected; or ``--optimizer=bert_adam``, the original BERT update without bias correction, as
-this port's optimizer; weight decay 0.01 except biases and LayerNorm weights, epsilon 1e-6), linear
-warmup over ``--warmup_proportion`` then linear decay to 0, global-norm clipping 1.0, dropout 0.1,
-a fresh shuffle per epoch (torch generator seeded by ``--seed``), each batch cut to its longest
-example. The loss is the mean cross-entropy over the positions with label_weights > 0 in the batch
-(the other positions get label -100, HF's ignore index).
+this port's optimizer; weight decay 0.01 except biases and LayerNorm weights, epsilon 1e-6), the
+original's schedule (linear decay to 0 over all steps, a linear warmup over ``--warmup_proportion``
+overriding it), global-norm clipping 1.0, dropout 0.1, a fresh shuffle per epoch (torch
+generator seeded by ``--seed``), each batch cut to its longest example. The loss is the mean
+cross-entropy over the positions with label_weights > 0 in the batch (the other positions get
+label -100, HF's ignore index).
 
 Writes the dev logits (float32 [N_dev, S, K], zero past each batch's trimmed length) and the
 training time to ``--output`` (``.npz``, temporary name then rename). Progress on stderr.
@@ -95,9 +96,11 @@ def main() -> None:
     optimizer = create_optimizer(model, args.optimizer, args.learning_rate)
 
     def schedule(step):
+        # The original BERT's (and this port's) schedule: linear decay to 0 over all the steps,
+        # with the linear warmup taking over while step < warmup.
         if step < num_warmup_steps:
             return step / max(1, num_warmup_steps)
-        return max(0.0, (num_train_steps - step) / max(1, num_train_steps - num_warmup_steps))
+        return max(0.0, 1.0 - step / num_train_steps)
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     generator = torch.Generator().manual_seed(args.seed)

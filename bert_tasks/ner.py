@@ -43,14 +43,16 @@ per_token_loss = token_classification_loss
 
 def dataset(record_file: str, max_seq_length: int, batch_size: int, is_training: bool, *,
             length_aware: bool = True, static_shapes: bool = False,
-            seed: Optional[int] = None) -> tf.data.Dataset:
+            seed: Optional[int] = None, shuffle_buffer: int = 100) -> tf.data.Dataset:
     """Batches of NER records: ``input_ids``/``input_mask``/``segment_ids``/``label_ids``
-    int32 and ``label_weights`` float32 [B, S], ``example_index`` [B] off training."""
+    int32 and ``label_weights`` float32 [B, S], ``example_index`` [B] off training.
+    ``shuffle_buffer``: run_ner passes the number of windows (a full shuffle, see there)."""
     decode = functools.partial(ner_features.parse_example, max_seq_length=max_seq_length)
     return glue_dataset.task_dataset(record_file, decode, batch_size, is_training,
                                      max_seq_length=max_seq_length, length_aware=length_aware,
                                      static_shapes=static_shapes, seed=seed,
-                                     sequence_names=ner_features.SEQUENCE_FEATURES)
+                                     sequence_names=ner_features.SEQUENCE_FEATURES,
+                                     shuffle_buffer=shuffle_buffer)
 
 
 def convert_all(sentences: Dict[str, Sequence[conll.Sentence]], label_list: Sequence[str],

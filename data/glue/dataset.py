@@ -104,7 +104,8 @@ def task_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Ten
                  batch_size: int, is_training: bool, *, max_seq_length: int,
                  length_aware: bool = True, static_shapes: bool = False,
                  seed: Optional[int] = None,
-                 sequence_names: Sequence[str] = cf.MODEL_INPUT_NAMES) -> tf.data.Dataset:
+                 sequence_names: Sequence[str] = cf.MODEL_INPUT_NAMES,
+                 shuffle_buffer: int = 100) -> tf.data.Dataset:
     """The fine-tuning tools' rule for ``make_dataset`` (classifier, SWAG, NER records alike).
 
     Training batches are always full (``drop_remainder``: one update = one global batch).
@@ -116,7 +117,8 @@ def task_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Ten
     return make_dataset(input_file, decode, batch_size, is_training,
                         drop_remainder=static_shapes or is_training, trim=length_aware,
                         bucket=length_aware and not is_training, max_seq_length=max_seq_length,
-                        seed=seed, sequence_names=sequence_names)
+                        seed=seed, sequence_names=sequence_names,
+                        shuffle_buffer=shuffle_buffer)
 
 
 def restore_order(example_indices: np.ndarray, values: np.ndarray) -> np.ndarray:
