@@ -24,15 +24,14 @@ import argparse
 import json
 import os
 import sys
-import time
 
 import numpy as np
 import torch
-from safetensors.torch import load_file
 from transformers import BertConfig, BertForTokenClassification
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_squad_finetune_hf import create_optimizer  # noqa: E402
+from hf_common import (add_finetune_args, bert_lr_lambda, create_optimizer,  # noqa: E402
+                       load_encoder_weights, train_epochs)
 
 
 def _batch(arrays, index, with_labels):
@@ -51,21 +50,7 @@ def _batch(arrays, index, with_labels):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model_dir", required=True)
-    parser.add_argument("--train", required=True)
-    parser.add_argument("--dev", required=True)
-    parser.add_argument("--output", required=True)
-    parser.add_argument("--num_labels", type=int, required=True)
-    parser.add_argument("--epochs", type=float, default=3.0)
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--eval_batch_size", type=int, default=64)
-    parser.add_argument("--learning_rate", type=float, default=5e-5)
-    parser.add_argument("--warmup_proportion", type=float, default=0.1)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--optimizer", choices=["adamw", "bert_adam"], default="adamw",
-                        help="torch AdamW (bias-corrected, HF's usual) or the original BERT update "
-                        "(no bias correction), as this port's create_optimizer")
+    add_finetune_args(parser)
     args = parser.parse_args()
 
     torch.manual_seed(args.seed)
@@ -74,13 +59,7 @@ def main() -> None:
         config = BertConfig(**json.load(f))
     config.num_labels = args.num_labels
     model = BertForTokenClassification(config)  # encoder without pooler
-    state = load_file(os.path.join(args.model_dir, "model.safetensors"))
-    state = {k: v for k, v in state.items()
-             if not k.startswith("pooler.") and k != "embeddings.position_ids"}
-    missing, unexpected = model.bert.load_state_dict(state, strict=False)
-    missing = [k for k in missing if "position_ids" not in k]
-    if missing or unexpected:
-        sys.exit("weights do not fit: missing %s unexpected %s" % (missing, unexpected))
+    load_encoder_weights(model.bert, args.model_dir)
     with torch.no_grad():  # fresh head as HF's _init_weights makes it
         model.classifier.weight.normal_(0.0, config.initializer_range)
         model.classifier.bias.zero_()
@@ -88,45 +67,16 @@ def main() -> None:
     train = dict(np.load(args.train))
     dev = dict(np.load(args.dev))
     n = len(train["input_ids"])
-    steps_per_epoch = n // args.batch_size  # drop_remainder, as run_classifier
-    if steps_per_epoch == 0:
-        sys.exit("train has %d rows, fewer than one batch of %d" % (n, args.batch_size))
     num_train_steps = int(n / args.batch_size * args.epochs)
     num_warmup_steps = int(num_train_steps * args.warmup_proportion)
     optimizer = create_optimizer(model, args.optimizer, args.learning_rate)
-
-    def schedule(step):
-        # The original BERT's (and this port's) schedule: linear decay to 0 over all the steps,
-        # with the linear warmup taking over while step < warmup.
-        if step < num_warmup_steps:
-            return step / max(1, num_warmup_steps)
-        return max(0.0, 1.0 - step / num_train_steps)
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, bert_lr_lambda(num_train_steps, num_warmup_steps))
     generator = torch.Generator().manual_seed(args.seed)
-    model.train()
-    start = time.time()
-    step = 0
-    while step < num_train_steps:
-        order = torch.randperm(n, generator=generator).numpy()
-        for b in range(steps_per_epoch):
-            if step >= num_train_steps:
-                break
-            batch = _batch(train, order[b * args.batch_size:(b + 1) * args.batch_size], True)
-            loss = model(**batch).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            step += 1
-            if step % 20 == 0 or step == num_train_steps:
-                elapsed = time.time() - start
-                print("hf train step %d/%d, %.2f/s, ETA %.0fs, loss %.4f"
-                      % (step, num_train_steps, step / elapsed,
-                         (num_train_steps - step) * elapsed / step, loss.item()),
-                      file=sys.stderr, flush=True)
-    train_seconds = time.time() - start
+    train_seconds = train_epochs(
+        model, optimizer, scheduler, n, lambda index: _batch(train, index, True),
+        args.batch_size, num_train_steps,
+        lambda rows: torch.randperm(rows, generator=generator).numpy())
 
     model.eval()
     m, s = dev["input_ids"].shape

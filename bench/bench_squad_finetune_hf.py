@@ -37,52 +37,10 @@ import time
 
 import numpy as np
 import torch
-from safetensors.torch import load_file
 from transformers import BertConfig, BertForQuestionAnswering
 
-
-class BertAdamWeightDecay(torch.optim.Optimizer):
-    """The original BERT's AdamWeightDecayOptimizer update in torch: Adam moments WITHOUT bias
-    correction, epsilon added to sqrt(v), decoupled weight decay added to the update."""
-
-    def __init__(self, params, lr: float, betas=(0.9, 0.999), eps: float = 1e-6):
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=0.0))
-
-    @torch.no_grad()
-    def step(self):
-        for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if not state:
-                    state["m"] = torch.zeros_like(p)
-                    state["v"] = torch.zeros_like(p)
-                m, v = state["m"], state["v"]
-                m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
-                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-                update = m / (v.sqrt() + group["eps"])
-                if group["weight_decay"]:
-                    update = update + group["weight_decay"] * p
-                p.add_(update, alpha=-group["lr"])
-
-
-def create_optimizer(model: torch.nn.Module, name: str, learning_rate: float
-                     ) -> torch.optim.Optimizer:
-    """The original's parameter groups (weight decay 0.01, none on biases and LayerNorm weights)
-    under ``name``: "adamw" (torch AdamW, eps 1e-6, bias-corrected) or "bert_adam"
-    (``BertAdamWeightDecay``, the original update)."""
-    no_decay = ("bias", "LayerNorm.weight")
-    groups = [
-        {"params": [p for n, p in model.named_parameters() if not any(s in n for s in no_decay)],
-         "weight_decay": 0.01},
-        {"params": [p for n, p in model.named_parameters() if any(s in n for s in no_decay)],
-         "weight_decay": 0.0},
-    ]
-    if name == "adamw":
-        return torch.optim.AdamW(groups, lr=learning_rate, eps=1e-6)
-    return BertAdamWeightDecay(groups, lr=learning_rate)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_common import bert_lr_lambda, create_optimizer, load_encoder_weights  # noqa: E402
 
 
 def main() -> None:
@@ -118,12 +76,7 @@ def main() -> None:
         config_dict.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     config = BertConfig(**config_dict)
     model = BertForQuestionAnswering(config)
-    state = load_file(os.path.join(args.model_dir, "model.safetensors"))
-    state = {k: v for k, v in state.items() if not k.startswith("pooler.") and k != "embeddings.position_ids"}
-    missing, unexpected = model.bert.load_state_dict(state, strict=False)
-    missing = [k for k in missing if not k.startswith("pooler.") and "position_ids" not in k]
-    if missing or unexpected:
-        sys.exit("weights do not fit: missing %s unexpected %s" % (missing, unexpected))
+    load_encoder_weights(model.bert, args.model_dir)
     if args.head_init:
         head = np.load(args.head_init)
         with torch.no_grad():
@@ -136,16 +89,8 @@ def main() -> None:
                ("input_ids", "input_mask", "segment_ids", "start_positions", "end_positions")}
     optimizer = create_optimizer(model, args.optimizer, args.learning_rate)
 
-    def lr_lambda(step: int) -> float:
-        """Factor of the update made after ``step`` updates: the original's schedule(step + 1)
-        (modeling/training/lr_schedules.py): linear warmup over W steps, then polynomial (power 1) decay
-        over all N steps from the start, 1 - s / N (not HF's decay over N - W)."""
-        s = step + 1
-        if s < args.num_warmup_steps:
-            return s / args.num_warmup_steps
-        return max(0.0, 1.0 - min(s, args.num_train_steps) / args.num_train_steps)
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, bert_lr_lambda(args.num_train_steps, args.num_warmup_steps))
     generator = torch.Generator().manual_seed(args.seed)
     in_order = parity or args.in_order
     order = torch.arange(n) if in_order else torch.randperm(n, generator=generator)

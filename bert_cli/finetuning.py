@@ -3,6 +3,7 @@ original Estimator's conventions, read from the tools' flags.
 
 * ``init_run(fv)``: ``--output_dir`` created, ``--random_seed`` set, the tokenizer of
   ``--vocab_file``/``--do_lower_case`` (``--fast_tokenizer``; ``tokenizer_from_flags`` alone);
+* ``split_file(fv, split, names)``: ``--<split>_file``, else a file of ``--data_dir``;
 * ``restore_checkpoint(model, fv, ...)``: ``--init_checkpoint``, else the newest
   ``model.ckpt-<step>`` in ``--output_dir`` (as the Estimator's ``model_dir``);
 * ``count_train_steps``: the original's step count from examples, batch size and epochs;
@@ -13,7 +14,8 @@ original Estimator's conventions, read from the tools' flags.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+import os
+from typing import Callable, Optional, Sequence
 
 from absl import logging
 
@@ -40,6 +42,30 @@ def init_run(flag_values, tokenizer=None):
     runner.prepare_output_dir(flag_values.output_dir)
     keras.utils.set_random_seed(flag_values.random_seed)
     return tokenizer or tokenizer_from_flags(flag_values)
+
+
+def split_file(flag_values, split: str, names: Sequence[str]) -> str:
+    """The input file of ``split`` (train/eval/predict): ``--<split>_file`` if set (it must
+    exist), else the first of ``names`` found in ``--data_dir``. ``FlagError`` names the flag
+    or the folder and what was expected."""
+    from bert_common import files
+
+    explicit = getattr(flag_values, "%s_file" % split)
+    if explicit:
+        if not files.isfile(explicit):
+            raise FlagError("--%s_file=%s: no such file" % (split, explicit))
+        return explicit
+    data_dir = flag_values.data_dir
+    if not data_dir:
+        raise FlagError("--do_%s needs --%s_file or --data_dir" % (split, split))
+    if not files.isdir(data_dir):
+        raise FlagError("--data_dir=%s: no such directory" % data_dir)
+    for name in names:
+        path = os.path.join(data_dir, name)
+        if files.isfile(path):
+            return path
+    raise FlagError("--data_dir=%s has no %s split (expected %s)"
+                    % (data_dir, split, " or ".join(names)))
 
 
 def latest_checkpoint(output_dir: str) -> Optional[str]:

@@ -98,20 +98,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 def split_file(fv: flags.FlagValues, split: str) -> str:
     """The file of ``split`` (train/eval/predict): its flag, else found in --data_dir."""
-    explicit = getattr(fv, "%s_file" % split)
-    if explicit:
-        if not files.isfile(explicit):
-            raise FlagError("--%s_file=%s: no such file" % (split, explicit))
-        return explicit
-    if not fv.data_dir:
-        raise FlagError("--do_%s needs --%s_file or --data_dir" % (split, split))
-    if not files.isdir(fv.data_dir):
-        raise FlagError("--data_dir=%s: no such directory" % fv.data_dir)
-    path = os.path.join(fv.data_dir, SPLIT_FILES[split])
-    if not files.isfile(path):
-        raise FlagError("--data_dir=%s has no %s (the %s split)"
-                        % (fv.data_dir, SPLIT_FILES[split], split))
-    return path
+    return cli_finetuning.split_file(fv, split, (SPLIT_FILES[split],))
 
 
 def validate_flags(fv: flags.FlagValues, bert_config) -> None:

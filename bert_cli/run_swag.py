@@ -29,7 +29,6 @@ from bert_cli import flags as cli_flags
 from bert_cli import finetuning as cli_finetuning
 from bert_cli import runner
 from bert_cli.flags import FlagError
-from bert_common import files
 
 FLAGS = flags.FLAGS
 TOOL = "run_swag.py"
@@ -74,22 +73,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 def split_file(fv: flags.FlagValues, split: str) -> str:
     """The file of ``split`` (train/eval/predict): its flag, else found in --data_dir."""
-    explicit = getattr(fv, "%s_file" % split)
-    if explicit:
-        if not files.isfile(explicit):
-            raise FlagError("--%s_file=%s: no such file" % (split, explicit))
-        return explicit
-    if not fv.data_dir:
-        raise FlagError("--do_%s needs --%s_file or --data_dir" % (split, split))
-    if not files.isdir(fv.data_dir):
-        raise FlagError("--data_dir=%s: no such directory" % fv.data_dir)
     stem = _SPLIT_FILES[split]
-    for ext in (".csv", ".jsonl"):
-        path = os.path.join(fv.data_dir, stem + ext)
-        if files.isfile(path):
-            return path
-    raise FlagError("--data_dir=%s has no %s split (expected %s.csv or %s.jsonl)"
-                        % (fv.data_dir, split, stem, stem))
+    return cli_finetuning.split_file(fv, split, (stem + ".csv", stem + ".jsonl"))
 
 
 def run(fv: flags.FlagValues) -> None:

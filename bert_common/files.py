@@ -193,6 +193,27 @@ def read_text(path: str) -> str:
         return f.read()
 
 
+def read_utf8(path: str, error: Callable[[str], Exception], *, strip_bom: bool = True) -> str:
+    """The text of the input file ``path`` (local or URL), strict UTF-8 (a leading BOM dropped
+    with ``strip_bom``). Raises ``error(message)`` (the reader's own ``InputError`` class) with
+    one line: ``<path>: no such file``, ``<path>: cannot read (<reason>)`` or
+    ``<path>:<line>: not valid UTF-8 (byte offset <n>)``."""
+    if not isfile(path):
+        raise error("%s: no such file" % path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise error("%s: cannot read (%s)" % (path, e.strerror or e)) from None
+    bom = 3 if strip_bom and raw.startswith(b"\xef\xbb\xbf") else 0
+    try:
+        return raw[bom:].decode("utf-8")
+    except UnicodeDecodeError as e:
+        offset = bom + e.start  # in the file, BOM included
+        raise error("%s:%d: not valid UTF-8 (byte offset %d)"
+                    % (path, raw[:offset].count(b"\n") + 1, offset)) from None
+
+
 def _umask() -> int:
     """The process umask, read without changing it where Linux tells it (``os.umask`` can
     only be read by setting it, which for a moment would give files that other threads

@@ -91,15 +91,7 @@ def _example(record: Dict, swag_id: str, origin: str) -> SwagExample:
 
 
 def _read_text(path: str) -> str:
-    if not io_utils.isfile(path):
-        raise SwagDataError("%s: no such file" % path)
-    with io_utils.open(path, "rb") as f:
-        raw = f.read()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise SwagDataError("%s:%d: not valid UTF-8" % (path, raw[:e.start].count(b"\n") + 1)) \
-            from None
+    text = io_utils.read_utf8(path, SwagDataError)
     if not text.strip():
         raise SwagDataError("%s: the file is empty" % path)
     return text

@@ -106,19 +106,7 @@ def read_tsv_rows(input_file: str, quotechar: Optional[str] = None) -> List[List
     ``csv.reader(delimiter="\\t", quotechar=quotechar)``. Raises ``ClassifierDataError`` for a
     missing, unreadable, non-UTF-8 or empty file.
     """
-    if not io_utils.isfile(input_file):
-        raise ClassifierDataError("%s: no such file" % input_file)
-    try:
-        with io_utils.open(input_file, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise ClassifierDataError("%s: cannot read (%s)" % (input_file, e.strerror)) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[:e.start].count(b"\n") + 1
-        raise ClassifierDataError("%s:%d: not valid UTF-8 (byte offset %d)"
-                                  % (input_file, line, e.start)) from None
+    text = io_utils.read_utf8(input_file, ClassifierDataError, strip_bom=False)
     if not text.strip():
         raise ClassifierDataError("%s: the file is empty" % input_file)
     lines = text.split("\n")

@@ -94,15 +94,7 @@ def to_iob2(tags: Sequence[str]) -> List[str]:
 
 
 def _read_lines(path: str) -> List[str]:
-    if not files.isfile(path):
-        raise NerDataError("%s: no such file" % path)
-    with files.open(path, "rb") as f:
-        raw = f.read()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise NerDataError("%s:%d: not valid UTF-8" % (path, raw[:e.start].count(b"\n") + 1)) \
-            from None
+    text = files.read_utf8(path, NerDataError)
     # Lines end at "\n" only (as conlleval reads them): str.splitlines would also break at
     # form feeds, U+0085, U+2028... inside a line and misnumber every line after.
     lines = text.split("\n")

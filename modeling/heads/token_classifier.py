@@ -56,6 +56,15 @@ def token_classification_loss(outputs: Dict[str, tf.Tensor],
     return tf.reshape(flat, shape[:-1])  # [B, S]
 
 
+def tag_outputs(x: keras.KerasTensor, num_labels: int, dropout_rate: float,
+                dtype=None) -> Dict[str, keras.KerasTensor]:
+    """Per-token [B, S, F] -> ``logits`` / ``probabilities`` float32 [B, S, K]: the classifier
+    head (layer ``classifier``) on every token, then a softmax."""
+    logits = ClassifierHead(num_labels, dropout_rate, dtype=dtype, name="classifier")(x)
+    probabilities = keras.layers.Softmax(name="probabilities", dtype="float32")(logits)
+    return {"logits": logits, "probabilities": probabilities}
+
+
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class BertTokenClassifier(EncoderTask):
     """A label per token on an existing encoder: ``BertTokenClassifier(encoder, num_labels)``.
@@ -73,11 +82,8 @@ class BertTokenClassifier(EncoderTask):
             raise ValueError("num_labels must be positive, got %d" % num_labels)
         sequence = encoder_output(encoder, "sequence_output")  # [B, S, H]
         dtype = head_dtype(encoder, dtype)
-        logits = ClassifierHead(num_labels, dropout_rate, dtype=dtype,
-                                name="classifier")(sequence)  # [B, S, K]
-        probabilities = keras.layers.Softmax(name="probabilities", dtype="float32")(logits)
         super().__init__(inputs=encoder.input,
-                         outputs={"logits": logits, "probabilities": probabilities},
+                         outputs=tag_outputs(sequence, num_labels, dropout_rate, dtype),
                          name=name, **kwargs)
         self._set_encoder(encoder, dtype)
         self.num_labels = num_labels
@@ -202,11 +208,8 @@ class BertFeatureTagger(EncoderTask):
             x = keras.layers.Bidirectional(
                 keras.layers.LSTM(lstm_units, return_sequences=True, dtype=dtype),
                 dtype=dtype, name="bilstm_%d" % index)(x, mask=mask)  # [B, S, 2U]
-        logits = ClassifierHead(num_labels, dropout_rate, dtype=dtype,
-                                name="classifier")(x)  # [B, S, K]
-        probabilities = keras.layers.Softmax(name="probabilities", dtype="float32")(logits)
         super().__init__(inputs=encoder.input,
-                         outputs={"logits": logits, "probabilities": probabilities},
+                         outputs=tag_outputs(x, num_labels, dropout_rate, dtype),
                          name=name, **kwargs)
         self._set_encoder(encoder, dtype)
         self.num_labels = num_labels

@@ -197,7 +197,7 @@ def test_bad_flags(tmp_path):
     code, err = _run(_base(tmp_path / "out", "--do_eval"))
     assert code == 1 and "--do_eval needs --eval_file or --data_dir" in err
     code, err = _run(_base(tmp_path / "out", "--do_eval", "--data_dir=%s" % tmp_path))
-    assert code == 1 and "has no valid.txt (the eval split)" in err
+    assert code == 1 and "has no eval split (expected valid.txt)" in err
     assert not (tmp_path / "out").exists()
 
 

@@ -243,3 +243,21 @@ def test_local_outputs_get_the_umask_mode(tmp_path):
     assert os.stat(tmp_path / "r.tfrecord").st_mode & 0o777 == 0o644
     assert os.stat(tmp_path / "export").st_mode & 0o777 == 0o755
     assert os.stat(tmp_path / "d").st_mode & 0o777 == 0o755
+
+
+def test_read_utf8_one_line_errors_and_bom(tmp_path):
+    class Bad(ValueError):
+        pass
+
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"\xef\xbb\xbfok\nline two \xff\n")
+    with pytest.raises(Bad, match=r"in.txt:2: not valid UTF-8 \(byte offset 15\)$"):
+        io_utils.read_utf8(str(path), Bad)
+    path.write_bytes(b"\xef\xbb\xbfok\n")
+    assert io_utils.read_utf8(str(path), Bad) == "ok\n"
+    assert io_utils.read_utf8(str(path), Bad, strip_bom=False) == "\ufeffok\n"
+    path.write_bytes(b"\xef\xbb\xbfa\n\xff")  # the line counts the BOM's bytes too
+    with pytest.raises(Bad, match=r"in.txt:2: not valid UTF-8 \(byte offset 5\)$"):
+        io_utils.read_utf8(str(path), Bad)
+    with pytest.raises(Bad, match=r"missing.txt: no such file$"):
+        io_utils.read_utf8(str(tmp_path / "missing.txt"), Bad)
