@@ -52,6 +52,10 @@ _HF_ACTIVATIONS = {
     "tanh": "tanh",
     "linear": "linear",
 }
+# And back: the name ``transformers`` computes the same function with (never HF's exact "gelu"
+# for Google's tanh form).
+_TO_HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", "tanh": "tanh",
+                      "linear": "linear"}
 
 
 class BertConfig:
@@ -182,6 +186,16 @@ class BertConfig:
         if self.layer_norm_eps != _DEFAULT_LAYER_NORM_EPS:
             out["layer_norm_eps"] = self.layer_norm_eps
         return copy.deepcopy(out)
+
+    def to_hf_dict(self) -> Dict[str, Any]:
+        """The keys of a Hugging Face ``BertConfig`` (``model_type`` ``"bert"``): the same
+        values, GELU named as ``transformers`` computes it (Google's tanh ``"gelu"`` ->
+        ``"gelu_new"``, ``"gelu_exact"`` -> ``"gelu"``), ``layer_norm_eps`` always written."""
+        out = {key: getattr(self, key) for key in _FIELDS}
+        out["hidden_act"] = _TO_HF_ACTIVATIONS[self.hidden_act]
+        out.update(layer_norm_eps=self.layer_norm_eps, model_type="bert", pad_token_id=0,
+                   position_embedding_type="absolute")
+        return out
 
     def to_json_string(self) -> str:
         """JSON as the original writes it: indent 2, sorted keys, trailing newline."""

@@ -42,7 +42,7 @@ import gc
 import itertools
 import re
 import unicodedata
-from typing import Dict, Iterable, List, Sequence, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Union
 
 from bert_common import files as io_utils
 from bert_common.errors import InputError
@@ -189,33 +189,40 @@ def convert_by_vocab(vocab: Dict, items: Iterable) -> List:
     return [vocab[item] for item in items]
 
 
+_LOWER_CASED_MODELS = ("uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",
+                       "multilingual_L-12_H-768_A-12", "chinese_L-12_H-768_A-12")
+_CASED_MODELS = ("cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16", "multi_cased_L-12_H-768_A-12")
+
+
+def checkpoint_casing(init_checkpoint: str) -> Optional[bool]:
+    """``do_lower_case`` of a Google release, told by the folder name in
+    ``<folder>/bert_model.ckpt`` as the original's check does; None for other names."""
+    import re
+
+    m = re.match(r"^.*?([A-Za-z0-9_-]+)/bert_model.ckpt", init_checkpoint or "")
+    if m is None:
+        return None
+    if m.group(1) in _LOWER_CASED_MODELS:
+        return True
+    if m.group(1) in _CASED_MODELS:
+        return False
+    return None
+
+
 def validate_case_matches_checkpoint(do_lower_case: bool, init_checkpoint: str) -> None:
     """Raises if ``do_lower_case`` contradicts the casing of a known Google checkpoint.
 
     Checks the checkpoint's folder name against Google's released model names,
     as the original does; unknown names are accepted.
     """
-    import re
-
-    if not init_checkpoint:
+    casing = checkpoint_casing(init_checkpoint)
+    if casing is None or casing == bool(do_lower_case):
         return
-    m = re.match(r"^.*?([A-Za-z0-9_-]+)/bert_model.ckpt", init_checkpoint)
-    if m is None:
-        return
-    model_name = m.group(1)
-    lower_models = [
-        "uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",
-        "multilingual_L-12_H-768_A-12", "chinese_L-12_H-768_A-12",
-    ]
-    cased_models = [
-        "cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16", "multi_cased_L-12_H-768_A-12",
-    ]
-    if model_name in lower_models and not do_lower_case:
+    model_name = re.match(r"^.*?([A-Za-z0-9_-]+)/bert_model.ckpt", init_checkpoint).group(1)
+    if casing:
         actual_flag, case_name, opposite_flag = "False", "lowercased", "True"
-    elif model_name in cased_models and do_lower_case:
-        actual_flag, case_name, opposite_flag = "True", "cased", "False"
     else:
-        return
+        actual_flag, case_name, opposite_flag = "True", "cased", "False"
     raise ValueError(
         "You passed in `--do_lower_case=%s` with `--init_checkpoint=%s`. However, `%s` seems to be "
         "a %s model, so you should pass in `--do_lower_case=%s` so that the fine-tuning matches "

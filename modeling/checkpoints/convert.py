@@ -1,16 +1,26 @@
-"""Checkpoint conversion: Hugging Face -> TF1 (Google names), TF1/HF/Keras -> Keras or TF1.
+"""Checkpoint conversion: any format in; a Google TF1 checkpoint, a ``.keras`` file or a Hugging
+Face folder out.
 
-``convert(input_path, output, config_file=None, model_kind="auto", hidden_act=None)`` is the
-``convert_checkpoint.py`` tool's one call: ``output`` ending in ``.keras`` writes a Keras model
-file (atomically), anything else a TF1 checkpoint prefix plus ``bert_config.json`` beside it.
-HF -> TF1 copies exactly the tensors of the file (no heads are invented); other inputs go
-through a Keras model (``BertModel``, or ``BertPretrainingModel`` when the source has
-``cls/predictions`` weights or ``model_kind="pretraining"``).
+``convert(input_path, output, ...)`` is the ``convert_checkpoint.py`` tool's one call. The output
+format is ``output_format``: ``"tf1"`` (a checkpoint prefix, ``bert_config.json`` and, when the
+input has one, ``vocab.txt`` beside it: a Google release folder), ``"keras"`` (a model file,
+written atomically), ``"hf"`` (a folder: ``modeling.checkpoints.hf.write_hf_folder``) or
+``"auto"`` (``.keras`` for an output ending so, else TF1).
+
+HF -> TF1 and HF -> HF copy exactly the tensors of the file (no heads are invented; HF -> HF
+keeps the source ``config.json``'s other keys). Every other conversion goes through a Keras
+model, which checks every tensor's presence and shape: ``model_kind`` ``"bert"``
+(``BertModel``), ``"pretraining"`` (``BertPretrainingModel``), ``"classifier"``
+(``BertClassifier``: ``labels`` or ``regression`` give its outputs, else a TF1
+``output_weights``' rows) or ``"squad"`` (``BertSpanLabeler``); ``"auto"`` picks from the
+head tensors the source holds (a trainer checkpoint holds no names: pre-training, or the
+classifier when ``labels`` are given).
 """
 
 from __future__ import annotations
 
 import os
+from typing import Optional, Sequence
 
 from bert_common.files import atomic_open, atomic_path
 from bert_common import files
@@ -18,10 +28,17 @@ from modeling import checkpoints
 from modeling.checkpoints import hf as hf_import
 from modeling.config import BertConfig
 from modeling.encoder import BertModel
+from modeling.heads.classifier import build_classifier_model
 from modeling.heads.pretraining import BertPretrainingModel
+from modeling.heads.squad import build_squad_model
+
+OUTPUT_FORMATS = ("auto", "tf1", "keras", "hf")
+MODEL_KINDS = ("auto", "bert", "pretraining", "classifier", "squad")
+CONFIG_NAME = "bert_config.json"
 
 
-def _config_for(input_path: str, config_file: str | None, hidden_act: str | None):
+def config_for(input_path: str, config_file: Optional[str], hidden_act: Optional[str]) -> BertConfig:
+    """``config_file`` (Google's or HF's), else the config.json of an HF input."""
     if config_file:
         config = BertConfig.from_json_file(config_file)
     elif hf_import.is_hf_checkpoint(input_path):
@@ -32,55 +49,141 @@ def _config_for(input_path: str, config_file: str | None, hidden_act: str | None
     return config.replace(hidden_act=hidden_act) if hidden_act else config
 
 
-def convert(input_path: str, output: str, config_file: str | None = None,
-            model_kind: str = "auto", hidden_act: str | None = None) -> str:
-    """Runs one conversion; returns a one-line summary. Raises ``InputError`` subclasses on bad input."""
+def input_folder(input_path: str) -> str:
+    """The folder of a checkpoint: the path itself if a folder, else the prefix's/file's."""
+    return input_path if files.isdir(input_path) else os.path.dirname(files.abspath(input_path))
+
+
+def default_vocab_file(input_path: str) -> Optional[str]:
+    """``vocab.txt`` in the input's folder (Google release and HF folders carry one), or None."""
+    vocab = os.path.join(input_folder(input_path), hf_import.VOCAB_NAME)
+    return vocab if files.isfile(vocab) else None
+
+
+def convert(input_path: str, output: str, config_file: Optional[str] = None,
+            model_kind: str = "auto", hidden_act: Optional[str] = None, *,
+            output_format: str = "auto", vocab_file: Optional[str] = None,
+            do_lower_case: bool = True, labels: Optional[Sequence[str]] = None,
+            regression: bool = False) -> str:
+    """Runs one conversion; returns a one-line summary. Raises ``InputError`` subclasses
+    (``CheckpointError``, ``ConfigError``) on bad input, before anything is written.
+
+    ``vocab_file`` (default: the input folder's ``vocab.txt``) and ``do_lower_case`` go into
+    an HF folder; ``labels`` / ``regression`` name a classifier's outputs.
+    """
+    if output_format not in OUTPUT_FORMATS or model_kind not in MODEL_KINDS:
+        raise ValueError("output_format %r / model_kind %r" % (output_format, model_kind))
+    if output_format == "auto":
+        output_format = "keras" if output.endswith(".keras") else "tf1"
     if not files.exists(input_path) and not files.exists(input_path + ".index"):
         raise checkpoints.CheckpointError("%s: no such file, folder or checkpoint" % input_path)
-    out_dir = os.path.dirname(files.abspath(output))
     try:
-        files.check_output_folder(output)
+        files.check_output_folder(output)  # an HF output folder itself is made if missing
     except OSError as e:
         raise checkpoints.CheckpointError("%s: %s" % (output, e)) from None
-    config = _config_for(input_path, config_file, hidden_act)
-    config_out = os.path.join(out_dir, "bert_config.json")
+    config = config_for(input_path, config_file, hidden_act)
+    vocab_file = vocab_file or default_vocab_file(input_path)
+    if output_format == "hf" and not vocab_file:
+        raise checkpoints.CheckpointError("%s: no vocab.txt beside the checkpoint: a Hugging "
+                                         "Face folder needs one (--vocab_file)" % input_path)
 
-    if not output.endswith(".keras") and hf_import.is_hf_checkpoint(input_path):
+    copy_tensors = hf_import.is_hf_checkpoint(input_path) and model_kind == "auto"
+    if copy_tensors and output_format in ("tf1", "hf"):
         weights = hf_import.read_hf_weights(input_path)
-        checkpoints.write_tf1_arrays(weights.arrays, output)
-        _write_config(config, config_out)
-        return "%s -> %s: %d tensors (not mapped: %s)" % (
-            weights.source, output, len(weights.arrays), ", ".join(weights.unmapped) or "none")
-
-    model = _build_model(config, input_path, model_kind)
-    report = checkpoints.load_checkpoint(model, input_path, log=False)
-    if report.missing:
-        raise checkpoints.CheckpointError(
-            "%s: the checkpoint lacks %d variables of the %s model (%s ...); use --model=bert"
-            % (input_path, len(report.missing), model_kind, report.missing[0]))
-    if output.endswith(".keras"):
-        _atomic_keras_save(model, output)
+        arrays, source = weights.arrays, weights.source
+        detail = "%d tensors (not mapped: %s)" % (len(arrays), ", ".join(weights.unmapped) or "none")
+        base_config = _read_json(os.path.join(input_folder(input_path), hf_import.CONFIG_NAME))
     else:
-        checkpoints.save_tf1_checkpoint(model, output)
-        _write_config(config, config_out)
-    return "%s -> %s: %d variables" % (report.source, output, len(report.loaded))
+        model = _build_model(config, input_path, model_kind, labels, regression)
+        try:
+            report = checkpoints.load_checkpoint(model, input_path, log=False)
+        except checkpoints.CheckpointError:
+            if model_kind == "auto" and checkpoints.is_training_checkpoint(input_path):
+                raise checkpoints.CheckpointError(
+                    "%s: not a pre-training checkpoint; for a fine-tuned one pass --model="
+                    "classifier with --task_name or --labels (or --model=squad)"
+                    % input_path) from None
+            raise
+        if report.missing:
+            raise checkpoints.CheckpointError(
+                "%s: the checkpoint lacks %d variables of the %s model (%s ...); use --model=bert"
+                % (input_path, len(report.missing), model.name, report.missing[0]))
+        if output_format == "keras":
+            _atomic_keras_save(model, output)
+            return "%s -> %s: %d variables" % (report.source, output, len(report.loaded))
+        arrays, source = checkpoints.model_tf1_arrays(model), report.source
+        detail = "%d variables" % len(report.loaded)
+        base_config = None
+
+    if output_format == "hf":
+        summary = hf_import.write_hf_folder(arrays, config, output, vocab_file, do_lower_case,
+                                            labels=labels, regression=regression,
+                                            base_config=base_config)
+        return "%s -> %s (%s)" % (source, summary, detail)
+    checkpoints.write_tf1_arrays(arrays, output)
+    _write_google_folder_files(config, vocab_file, os.path.dirname(files.abspath(output)))
+    return "%s -> %s: %s" % (source, output, detail)
 
 
-def _build_model(config, input_path: str, model_kind: str):
+def _read_json(path: str) -> Optional[dict]:
+    import json
+
+    try:
+        value = json.loads(files.read_text(path))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _source_names(input_path: str):
+    if hf_import.is_hf_checkpoint(input_path):
+        return hf_import.read_hf_weights(input_path).arrays
+    if input_path.endswith((".keras", ".h5")) or checkpoints.is_training_checkpoint(input_path):
+        return None
+    return checkpoints.tf1_checkpoint_source(input_path).shapes
+
+
+def _build_model(config: BertConfig, input_path: str, model_kind: str,
+                 labels: Optional[Sequence[str]], regression: bool):
+    names = _source_names(input_path) if model_kind == "auto" else None
     if model_kind == "auto":
-        if hf_import.is_hf_checkpoint(input_path):
-            names = hf_import.read_hf_weights(input_path).arrays
-        elif input_path.endswith((".keras", ".h5")):
-            names = {"cls/predictions/output_bias": None}
+        if names is None:  # a trainer checkpoint or a .keras file: no TF1 names to look at
+            model_kind = "classifier" if (labels or regression) else "pretraining"
         else:
-            names = checkpoints.tf1_checkpoint_source(input_path).shapes
-        model_kind = "pretraining" if "cls/predictions/output_bias" in names else "bert"
-    return BertPretrainingModel(config) if model_kind == "pretraining" else BertModel(config)
+            architecture = hf_import.hf_architecture(names)
+            model_kind = {"BertForPreTraining": "pretraining",
+                          "BertForSequenceClassification": "classifier",
+                          "BertForQuestionAnswering": "squad"}.get(architecture, "bert")
+    if model_kind == "pretraining":
+        return BertPretrainingModel(config)
+    if model_kind == "squad":
+        return build_squad_model(config)
+    if model_kind == "classifier":
+        if regression:
+            num_labels = 1
+        elif labels:
+            num_labels = len(labels)
+        else:
+            names = names if names is not None else _source_names(input_path)
+            if not names or "output_weights" not in names:
+                raise checkpoints.CheckpointError(
+                    "%s: the number of classes is not in the checkpoint: give the labels "
+                    "(--task_name or --labels)" % input_path)
+            shape = getattr(names["output_weights"], "shape", names["output_weights"])
+            num_labels = int(shape[0])
+        return build_classifier_model(config, num_labels, regression=regression)
+    return BertModel(config)
 
 
-def _write_config(config, path: str) -> None:
-    with atomic_open(path) as f:
+def _write_google_folder_files(config: BertConfig, vocab_file: Optional[str], folder: str) -> None:
+    """``bert_config.json`` and (if absent there) the vocab beside a TF1 checkpoint, as in
+    Google's release folders."""
+    with atomic_open(os.path.join(folder, CONFIG_NAME)) as f:
         f.write(config.to_json_string())
+    target = os.path.join(folder, hf_import.VOCAB_NAME)
+    if vocab_file and not files.exists(target):
+        with files.open(vocab_file, "rb") as src, atomic_open(target, "wb") as dst:
+            dst.write(src.read())
 
 
 def _atomic_keras_save(model, output: str) -> None:
