@@ -74,6 +74,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
            "(same batches). Off on TPU (static shapes).")
     define("string", "export_dir", None, "Write a SavedModel for TF Serving here (ids and "
            "raw-text signatures), e.g. models/mrpc/1.")
+    define("string", "export_hf_dir", None, "Write a Hugging Face folder here "
+           "(BertForSequenceClassification with the task's labels, vocab, casing).")
     define("bool", "fast_tokenizer", True, "Use FastFullTokenizer (same output as "
            "FullTokenizer).")
     define("integer", "random_seed", 12345, "Seed of the shuffle, dropout and head init.")
@@ -87,9 +89,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def validate_flags(fv: flags.FlagValues, bert_config) -> None:
-    if not (fv.do_train or fv.do_eval or fv.do_predict or fv.export_dir):
-        raise FlagError("At least one of `do_train`, `do_eval`, `do_predict` or "
-                                  "`export_dir` must be set.")
+    if not (fv.do_train or fv.do_eval or fv.do_predict or fv.export_dir or fv.export_hf_dir):
+        raise FlagError("At least one of `do_train`, `do_eval`, `do_predict`, `export_dir` or "
+                        "`export_hf_dir` must be set.")
     if (fv.do_train or fv.do_eval or fv.do_predict) and not fv.data_dir:
         raise FlagError("--data_dir is required with --do_train/--do_eval/--do_predict")
     if fv.max_seq_length > bert_config.max_position_embeddings:
@@ -190,6 +192,10 @@ def run(fv: flags.FlagValues) -> None:
                                               label_list, regression)
         logging.info("exported SavedModel (signatures %s) to %s",
                      ", ".join(classifier_serving.SIGNATURES), fv.export_dir)
+    if fv.export_hf_dir:
+        logging.info("exported %s", checkpoints.hf.export_hf_model(
+            model, bert_config, fv.export_hf_dir, fv.vocab_file, fv.do_lower_case,
+            labels=label_list, regression=regression))
 
 
 def main(argv) -> None:

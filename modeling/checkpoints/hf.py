@@ -287,3 +287,14 @@ def write_hf_folder(arrays: Mapping[str, np.ndarray], config: BertConfig, output
                 f.write(data)
     return "%s: %s, %d tensors, hidden_act %s, do_lower_case %s" % (
         output_dir, architecture, len(tensors), hf_config["hidden_act"], bool(do_lower_case))
+
+
+def export_hf_model(model, config: BertConfig, output_dir: str, vocab_file: str,
+                    do_lower_case: bool, *, labels: Optional[Sequence[str]] = None,
+                    regression: bool = False) -> str:
+    """``write_hf_folder`` of a Keras model's variables (encoder, pre-training or fine-tuning
+    heads, under their TF1 names): the fine-tuning tools' ``--export_hf_dir``."""
+    from modeling.checkpoints.tf1 import model_tf1_arrays
+
+    return write_hf_folder(model_tf1_arrays(model), config, output_dir, vocab_file,
+                           do_lower_case, labels=labels, regression=regression)

@@ -293,3 +293,32 @@ def test_fp16_trains_with_dynamic_loss_scaling(tmp_path):
     check_fp16_training(run_classifier, _base_flags(data_dir, out) + [
         "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"), "--do_train",
         "--train_batch_size=8", "--num_train_epochs=1"], str(out))
+
+
+def test_export_hf_dir_equals_convert_checkpoint_of_the_same_checkpoint(trained, tmp_path):
+    """--export_hf_dir (no training: the newest checkpoint of --output_dir) writes the
+    BertForSequenceClassification folder convert_checkpoint.py writes from that checkpoint."""
+    from safetensors.numpy import load_file
+
+    from bert_cli import convert_checkpoint
+    from tests.support.tools import run_tool as run
+
+    code, err = _run_in_process(_base_flags(trained["data_dir"], trained["out"])
+                                + ["--export_hf_dir=%s" % (tmp_path / "hf")])
+    assert code == 0, err
+    converted = run(convert_checkpoint, [
+        "--input=%s" % os.path.join(trained["out"], "model.ckpt-4"), "--model=classifier",
+        "--task_name=mrpc", "--output_format=hf", "--output=%s" % (tmp_path / "converted"),
+        "--bert_config_file=%s" % os.path.join(TINY, "bert_config.json"),
+        "--vocab_file=%s" % paths.GOLDEN_VOCAB])
+    assert converted.code == 0, converted.stderr
+    ours, theirs = (load_file(str(tmp_path / d / "model.safetensors")) for d in ("hf", "converted"))
+    assert sorted(ours) == sorted(theirs) and "classifier.weight" in ours
+    assert all(np.array_equal(ours[k], theirs[k]) for k in ours)
+    import json
+
+    for name in ("config.json", "tokenizer_config.json", "vocab.txt"):
+        with open(tmp_path / "hf" / name, "rb") as f, open(tmp_path / "converted" / name, "rb") as g:
+            assert f.read() == g.read(), name
+    with open(tmp_path / "hf" / "config.json") as f:
+        assert json.load(f)["id2label"] == {"0": "0", "1": "1"}
