@@ -356,7 +356,9 @@ def pack_inputs(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor], max_se
     Args:
       ids_a: int [B, (Na)] ragged token ids (ragged rank 1).
       ids_b: int [B, (Nb)] or None.
-      max_seq_length: the output length S (>= 2, >= 3 with ``ids_b``).
+      max_seq_length: the output length S (>= 2, >= 3 with ``ids_b``): a Python int, or an
+        int scalar tensor (a value known only when the graph runs is checked by an assertion
+        op).
       cls_id, sep_id: ids of ``[CLS]`` and ``[SEP]``.
       trim_to_longest: cut the output to the longest packed row of the batch (L <= S, at
         least 1) instead of S; the kept positions are unchanged.
@@ -365,16 +367,25 @@ def pack_inputs(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor], max_se
       tokens), ``segment_ids`` (0 for ``[CLS] a [SEP]``, 1 for ``b [SEP]``, 0 on padding).
     """
     specials = 3 if ids_b is not None else 2
-    if max_seq_length < specials:
-        raise ValueError("max_seq_length=%d is too short for %d special tokens"
-                         % (max_seq_length, specials))
+    if tf.is_tensor(max_seq_length):
+        max_seq_length = tf.cast(max_seq_length, tf.int32)
+    static_length = tf.get_static_value(max_seq_length)
+    if static_length is not None:
+        if static_length < specials:
+            raise ValueError("max_seq_length=%d is too short for %d special tokens"
+                             % (static_length, specials))
+    else:
+        tf.debugging.assert_greater_equal(
+            max_seq_length, specials,
+            message="max_seq_length is too short for %d special tokens" % specials)
     len_a = _row_lengths(ids_a)  # [B]
     len_b = None
     if ids_b is None:
         len_a = tf.minimum(len_a, max_seq_length - 2)
     else:
         len_b = _row_lengths(ids_b)  # [B]
-        pair_a, pair_b = truncated_pair_lengths(len_a, len_b, tf.constant(max_seq_length - 3))
+        pair_a, pair_b = truncated_pair_lengths(
+            len_a, len_b, tf.convert_to_tensor(max_seq_length - 3, tf.int32))
         has_b = len_b > 0
         len_a = tf.where(has_b, pair_a, tf.minimum(len_a, max_seq_length - 2))
         len_b = tf.where(has_b, pair_b, 0)
@@ -587,15 +598,26 @@ class BertGraphTokenizer(tf.Module):
         return tokens.with_values(tf.strings.unicode_encode(tokens.values, "UTF-8"))
 
     @_plain_ops
-    def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
-        """``FullTokenizer`` ids in-graph: string [B] -> int64 [B, (P)] WordPiece ids."""
+    def tokenize_words(self, strings: tf.Tensor) -> tf.RaggedTensor:
+        """WordPiece ids word by word: string [B] -> int64 [B, (T), (P)].
+
+        The words are ``BasicTokenizer``'s tokens (``basic_tokenize``), each split into its
+        pieces (a word too long, or with a piece missing from the vocab, is one ``[UNK]``);
+        ``tokenize`` is this with the word level merged away (TF Hub's preprocessors'
+        ``tokenize`` output).
+        """
         tokens = self._basic_tokens(strings)  # [B, (T), (C)]
         words = tf.strings.unicode_encode(tokens.values, "UTF-8")  # [T]
         too_long = tokens.values.row_lengths() > self.max_input_chars_per_word
         # "[UNK]" is a vocab entry, so WordPiece maps the substituted word to its id.
         words = tf.where(too_long, special_tokens.UNK, words)
         pieces = self._wordpiece.tokenize(words)  # [T, (P)]
-        return tokens.with_values(pieces).merge_dims(1, 2)  # [B, (P)]
+        return tokens.with_values(pieces)  # [B, (T), (P)]
+
+    @_plain_ops
+    def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
+        """``FullTokenizer`` ids in-graph: string [B] -> int64 [B, (P)] WordPiece ids."""
+        return self.tokenize_words(strings).merge_dims(1, 2)  # [B, (P)]
 
     @_plain_ops
     def tokenize_and_pack(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor] = None,

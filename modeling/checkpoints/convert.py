@@ -37,15 +37,20 @@ MODEL_KINDS = ("auto", "bert", "pretraining", "classifier", "squad")
 CONFIG_NAME = "bert_config.json"
 
 
-def config_for(input_path: str, config_file: Optional[str], hidden_act: Optional[str]) -> BertConfig:
-    """``config_file`` (Google's or HF's), else the config.json of an HF input."""
+def config_for(input_path: str, config_file: Optional[str],
+               hidden_act: Optional[str] = None) -> BertConfig:
+    """``config_file`` (Google's or HF's), else the ``config.json`` of an HF input, else the
+    ``bert_config.json`` beside the checkpoint (a Google release folder)."""
+    if not config_file and not hf_import.is_hf_checkpoint(input_path):
+        beside = os.path.join(input_folder(input_path), CONFIG_NAME)
+        if not files.isfile(beside):
+            raise checkpoints.CheckpointError("%s: no bert_config.json beside the checkpoint "
+                                             "(--bert_config_file)" % input_path)
+        config_file = beside
     if config_file:
         config = BertConfig.from_json_file(config_file)
-    elif hf_import.is_hf_checkpoint(input_path):
-        config = hf_import.read_hf_config(input_path)
     else:
-        raise checkpoints.CheckpointError("%s: not a Hugging Face folder: a bert_config.json "
-                                         "is needed (--bert_config_file)" % input_path)
+        config = hf_import.read_hf_config(input_path)
     return config.replace(hidden_act=hidden_act) if hidden_act else config
 
 

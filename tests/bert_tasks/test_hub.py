@@ -1,0 +1,197 @@
+"""bert_tasks/hub.py: export_hub writes the encoder and preprocessor SavedModels, which load in
+a fresh process (TensorFlow and TensorFlow Text only, none of the project's code) and, fed the
+same text, give the same pooled_output as BertModel within 1e-5; ``saved_model_cli show``
+lists their signatures."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import modeling
+from bert_common.errors import InputError
+from bert_tasks import hub
+from data.glue import features as cf
+from data.glue.processors import InputExample
+from data.tokenization import wordpiece as tokenization
+from modeling.checkpoints import CheckpointError
+from tests import paths
+
+TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
+CKPT = os.path.join(TINY, "bert_model.ckpt")  # a pre-training checkpoint: cls/* is unused
+CONFIG = os.path.join(TINY, "bert_config.json")
+SEQ = 24
+TEXTS_A = ["The quick brown fox jumps over the lazy dog.",
+           "Unwänted rünning: ΟΔΟΣ İstanbul 中文字 naïve café " * 3,
+           "hello"]
+TEXTS_B = ["A second sentence, long enough to be cut by the pair rule at this length.",
+           "",
+           "world"]
+
+# Run in a fresh process with TensorFlow and TensorFlow Text only: argv = export dir, texts.
+LOAD_SCRIPT = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the preprocessor's ops)
+
+out, texts_a, texts_b = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+preprocessor = tf.saved_model.load(out + "/preprocessor")
+encoder = tf.saved_model.load(out + "/encoder")
+single = preprocessor(tf.constant(texts_a))
+words = [preprocessor.tokenize(tf.constant(t)) for t in (texts_a, texts_b)]
+pair = preprocessor.bert_pack_inputs(words, seq_length=tf.constant(%d))
+result = {}
+for name, inputs in (("single", single), ("pair", pair)):
+    outputs = encoder(inputs, training=False)
+    result[name] = {"inputs": {k: v.numpy().tolist() for k, v in inputs.items()},
+                    "pooled_output": outputs["pooled_output"].numpy().tolist()}
+serving = encoder.signatures["serving_default"](**single)
+result["serving_pooled_output"] = serving["pooled_output"].numpy().tolist()
+print(json.dumps(result))
+""" % SEQ
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("tfhub") / "out")
+    # Through the command line: convert_checkpoint.py --output_format=tfhub is export_hub.
+    from bert_cli import convert_checkpoint
+    from tests.support.tools import run_tool
+
+    run = run_tool(convert_checkpoint, ["--output_format=tfhub", "--input=" + CKPT,
+                                        "--bert_config_file=" + CONFIG,
+                                        "--vocab_file=" + paths.GOLDEN_VOCAB,
+                                        "--do_lower_case=true", "--seq_length=%d" % SEQ,
+                                        "--output=" + out])
+    assert run.code == 0, run.stderr
+    return out, run.stderr.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="module")
+def fresh_processes(exported, tmp_path_factory):
+    """The loader's and both ``saved_model_cli show`` runs' stdout."""
+    out, _ = exported
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("PYTHONPATH", None)  # the SavedModels must not need the project's code
+    cwd = str(tmp_path_factory.mktemp("fresh"))
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    commands = {
+        "load": [sys.executable, "-c", LOAD_SCRIPT, out, json.dumps(TEXTS_A), json.dumps(TEXTS_B)],
+        "encoder": [cli, "show", "--dir", os.path.join(out, "encoder"), "--all"],
+        "preprocessor": [cli, "show", "--dir", os.path.join(out, "preprocessor"), "--all"],
+    }
+    results = {}
+    for name, command in commands.items():
+        run = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
+                             timeout=300)
+        assert run.returncode == 0, "%s failed:\n%s" % (name, run.stderr[-3000:])
+        results[name] = run.stdout
+    return results
+
+
+def _host_features(texts_a, texts_b):
+    tokenizer = tokenization.FullTokenizer(paths.GOLDEN_VOCAB, do_lower_case=True)
+    texts_b = texts_b or [None] * len(texts_a)
+    examples = [InputExample(str(i), a, b or None, "0")
+                for i, (a, b) in enumerate(zip(texts_a, texts_b))]
+    features = cf.convert_examples_to_features(examples, ["0"], SEQ, tokenizer)
+    return {name: np.array([getattr(f, name) for f in features], np.int32)
+            for name in ("input_ids", "input_mask", "segment_ids")}
+
+
+@pytest.fixture(scope="module")
+def bert_model():
+    model = modeling.BertModel(modeling.BertConfig.from_json_file(CONFIG))
+    modeling.load_checkpoint(model, CKPT, log=False)
+    return model
+
+
+def test_summary_is_one_line(exported):
+    out, summary = exported
+    assert "\n" not in summary
+    assert os.path.join(out, "encoder") in summary and os.path.join(out, "preprocessor") in summary
+    assert "39 variables loaded, 7 unused" in summary  # the pre-training heads
+
+
+def test_fresh_process_gives_bert_model_pooled_output(fresh_processes, bert_model):
+    result = json.loads(fresh_processes["load"].strip().splitlines()[-1])
+    for name, texts_b in (("single", None), ("pair", TEXTS_B)):
+        host = _host_features(TEXTS_A, texts_b)
+        inputs = result[name]["inputs"]
+        np.testing.assert_array_equal(inputs["input_word_ids"], host["input_ids"])
+        np.testing.assert_array_equal(inputs["input_mask"], host["input_mask"])
+        np.testing.assert_array_equal(inputs["input_type_ids"], host["segment_ids"])
+        want = bert_model(host, training=False)["pooled_output"].numpy()
+        np.testing.assert_allclose(result[name]["pooled_output"], want, atol=1e-5, rtol=0)
+    want = bert_model(_host_features(TEXTS_A, None), training=False)["pooled_output"].numpy()
+    np.testing.assert_allclose(result["serving_pooled_output"], want, atol=1e-5, rtol=0)
+
+
+def _signature_block(show_output, name):
+    start = show_output.index("signature_def['%s']:" % name)
+    end = show_output.find("signature_def[", start + 1)
+    return show_output[start:end if end > 0 else len(show_output)]
+
+
+def test_saved_model_cli_lists_the_signatures(fresh_processes):
+    encoder = fresh_processes["encoder"]
+    block = _signature_block(encoder, "serving_default")
+    for name in ("input_word_ids", "input_mask", "input_type_ids"):
+        assert "inputs['%s']" % name in block
+    for name in ("pooled_output", "sequence_output", "default_output", "encoder_outputs_0",
+                 "encoder_outputs_1"):
+        assert "outputs['%s']" % name in block
+    assert "encoder_outputs_2" not in block
+    assert "DT_INT32" in block and "DT_FLOAT" in block
+
+    preprocessor = fresh_processes["preprocessor"]
+    for signature, inputs in (("serving_default", ["text"]), ("text_pair", ["text_a", "text_b"])):
+        block = _signature_block(preprocessor, signature)
+        for name in inputs:
+            assert "inputs['%s']" % name in block
+        for name in ("input_word_ids", "input_mask", "input_type_ids"):
+            assert "outputs['%s']" % name in block
+        assert "shape: (-1, %d)" % SEQ in block
+
+
+def test_default_vocab_and_config_are_found_beside_the_checkpoint(tmp_path):
+    for name in os.listdir(TINY):
+        if name.startswith("bert_model.ckpt") or name == "bert_config.json":
+            os.symlink(os.path.join(TINY, name), tmp_path / name)
+    prefix = str(tmp_path / "bert_model.ckpt")
+    with pytest.raises(InputError) as error:
+        hub.export_hub(prefix, str(tmp_path / "out"))
+    message = str(error.value)
+    assert "\n" not in message and "--vocab_file" in message and "vocab.txt" in message
+    shutil.copyfile(paths.GOLDEN_VOCAB, tmp_path / "vocab.txt")
+    assert hub._vocab_file(prefix, None) == str(tmp_path / "vocab.txt")
+    assert hub._vocab_file(str(tmp_path), None) == str(tmp_path / "vocab.txt")
+    from modeling.checkpoints.convert import config_for
+    from modeling.config import BertConfig
+
+    assert config_for(prefix, None) == BertConfig.from_json_file(CONFIG)
+    assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"vocab_file": "/nonexistent/vocab.txt"}, "vocab file /nonexistent/vocab.txt: no such file"),
+    ({"seq_length": 1000}, "--seq_length must be an integer from 3 to"),
+    ({"seq_length": 2}, "--seq_length must be an integer from 3 to"),
+])
+def test_bad_flags_are_one_line_input_errors(tmp_path, kwargs, match):
+    args = dict(config_file=CONFIG, vocab_file=paths.GOLDEN_VOCAB)
+    args.update(kwargs)
+    with pytest.raises(InputError, match=match) as error:
+        hub.export_hub(CKPT, str(tmp_path / "out"), **args)
+    assert "\n" not in str(error.value)
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_missing_checkpoint_is_a_checkpoint_error(tmp_path):
+    with pytest.raises(CheckpointError, match="no such file, folder or checkpoint"):
+        hub.export_hub(str(tmp_path / "nothing"), str(tmp_path / "out"),
+                       config_file=CONFIG, vocab_file=paths.GOLDEN_VOCAB)
