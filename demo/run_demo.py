@@ -40,6 +40,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NUM_STAGES = 6
 MAX_SEQ_LENGTH = 64
 MAX_PREDICTIONS = 10
+# Lines of the demo's WordPiece vocab (build_vocab.py's builder, Google's layout: [PAD],
+# [unused0..98], [UNK] [CLS] [SEP] [MASK], then pieces). The demo text has only ~340 distinct
+# words: this keeps the frequent ones whole and splits the rare ones (about 970 lines would
+# hold every word and every piece the trainer can learn from it).
+VOCAB_SIZE = 800
 
 # The tiny demo model: 2 layers, hidden 128 (the vocab size is filled in from the built vocab).
 TINY_CONFIG = {
@@ -109,13 +114,19 @@ def stage_vocab(out: str, corpus: str) -> str:
     for name in ("train.tsv", "dev.tsv", "test.tsv"):
         with open(os.path.join(reviews_dir, name), encoding="utf-8") as f:
             review_lines += [line.split("\t")[0] for line in f.read().split("\n")[1:]]
+    # The reviews are learned from too, so the classifier's text has every character (and its
+    # frequent words whole). The tiny model takes its vocab_size from this file (stage 3).
     vocab_file = os.path.join(out, "vocab.txt")
-    vocab_builder.write_vocab(vocab_builder.build_vocab(lines + review_lines), vocab_file)
+    tokens = vocab_builder.learn_vocab(lines + review_lines, VOCAB_SIZE)
+    vocab_builder.write_vocab(tokens, vocab_file)
     tok = tokenization.FastFullTokenizer(vocab_file, do_lower_case=True)
     start = time.time()
     n_tokens = sum(len(tok.tokenize(line)) for line in lines)
-    _banner(2, "vocab: %s (%d WordPieces); tokenized %d lines into %d tokens in %.3fs"
-            % (vocab_file, len(tok.vocab), len(lines), n_tokens, time.time() - start))
+    _banner(2, "vocab: %s (%d WordPieces, Google's layout: [UNK]=%d [CLS]=%d [SEP]=%d "
+            "[MASK]=%d); tokenized %d lines into %d tokens in %.3fs"
+            % (vocab_file, len(tok.vocab), tok.vocab["[UNK]"], tok.vocab["[CLS]"],
+               tok.vocab["[SEP]"], tok.vocab["[MASK]"], len(lines), n_tokens,
+               time.time() - start))
     print("      e.g. %r -> %s" % (lines[0], tok.tokenize(lines[0])))
     return vocab_file
 

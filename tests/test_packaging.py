@@ -15,8 +15,8 @@ import pytest
 from tests import paths
 
 COMMANDS = ("bert-create-pretraining-data", "bert-run-pretraining", "bert-run-classifier",
-            "bert-run-swag", "bert-run-squad", "bert-extract-features", "bert-convert-checkpoint",
-            "bert-squad-eval")
+            "bert-run-swag", "bert-run-squad", "bert-run-ner", "bert-extract-features",
+            "bert-convert-checkpoint", "bert-build-vocab", "bert-squad-eval")
 PACKAGES = {"bert_cli", "bert_common", "bert_tasks", "data", "modeling"}
 
 

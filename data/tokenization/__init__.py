@@ -6,7 +6,9 @@
 * ``graph``: ``BertGraphTokenizer``, the same ids in-graph (tensorflow-text), for ``tf.data`` and
   SavedModels (imports TensorFlow: not imported here);
 * ``special_tokens``: ``[PAD] [UNK] [CLS] [SEP] [MASK]``, the one definition;
-* ``vocab_builder``: a small vocabulary from text, for demos and tests.
+* ``vocab_builder``: a WordPiece vocabulary learned from text in Google's layout
+  (``build_vocab.py``; Hugging Face ``tokenizers``' trainer on ``BasicTokenizer``'s words);
+* ``hub_preprocessor``: the TF Hub-style preprocessor SavedModel (imports TensorFlow).
 
 The original's names are importable from here, as ports of google-research/bert expect::
 

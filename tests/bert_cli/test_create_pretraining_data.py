@@ -126,7 +126,7 @@ def test_small_vocab_without_unused_tokens(tmp_path, capsys):
     with open(SAMPLE, encoding="utf-8") as f:
         lines = f.read().split("\n")
     vocab = str(tmp_path / "vocab.txt")
-    vocab_builder.write_vocab(vocab_builder.build_vocab(lines, max_words=300), vocab)
+    vocab_builder.write_vocab(vocab_builder.learn_vocab(lines, 400, num_unused=0), vocab)
     out = str(tmp_path / "small.tfrecord")
     code, err = _run(["--input_file=%s" % SAMPLE, "--output_file=%s" % out, "--vocab_file=%s"
                       % vocab, "--max_seq_length=64", "--max_predictions_per_seq=8",
