@@ -5,14 +5,14 @@ Everything is written under ``--output_dir`` (default ``demo_output/``):
 
   data/corpus.txt, data/reviews/{train,dev,test}.tsv   stage 1: generated text (demo/generate.py
                                                        + the handwritten demo/corpus.txt)
-  vocab.txt                                            stage 2: WordPiece vocab of the corpus
+  data/review_text.txt, vocab.txt                      stage 2: build_vocab.py (corpus + reviews)
   bert_config.json                                     stage 3: the tiny model's config
   pretraining_data.tfrecord                            stage 3: create_pretraining_data.py
   pretrain/  (ckpt-N, eval_results.txt, export/)       stage 4: run_pretraining.py
   classifier/ (eval_results.txt, test_results.tsv)     stage 5: run_classifier.py --task_name=tsv
   serving/                                             stage 5: the SavedModel (raw text in)
 
-Each stage after the second runs one of the project's command-line entry points in a child
+Each stage after the first runs one of the project's command-line entry points in a child
 process, prints the exact command (so it can be re-run by hand) and streams its progress. A
 failing stage stops the demo with its exit code.
 """
@@ -105,28 +105,31 @@ def stage_generate(out: str, seed: int) -> dict:
 
 def stage_vocab(out: str, corpus: str) -> str:
     from data.tokenization import wordpiece as tokenization
-    from data.tokenization import vocab_builder
 
     with open(corpus, encoding="utf-8") as f:
         lines = f.read().split("\n")
+    # The reviews' text is learned from too (one per line), so the classifier's text has every
+    # character (and its frequent words whole). The tiny model takes its vocab_size from the
+    # file (stage 3).
     reviews_dir = os.path.join(os.path.dirname(corpus), "reviews")
-    review_lines = []
-    for name in ("train.tsv", "dev.tsv", "test.tsv"):
-        with open(os.path.join(reviews_dir, name), encoding="utf-8") as f:
-            review_lines += [line.split("\t")[0] for line in f.read().split("\n")[1:]]
-    # The reviews are learned from too, so the classifier's text has every character (and its
-    # frequent words whole). The tiny model takes its vocab_size from this file (stage 3).
+    review_text = os.path.join(os.path.dirname(corpus), "review_text.txt")
+    with open(review_text, "w", encoding="utf-8") as out_file:
+        for name in ("train.tsv", "dev.tsv", "test.tsv"):
+            with open(os.path.join(reviews_dir, name), encoding="utf-8") as f:
+                out_file.writelines(line.split("\t")[0] + "\n"
+                                    for line in f.read().split("\n")[1:] if line)
     vocab_file = os.path.join(out, "vocab.txt")
-    tokens = vocab_builder.learn_vocab(lines + review_lines, VOCAB_SIZE)
-    vocab_builder.write_vocab(tokens, vocab_file)
+    _banner(2, "WordPiece vocab of the text (build_vocab.py)")
+    _run(["build_vocab.py", "--input_file=%s,%s" % (corpus, review_text),
+          "--output_file=" + vocab_file, "--vocab_size=%d" % VOCAB_SIZE, "--do_lower_case=True"])
     tok = tokenization.FastFullTokenizer(vocab_file, do_lower_case=True)
     start = time.time()
     n_tokens = sum(len(tok.tokenize(line)) for line in lines)
-    _banner(2, "vocab: %s (%d WordPieces, Google's layout: [UNK]=%d [CLS]=%d [SEP]=%d "
-            "[MASK]=%d); tokenized %d lines into %d tokens in %.3fs"
-            % (vocab_file, len(tok.vocab), tok.vocab["[UNK]"], tok.vocab["[CLS]"],
-               tok.vocab["[SEP]"], tok.vocab["[MASK]"], len(lines), n_tokens,
-               time.time() - start))
+    print("      %s: %d WordPieces, Google's layout ([UNK]=%d [CLS]=%d [SEP]=%d [MASK]=%d); "
+          "tokenized %d lines into %d tokens in %.3fs"
+          % (vocab_file, len(tok.vocab), tok.vocab["[UNK]"], tok.vocab["[CLS]"],
+             tok.vocab["[SEP]"], tok.vocab["[MASK]"], len(lines), n_tokens,
+             time.time() - start))
     print("      e.g. %r -> %s" % (lines[0], tok.tokenize(lines[0])))
     return vocab_file
 
