@@ -141,9 +141,15 @@ def _read_json(path: str) -> Optional[dict]:
 
 
 def _source_names(input_path: str):
+    """The TF1 names (with shapes or arrays) the input holds; None when it holds no names (a
+    trainer checkpoint or ``.weights.h5``: object paths only)."""
+    from modeling.checkpoints.load import keras_file_source
+
     if hf_import.is_hf_checkpoint(input_path):
         return hf_import.read_hf_weights(input_path).arrays
-    if input_path.endswith((".keras", ".h5")) or checkpoints.is_training_checkpoint(input_path):
+    if input_path.endswith(".keras"):
+        return keras_file_source(input_path).shapes
+    if input_path.endswith(".h5") or checkpoints.is_training_checkpoint(input_path):
         return None
     return checkpoints.tf1_checkpoint_source(input_path).shapes
 

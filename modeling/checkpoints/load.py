@@ -38,7 +38,7 @@ def load_checkpoint(model, path: str, log: bool = True) -> LoadReport:
         report = assign_tf1_values(model, array_source(weights.source, weights.arrays))
         report.unused.extend(weights.unmapped)
     elif path.endswith(".keras"):
-        report = assign_tf1_values(model, _keras_file_source(path))
+        report = assign_tf1_values(model, keras_file_source(path))
     elif path.endswith(".weights.h5"):
         if not files.isfile(path):
             raise CheckpointError("%s: no such weights file" % path)
@@ -55,7 +55,7 @@ def load_checkpoint(model, path: str, log: bool = True) -> LoadReport:
     return report
 
 
-def _keras_file_source(path: str) -> _Source:
+def keras_file_source(path: str) -> _Source:
     import keras
 
     if not files.isfile(path):

@@ -184,3 +184,16 @@ def test_cli_hf_output(tmp_path):
                                         "--output_format=hf", "--output=" + str(tmp_path / "x"),
                                         "--task_name=mrpc", "--labels=a,b"])
     assert bad.code == 1 and "--labels or --task_name" in bad.stderr
+
+
+def test_keras_file_to_hf_tells_the_model_from_its_tensors(tmp_path):
+    encoder = BertModel(BertConfig.from_json_file(TINY_CONFIG))
+    checkpoints.load_checkpoint(encoder, os.path.join(TINY, "bert_model.ckpt"), log=False)
+    keras_file = str(tmp_path / "encoder.keras")
+    encoder.save(keras_file)
+    out = str(tmp_path / "hf")
+    assert "BertModel" in convert(keras_file, out, TINY_CONFIG, output_format="hf",
+                                  vocab_file=paths.GOLDEN_VOCAB)
+    tensors = load_file(os.path.join(out, "model.safetensors"))
+    assert np.array_equal(tensors["embeddings.word_embeddings.weight"],
+                          np.asarray(encoder.get_layer("word_embeddings").weights[0]))
