@@ -21,7 +21,15 @@ run never leaves a half-written file under the final name:
 * ``save_saved_model(module, export_dir, signatures)``: a SavedModel folder.
 
 Temporaries always live in the destination folder under hidden names
-(``.<name>.<random>...``) and are removed when the block fails. Outputs get the permissions
+(``.<name>.<host>-<pid>.<random>.tmp``) and are removed when the block fails; a process killed
+before it could remove them leaves them behind, and the next write of the same output on the
+same machine removes those of dead processes (``remove_stale_temps``), never another live
+run's.
+
+Faults: every write step of this layer passes through ``fault_point(event, path)`` (``"write"``:
+data going into the temporary of ``path``; ``"commit"``: the rename into ``path``), where tests
+inject a failure (``inject_faults``, e.g. ``OSError(ENOSPC)``) to check that a failed write
+leaves the previous output intact and nothing half-written. Outputs get the permissions
 of the user's umask (as ``open`` would create them), so e.g. a TF Serving process running as
 another user can read an export. On a local disk the final rename is atomic. On an object
 store (GCS) there is no rename: ``tf.io.gfile.rename`` copies then deletes, object by object
@@ -34,11 +42,14 @@ from __future__ import annotations
 import builtins
 import contextlib
 import glob as _glob
+import hashlib
 import os
+import re
 import shutil
+import socket
 import tempfile
 import uuid
-from typing import IO, Any, Callable, Dict, Iterator, List, Sequence, TypeVar
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Sequence, TypeVar
 
 _W = TypeVar("_W", bound="AtomicWriter")
 
@@ -240,12 +251,90 @@ def give_default_mode(path: str, folder: bool = False) -> None:
 # ======================================================================= atomic output
 
 
+# ---------------------------------------------------------------- fault injection (tests)
+
+_fault_hook: Optional[Callable[[str, str], None]] = None
+
+
+def fault_point(event: str, path: str) -> None:
+    """A place where writing ``path`` can fail: ``event`` is ``"write"`` (data into its
+    temporary), ``"commit"`` (the rename into place) or a writer's own step (``"checkpoint"``).
+    Calls the hook ``inject_faults`` installed (tests); a no-op otherwise."""
+    if _fault_hook is not None:
+        _fault_hook(event, path)
+
+
+@contextlib.contextmanager
+def inject_faults(hook: Callable[[str, str], None]) -> Iterator[None]:
+    """Runs ``hook(event, path)`` at every ``fault_point`` inside the block (it raises to
+    simulate a failure, e.g. ``OSError(errno.ENOSPC, ...)`` for a full disk)."""
+    global _fault_hook
+    saved, _fault_hook = _fault_hook, hook
+    try:
+        yield
+    finally:
+        _fault_hook = saved
+
+
+# ---------------------------------------------------------------- temporaries and leftovers
+
+# Which machine and process made a temporary: ``<host hash>-<pid>`` in its name, so a later run
+# can tell the leftovers of a killed process (same host, pid no longer running) from the
+# temporaries of a run still writing.
+_HOST = hashlib.sha1(socket.gethostname().encode("utf-8")).hexdigest()[:6]
+_TEMP_RE = re.compile(r"^\.(?P<base>.+)\.(?P<host>[0-9a-f]{6})-(?P<pid>\d+)\.[^./]+\.tmp$")
+
+
+def _owner() -> str:
+    return "%s-%d" % (_HOST, os.getpid())
+
+
+def _pid_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: someone else's process
+        return True
+    return True
+
+
+def remove_stale_temps(path: str) -> List[str]:
+    """Removes the temporaries of output ``path`` that a killed process of this machine left
+    in its folder (files or staging folders named ``.<name>.<host>-<pid>.<random>.tmp`` whose
+    pid is no longer running); returns what was removed. Temporaries of live processes, of
+    other machines and every other file are left alone."""
+    directory = os.path.dirname(abspath(path)) or "."
+    base = os.path.basename(path)
+    try:
+        names = listdir(directory)
+    except Exception:  # noqa: BLE001 - no folder yet (or unreadable): nothing to clean
+        return []
+    removed = []
+    for name in names:
+        m = _TEMP_RE.match(name.rstrip("/"))
+        if (m is None or m.group("base") != base or m.group("host") != _HOST
+                or int(m.group("pid")) == os.getpid() or _pid_running(int(m.group("pid")))):
+            continue
+        stale = os.path.join(directory, name.rstrip("/"))
+        try:
+            if isdir(stale):
+                rmtree(stale)
+            else:
+                remove(stale)
+            removed.append(stale)
+        except Exception:  # noqa: BLE001 - removed meanwhile, or not ours to remove after all
+            pass
+    return removed
+
+
 def _temp_name(path: str) -> str:
     directory = os.path.dirname(abspath(path)) or "."
     base = os.path.basename(path)
+    remove_stale_temps(path)
     if is_url(path):
-        return os.path.join(directory, ".%s.%s.tmp" % (base, uuid.uuid4().hex[:12]))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + base + ".", suffix=".tmp")
+        return os.path.join(directory, ".%s.%s.%s.tmp" % (base, _owner(), uuid.uuid4().hex[:12]))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s.%s." % (base, _owner()), suffix=".tmp")
     os.close(fd)
     give_default_mode(tmp)
     return tmp
@@ -271,20 +360,23 @@ def check_output_folder(path: str) -> None:
 
 
 def _staging_dir(path: str) -> str:
-    """A new empty hidden folder beside ``path``: ``<folder>/.<name>.<random>.tmp``."""
+    """A new empty hidden folder beside ``path``: ``<folder>/.<name>.<host>-<pid>.<random>.tmp``
+    (stale ones of killed processes are removed first)."""
     directory = os.path.dirname(path) or "."
+    remove_stale_temps(path)
     if is_url(path):
-        staging = os.path.join(directory, ".%s.%s.tmp" % (os.path.basename(path),
-                                                         uuid.uuid4().hex[:12]))
+        staging = os.path.join(directory, ".%s.%s.%s.tmp" % (os.path.basename(path), _owner(),
+                                                            uuid.uuid4().hex[:12]))
         makedirs(staging)
         return staging
-    staging = tempfile.mkdtemp(dir=directory, prefix="." + os.path.basename(path) + ".",
-                               suffix=".tmp")
+    staging = tempfile.mkdtemp(dir=directory, prefix=".%s.%s." % (os.path.basename(path),
+                                                                  _owner()), suffix=".tmp")
     give_default_mode(staging, folder=True)
     return staging
 
 
 def _move_into_place(tmp: str, path: str) -> None:
+    fault_point("commit", path)
     rename(tmp, path)
 
 
@@ -304,6 +396,7 @@ def atomic_open(path: str, mode: str = "w", encoding: str = "utf-8") -> Iterator
     try:
         with open(tmp, mode, encoding=encoding) as f:
             yield f
+            fault_point("write", path)  # where a full disk shows: flushing what was written
         _move_into_place(tmp, path)
     except BaseException:
         _remove_quietly(tmp)
@@ -329,16 +422,50 @@ def _staged(paths: Sequence[str], suffixes: Sequence[str],
             staging.append(_staging_dir(path))
         temps = [os.path.join(d, os.path.basename(p)) for d, p in zip(staging, finals)]
         yield temps
-        moves = [(t + s, p + s) for t, p in zip(temps, finals) for s in suffixes]
-        missing = [p for t, p in moves
+        for path in finals:
+            fault_point("write", path)
+        moves = [(t + s, p + s, d) for t, p, d in zip(temps, finals, staging) for s in suffixes]
+        missing = [p for t, p, _ in moves
                    if not (exists(t) if is_url(t) else os.path.lexists(t))]
         if missing:
             raise FileNotFoundError("the writer did not create %s" % ", ".join(missing))
-        for tmp, path in moves:
-            _move_into_place(tmp, path)
+        _commit_together(moves)
     finally:
         for d in staging:
             rmtree(d, ignore_errors=True)
+
+
+def _commit_together(moves: Sequence[Any]) -> None:
+    """Renames each ``(tmp, path, staging folder)`` of ``moves`` into place, all or none: with
+    several outputs the previous ones are first set aside in their staging folders, and if a
+    rename fails the new ones already moved are taken out again and the previous ones put back
+    (the staging folders, removed afterwards, take the set-aside files of a success). One
+    output: a plain rename, atomic by itself."""
+    if len(moves) == 1:
+        _move_into_place(*moves[0][:2])
+        return
+    done = []  # (path, its previous version set aside or None), in order
+    try:
+        for tmp, path, folder in moves:
+            previous = None
+            if exists(path) if is_url(path) else os.path.lexists(path):
+                previous = os.path.join(folder, ".previous." + os.path.basename(path))
+                rename(path, previous)
+            done.append((path, previous))
+            _move_into_place(tmp, path)
+    except BaseException:
+        for path, previous in reversed(done):
+            try:
+                if exists(path) if is_url(path) else os.path.lexists(path):
+                    if isdir(path):
+                        rmtree(path)
+                    else:
+                        remove(path)
+                if previous is not None:
+                    rename(previous, path)
+            except Exception:  # noqa: BLE001 - restoring what it can; the first error is raised
+                pass
+        raise
 
 
 @contextlib.contextmanager
@@ -426,6 +553,7 @@ class AtomicTFRecordWriters(AtomicWriter):
         self.num_written = 0
 
     def write(self, serialized: bytes) -> None:
+        fault_point("write", self.paths[self._next])
         self._writers[self._next].write(serialized)
         self._next = (self._next + 1) % len(self._writers)
         self.num_written += 1
@@ -459,6 +587,7 @@ def save_saved_model(module: Any, export_dir: str, signatures: Callable[[], Dict
     tmp = _staging_dir(export_dir)
     try:
         tf.saved_model.save(module, tmp, signatures=signatures())
+        fault_point("write", export_dir)
         _move_into_place(tmp, export_dir)
     except BaseException:
         rmtree(tmp, ignore_errors=True)

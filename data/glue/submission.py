@@ -10,41 +10,48 @@
 from __future__ import annotations
 
 import os
-from typing import Dict, List
+from typing import Dict, Iterator, List
 
 import numpy as np
 
-from bert_common.files import atomic_open
+from bert_common import files
+from bert_common.files import atomic_open, atomic_paths
+
+
+def _probability_lines(probabilities) -> Iterator[str]:
+    for row in probabilities:
+        yield "\t".join(str(np.float32(p)) for p in row) + "\n"
 
 
 def write_probabilities(path: str, probabilities) -> None:
     """One line of tab-separated float32 probabilities per row of ``probabilities`` [N, K]."""
     with atomic_open(path) as writer:
-        for row in probabilities:
-            writer.write("\t".join(str(np.float32(p)) for p in row) + "\n")
+        writer.writelines(_probability_lines(probabilities))
 
 
 def write_test_results(output_dir: str, processor, examples: List, result: Dict[str, np.ndarray],
                        label_list: List[str], regression: bool, task: str) -> List[str]:
     """``test_results.tsv`` and the submission TSV of ``examples`` (``result``: the model's
-    ``probabilities`` [N, K] or ``predictions`` [N], in example order); returns their paths."""
+    ``probabilities`` [N, K] or ``predictions`` [N], in example order); returns their paths.
+
+    The two appear together (``atomic_paths``): a failure leaves both previous files."""
     results_path = os.path.join(output_dir, "test_results.tsv")
-    if regression:
-        with atomic_open(results_path) as writer:
-            for value in result["predictions"]:
-                writer.write("%s\n" % np.float32(value))
-    else:
-        write_probabilities(results_path, result["probabilities"])
     name = processor.submission_name or ("XNLI" if task == "xnli" else "predictions")
     submission_path = os.path.join(output_dir, name + ".tsv")
-    with atomic_open(submission_path) as writer:
-        writer.write("index\tprediction\n")
-        for i, example in enumerate(examples):
-            index = example.index if example.index is not None else str(i)
+    with atomic_paths([results_path, submission_path]) as (results_tmp, submission_tmp):
+        with files.open(results_tmp, "w") as writer:
             if regression:
-                value = float(np.clip(result["predictions"][i], 0.0, 5.0))
-                writer.write("%s\t%.3f\n" % (index, value))
+                writer.writelines("%s\n" % np.float32(v) for v in result["predictions"])
             else:
-                label = label_list[int(np.argmax(result["probabilities"][i]))]
-                writer.write("%s\t%s\n" % (index, label))
+                writer.writelines(_probability_lines(result["probabilities"]))
+        with files.open(submission_tmp, "w") as writer:
+            writer.write("index\tprediction\n")
+            for i, example in enumerate(examples):
+                index = example.index if example.index is not None else str(i)
+                if regression:
+                    value = float(np.clip(result["predictions"][i], 0.0, 5.0))
+                    writer.write("%s\t%.3f\n" % (index, value))
+                else:
+                    label = label_list[int(np.argmax(result["probabilities"][i]))]
+                    writer.write("%s\t%s\n" % (index, label))
     return [results_path, submission_path]

@@ -441,9 +441,10 @@ class FramedRecords:
             starts = np.concatenate(self._starts)[order]
             ends = np.concatenate(self._ends)[order]
         views = [memoryview(buf) for buf in self._buffers]
-        with contextlib.ExitStack() as stack:
-            files = [stack.enter_context(io_utils.atomic_open(path, "wb"))
-                     for path in output_files]
+        # All the files appear together, or none (a failure leaves the previous ones).
+        with io_utils.atomic_paths(list(output_files)) as temps, \
+                contextlib.ExitStack() as stack:
+            files = [stack.enter_context(io_utils.open(t, "wb")) for t in temps]
             nf = len(files)
             for f_index, f in enumerate(files):
                 for lo in range(f_index, n, chunk * nf):

@@ -101,6 +101,7 @@ import dataclasses
 import json
 import numbers
 import os
+import re
 import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -323,6 +324,22 @@ class Trainer:
         self._manager = tf.train.CheckpointManager(
             self._checkpoint, self._write_dir, max_to_keep=self.config.keep_checkpoint_max,
             checkpoint_name=self.config.checkpoint_name, step_counter=self.optimizer.iterations)
+        if self.is_chief:
+            self._remove_partial_saves()
+
+    def _remove_partial_saves(self) -> None:
+        """Removes ``<checkpoint_name>-<N>_temp`` folders: TensorFlow writes a checkpoint's shards
+        there and merges them into ``<name>-<N>.*`` at the end of a save, so one left in
+        ``model_dir`` is a save that was killed or failed (the checkpoints themselves, and the
+        ``checkpoint`` state file, only change when a save completes)."""
+        pattern = re.compile(r"^%s-\d+_temp$" % re.escape(self.config.checkpoint_name))
+        try:
+            names = files.listdir(self._write_dir)
+        except Exception:  # noqa: BLE001 - no folder yet
+            return
+        for name in names:
+            if pattern.match(name.rstrip("/")):
+                files.rmtree(os.path.join(self._write_dir, name.rstrip("/")), ignore_errors=True)
 
     def latest_checkpoint(self) -> Optional[str]:
         """The newest checkpoint of this loop in ``model_dir`` (None if there is none)."""
@@ -360,7 +377,15 @@ class Trainer:
         return self.global_step
 
     def save(self) -> str:
-        path = self._manager.save(checkpoint_number=self.optimizer.iterations)
+        prefix = os.path.join(self._write_dir, "%s-%d" % (self.config.checkpoint_name,
+                                                          self.global_step))
+        try:
+            files.fault_point("checkpoint", prefix)
+            path = self._manager.save(checkpoint_number=self.optimizer.iterations)
+        except BaseException:
+            if self.is_chief:
+                self._remove_partial_saves()  # the earlier checkpoints stay as they were
+            raise
         if not self.is_chief:
             files.rmtree(self._write_dir, ignore_errors=True)
         elif self.config.progress:

@@ -1,0 +1,117 @@
+"""The file layer's fault points and leftovers: a write that fails (a full disk) at any step
+leaves the previous output as it was and no temporary; temporaries of killed processes are
+removed by the next write of the same output, those of live processes never."""
+
+import errno
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bert_common import files
+
+
+def _disk_full_at(event, target):
+    """A hook failing like a full disk at ``event`` for output ``target``."""
+    def hook(ev, path):
+        if ev == event and os.path.basename(path) == os.path.basename(target):
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+    return hook
+
+
+def _listing(folder):
+    return sorted(os.listdir(folder))
+
+
+@pytest.mark.parametrize("event", ["write", "commit"])
+def test_atomic_open_failure_keeps_the_previous_file(tmp_path, event):
+    out = tmp_path / "results.txt"
+    out.write_text("previous\n")
+    with files.inject_faults(_disk_full_at(event, str(out))):
+        with pytest.raises(OSError, match="No space left"):
+            with files.atomic_open(str(out)) as f:
+                f.write("new\n")
+    assert out.read_text() == "previous\n" and _listing(tmp_path) == ["results.txt"]
+
+
+@pytest.mark.parametrize("event", ["write", "commit"])
+def test_a_group_of_outputs_is_all_new_or_all_old(tmp_path, event):
+    paths = [str(tmp_path / n) for n in ("predictions.json", "nbest_predictions.json")]
+    for p in paths:
+        with open(p, "w") as f:
+            f.write("old")
+    with files.inject_faults(_disk_full_at(event, paths[1])):
+        with pytest.raises(OSError):
+            with files.atomic_paths(paths) as temps:
+                for t in temps:
+                    with open(t, "w") as f:
+                        f.write("new")
+    assert [open(p).read() for p in paths] == ["old", "old"]
+    assert _listing(tmp_path) == ["nbest_predictions.json", "predictions.json"]
+
+
+def test_tfrecords_fail_mid_stream_and_leave_nothing(tmp_path):
+    paths = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
+    count = {"n": 0}
+
+    def hook(event, path):
+        count["n"] += event == "write"
+        if count["n"] == 7:
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    with files.inject_faults(hook):
+        with pytest.raises(OSError):
+            with files.AtomicTFRecordWriters(paths) as writers:
+                for i in range(20):
+                    writers.write(b"record %d" % i)
+    assert _listing(tmp_path) == []
+
+
+def test_no_hook_outside_the_block(tmp_path):
+    with files.inject_faults(_disk_full_at("write", "x")):
+        pass
+    with files.atomic_open(str(tmp_path / "x")) as f:
+        f.write("fine")
+    assert (tmp_path / "x").read_text() == "fine"
+
+
+def _dead_pid():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_leftovers_of_killed_processes_are_removed_and_only_those(tmp_path):
+    out = tmp_path / "train.tf_record"
+    host = files._HOST
+    dead = _dead_pid()
+    stale_file = tmp_path / (".train.tf_record.%s-%d.abc123.tmp" % (host, dead))
+    stale_dir = tmp_path / (".train.tf_record.%s-%d.def456.tmp" % (host, dead))
+    live = tmp_path / (".train.tf_record.%s-%d.ghi789.tmp" % (host, os.getppid()))
+    other_host = tmp_path / (".train.tf_record.%s-%d.jkl000.tmp" % ("0" * 6, dead))
+    other_output = tmp_path / (".eval.tf_record.%s-%d.mno111.tmp" % (host, dead))
+    users = tmp_path / ".train.tf_record.notes.tmp"  # not this layer's name: never touched
+    stale_file.write_text("partial")
+    stale_dir.mkdir()
+    (stale_dir / "part").write_text("partial")
+    for p in (live, other_host, other_output, users):
+        p.write_text("keep")
+    with files.atomic_open(str(out)) as f:
+        f.write("complete")
+    assert not stale_file.exists() and not stale_dir.exists()
+    assert all(p.read_text() == "keep" for p in (live, other_host, other_output, users))
+    assert out.read_text() == "complete"
+
+
+def test_temporaries_are_named_by_host_and_pid(tmp_path):
+    seen = []
+
+    def hook(event, path):
+        seen.extend(os.listdir(tmp_path))
+
+    with files.inject_faults(hook):
+        with files.atomic_open(str(tmp_path / "out.txt")) as f:
+            f.write("x")
+    temps = [n for n in seen if n.endswith(".tmp")]
+    assert temps and all(files._TEMP_RE.match(n).group("pid") == str(os.getpid()) for n in temps)
