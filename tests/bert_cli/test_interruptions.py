@@ -1,0 +1,126 @@
+"""kill -9 at several points of create_pretraining_data, run_classifier and run_squad: never a
+partial output under a final name (each output is absent, or equal to an uninterrupted run's),
+and a rerun into the same folder removes the killed run's temporaries and gives the same outputs
+as the uninterrupted run. (Resuming a killed training run is tested in test_run_classifier.py.)"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests import paths
+from tests.bert_cli.test_run_classifier import MRPC, _slice as slice_glue
+from tests.bert_cli.test_run_squad import SQUAD, _slice as slice_squad
+
+ROOT = paths.ROOT
+TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+# Kill points, as fractions of the uninterrupted run's wall time: start-up, reading/features,
+# the model, writing the outputs.
+FRACTIONS = (0.5, 0.85, 0.97)
+
+
+def _command(script, argv):
+    return [sys.executable, os.path.join(ROOT, script)] + list(argv)
+
+
+def _run(command):
+    start = time.time()
+    done = subprocess.run(command, env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return time.time() - start
+
+
+def _kill_after(command, seconds):
+    proc = subprocess.Popen(command, env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+def _read(path):
+    """A file's content: its bytes, or for TFRecords the parsed examples (a proto map's
+    serialized order is not fixed from one process to the next; a truncated file fails here)."""
+    path = str(path)
+    if not path.endswith((".tf_record", ".tfrecord")):
+        with open(path, "rb") as f:
+            return f.read()
+    import tensorflow as tf
+
+    out = []
+    for record in tf.data.TFRecordDataset(path):
+        example = tf.train.Example.FromString(record.numpy())
+        out.append(sorted((k, str(v)) for k, v in example.features.feature.items()))
+    return out
+
+
+def _temporaries(folder):
+    return [n for n in os.listdir(folder) if n.startswith(".") and n.endswith(".tmp")]
+
+
+def _check_interrupted_then_rerun(make_command, outputs, tmp_path):
+    """``make_command(out_dir)``; ``outputs``: file names (relative to out_dir) a run writes."""
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    seconds = _run(make_command(str(reference)))
+    expected = {name: _read(reference / name) for name in outputs}
+    for i, fraction in enumerate(FRACTIONS):
+        out = tmp_path / ("killed_%d" % i)
+        out.mkdir()
+        _kill_after(make_command(str(out)), seconds * fraction)
+        for name in outputs:  # absent, or complete: never partial under the final name
+            if (out / name).exists():
+                assert _read(out / name) == expected[name], (fraction, name)
+        _run(make_command(str(out)))
+        assert {name: _read(out / name) for name in outputs} == expected, fraction
+        assert _temporaries(out) == [], (fraction, _temporaries(out))
+
+
+def test_create_pretraining_data(tmp_path):
+    corpus = os.path.join(paths.DATA, "pretrain", "derived_pretrain_corpus.txt")
+
+    def command(out):
+        return _command("create_pretraining_data.py", [
+            "--input_file=" + corpus, "--output_file=%s/a.tfrecord,%s/b.tfrecord" % (out, out),
+            "--vocab_file=" + paths.GOLDEN_VOCAB, "--max_seq_length=128",
+            "--max_predictions_per_seq=20", "--dupe_factor=2", "--random_seed=7"])
+
+    _check_interrupted_then_rerun(command, ["a.tfrecord", "b.tfrecord"], tmp_path)
+
+
+def test_run_classifier_eval_and_predict(tmp_path):
+    data_dir = slice_glue(MRPC, tmp_path / "mrpc", {"dev": 24, "test": 24})
+
+    def command(out):
+        return _command("run_classifier.py", [
+            "--task_name=mrpc", "--data_dir=" + data_dir, "--vocab_file=" + paths.GOLDEN_VOCAB,
+            "--bert_config_file=" + os.path.join(TINY, "bert_config.json"),
+            "--init_checkpoint=" + os.path.join(TINY, "bert_model.ckpt"), "--output_dir=" + out,
+            "--max_seq_length=64", "--do_eval", "--do_predict"])
+
+    _check_interrupted_then_rerun(
+        command, ["eval.tf_record", "predict.tf_record", "eval_results.txt", "test_results.tsv",
+                  "MRPC.tsv"], tmp_path)
+
+
+@pytest.mark.parametrize("version", ["v2.0_short"])
+def test_run_squad_predict(tmp_path, version):
+    predict = slice_squad(os.path.join(SQUAD, version, "input_dev_slice.json"),
+                          tmp_path / "dev.json", 12)
+
+    def command(out):
+        return _command("run_squad.py", [
+            "--bert_config_file=" + os.path.join(TINY, "bert_config.json"),
+            "--vocab_file=" + paths.GOLDEN_VOCAB, "--output_dir=" + out,
+            "--init_checkpoint=" + os.path.join(TINY, "bert_model.ckpt"),
+            "--max_seq_length=64", "--doc_stride=24", "--max_query_length=16",
+            "--do_predict", "--predict_file=" + predict, "--version_2_with_negative"])
+
+    _check_interrupted_then_rerun(
+        command, ["predictions.json", "nbest_predictions.json", "null_odds.json"], tmp_path)
