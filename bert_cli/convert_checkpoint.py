@@ -23,7 +23,11 @@ Examples::
         --bert_config_file=/tmp/minilm/bert_config.json --output=/tmp/minilm/bert.keras
 
 ``--output_format=auto`` writes a Keras model file for an ``--output`` ending in ``.keras``,
-else a TF1 checkpoint prefix. Errors are one line on stderr and exit code 1.
+else a TF1 checkpoint prefix. A TF1 ``--output`` ending in another file extension (``out.h5``,
+``.json``, ``.safetensors``, ``.pt``, ``.bin`` ...) is refused (it would be written as
+``out.h5.index``), and so is one beside a ``bert_config.json`` or ``vocab.txt`` of another model
+(never overwritten; an identical one stays). Errors are one line on stderr and exit code 1,
+before anything is written.
 """
 
 from __future__ import annotations
@@ -47,8 +51,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
     define("string", "input", None, "TF1 checkpoint prefix/folder, HF folder or .safetensors "
            "file, a checkpoint of this project's trainer, or a .keras / .weights.h5 file.")
-    define("string", "output", None, "Output: a TF1 checkpoint prefix, a .keras file, or a "
-           "folder (hf, tfhub).")
+    define("string", "output", None, "Output: a TF1 checkpoint prefix (no file extension: "
+           "e.g. out/bert_model.ckpt), a .keras file, or a folder (hf, tfhub).")
     define("enum", "output_format", "auto", "tf1, keras, hf (a Hugging Face BERT folder), "
            "tfhub (TF Hub-style encoder and preprocessor SavedModels), or auto (keras for "
            "an --output ending in .keras, else tf1).",

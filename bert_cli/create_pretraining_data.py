@@ -91,13 +91,14 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
     from data.tokenization.wordpiece import FastFullTokenizer
 
     cli_flags.require(fv, ("input_file", "output_file", "vocab_file"))
+    # --masked_lm_prob in (0, 1], --dupe_factor, --max_predictions_per_seq, --num_workers >= 1,
+    # --max_seq_length >= 5 ([CLS] A [SEP] B [SEP]): the checks the tools share.
+    cli_flags.check_values(fv, min_seq_length=5)
     pretraining.check_settings(fv.max_seq_length, fv.max_predictions_per_seq, fv.dupe_factor,
                                fv.masked_lm_prob, fv.short_seq_prob)
-    if fv.num_workers < 1:
-        raise FlagError("--num_workers=%d must be at least 1" % fv.num_workers)
     output_files = _split_outputs(fv.output_file)
     tokenizer = FastFullTokenizer(fv.vocab_file, fv.do_lower_case)
-    vocab = pretraining.PretrainingVocab(tokenizer.vocab, fv.vocab_file)
+    vocab = pretraining.PretrainingVocab(tokenizer.vocab, fv.vocab_file)  # [CLS] [SEP] [MASK]
     input_files = pretraining_corpus.expand_input_patterns(fv.input_file)
     settings = dict(max_seq_length=fv.max_seq_length,
                     max_predictions_per_seq=fv.max_predictions_per_seq,

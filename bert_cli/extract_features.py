@@ -5,13 +5,16 @@ line, ``{"linex_index": i, "features": [{"token": t, "layers": [{"index": l, "va
 ...]}, ...]}`` for every real token (``[CLS]`` ... ``[SEP]``), values rounded to 6 decimals.
 ``--layers`` are encoder-layer indexes (-1 = the last layer). ``--init_checkpoint`` takes a TF1
 prefix, a Hugging Face folder/.safetensors, or a .keras file. Progress goes to stderr; the output
-file appears only when complete.
+file appears only when complete. Before any work: an ``--output_file`` that is a directory or
+in a missing folder, an ``--input_file`` without text (empty, or blank lines only) and a vocab
+without ``[CLS]``/``[SEP]`` are one error line naming the flag or file (exit status 1).
 """
 
 from __future__ import annotations
 
 import collections
 import json
+import os
 import sys
 from typing import List
 
@@ -63,6 +66,22 @@ def parse_layers(text: str, num_layers: int) -> List[int]:
     return layers
 
 
+def check_output_file(output_file: str) -> None:
+    """``FlagError`` naming ``--output_file`` unless it can be written: not a directory, in an
+    existing writable folder (checked before any work)."""
+    from bert_common import files
+
+    if files.isdir(output_file):
+        raise FlagError("--output_file=%s is a directory" % output_file)
+    folder = os.path.dirname(files.abspath(output_file)) or "."
+    if not files.is_url(folder) and not files.isdir(folder):
+        raise FlagError("--output_file=%s: folder %s does not exist" % (output_file, folder))
+    try:
+        files.check_output_folder(output_file)
+    except OSError as e:
+        raise FlagError("--output_file=%s: %s" % (output_file, e.strerror or e)) from None
+
+
 def feature_json(unique_id: int, tokens: List[str], layer_indexes: List[int], layer_values) -> str:
     """One output line; ``layer_values[j]`` is [S, H] for ``layer_indexes[j]``."""
     features = []
@@ -91,6 +110,7 @@ def extract(input_file: str, output_file: str, bert_config_file: str, init_check
     import numpy as np
     import tensorflow as tf
 
+    from data.tokenization import special_tokens
     from data.tokenization import wordpiece as tokenization
     from bert_common.files import atomic_open
     from data.sentence_features import convert_examples_to_features, read_examples
@@ -98,6 +118,7 @@ def extract(input_file: str, output_file: str, bert_config_file: str, init_check
     from modeling.encoder import BertModel
     from modeling.config import BertConfig
 
+    check_output_file(output_file)  # before any work, not after every feature is computed
     config = BertConfig.from_json_file(bert_config_file)
     if max_seq_length > config.max_position_embeddings:
         raise FlagError("--max_seq_length=%d exceeds max_position_embeddings=%d of %s"
@@ -110,10 +131,15 @@ def extract(input_file: str, output_file: str, bert_config_file: str, init_check
     layer_indexes = parse_layers(layers, config.num_hidden_layers)
     tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
     tokenizer = tokenization.FastFullTokenizer(vocab_file, do_lower_case=do_lower_case)
+    # Every input is [CLS] a [SEP] (b [SEP]): a vocab without them fails before any work.
+    tokenization.require_tokens(tokenizer, (special_tokens.CLS, special_tokens.SEP))
     try:
         examples = read_examples(input_file)
     except OSError as e:
         raise FlagError("--input_file=%s: cannot read (%s)" % (input_file, e.strerror)) from None
+    if not any(e.text_a or e.text_b for e in examples):
+        raise FlagError("--input_file=%s has no text to extract features from (%s)"
+                        % (input_file, "blank lines only" if examples else "an empty file"))
 
     model = BertModel(config, seq_length=max_seq_length, dtype=inference_dtype)
     if init_checkpoint:
@@ -151,6 +177,7 @@ def extract(input_file: str, output_file: str, bert_config_file: str, init_check
 def run(fv: flags.FlagValues) -> int:
     """Writes ``--output_file``; returns the number of lines."""
     cli_flags.require(fv, ("input_file", "output_file", "bert_config_file", "vocab_file"))
+    cli_flags.check_values(fv)
     return extract(fv.input_file, fv.output_file, fv.bert_config_file, fv.init_checkpoint,
                    fv.vocab_file, fv.layers, fv.max_seq_length, fv.do_lower_case, fv.batch_size,
                    fv.inference_dtype)

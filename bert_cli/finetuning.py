@@ -1,8 +1,11 @@
 """Runner helpers shared by the fine-tuning tools (run_classifier, run_swag, run_squad): the
 original Estimator's conventions, read from the tools' flags.
 
-* ``init_run(fv)``: ``--output_dir`` created, ``--random_seed`` set, the tokenizer of
-  ``--vocab_file``/``--do_lower_case`` (``--fast_tokenizer``; ``tokenizer_from_flags`` alone);
+* ``init_run(fv)``: the shared flag values checked (``bert_cli.flags.check_values``: a NaN or
+  out-of-range value fails before anything is written), ``--output_dir`` created,
+  ``--random_seed`` set, the tokenizer of ``--vocab_file``/``--do_lower_case``
+  (``--fast_tokenizer``; ``tokenizer_from_flags`` alone: the vocab must hold [UNK], [CLS] and
+  [SEP], else a ``VocabError`` naming the file and the token);
 * ``split_file(fv, split, names)``: ``--<split>_file``, else a file of ``--data_dir``;
 * ``restore_checkpoint(model, fv, ...)``: ``--init_checkpoint``, else the newest
   ``model.ckpt-<step>`` in ``--output_dir`` (as the Estimator's ``model_dir``);
@@ -23,25 +26,38 @@ from bert_cli import runner
 from bert_cli.flags import FlagError
 
 
+# The special tokens every fine-tuning tool's features use ([UNK]: load_vocab checks it).
+FINETUNING_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
+
+
 def tokenizer_from_flags(flag_values):
     """The tokenizer of ``--vocab_file``/``--do_lower_case`` (``FastFullTokenizer`` with
-    ``--fast_tokenizer``, else ``FullTokenizer``)."""
-    from data import tokenization
+    ``--fast_tokenizer``, else ``FullTokenizer``); ``VocabError`` naming the file and the token
+    when the vocab lacks one of ``FINETUNING_TOKENS``."""
+    from data.tokenization import wordpiece
 
-    tokenizer_class = (tokenization.FastFullTokenizer if flag_values.fast_tokenizer
-                       else tokenization.FullTokenizer)
-    return tokenizer_class(vocab_file=flag_values.vocab_file,
-                           do_lower_case=flag_values.do_lower_case)
+    tokenizer_class = (wordpiece.FastFullTokenizer if flag_values.fast_tokenizer
+                       else wordpiece.FullTokenizer)
+    tokenizer = tokenizer_class(vocab_file=flag_values.vocab_file,
+                                do_lower_case=flag_values.do_lower_case)
+    wordpiece.require_tokens(tokenizer, FINETUNING_TOKENS)
+    return tokenizer
 
 
 def init_run(flag_values, tokenizer=None):
-    """Creates ``--output_dir``, seeds python, numpy, TF and Keras (initializers, dropout) with
-    ``--random_seed`` and returns ``tokenizer`` or else ``tokenizer_from_flags``."""
+    """Checks the shared flag values (``bert_cli.flags.check_values``), makes the tokenizer
+    (``tokenizer`` or else ``tokenizer_from_flags``), creates ``--output_dir``, seeds python,
+    numpy, TF and Keras (initializers, dropout) with ``--random_seed``; returns the tokenizer.
+    Bad flags or vocab fail before anything is written."""
     import keras
 
+    from bert_cli import flags as cli_flags
+
+    cli_flags.check_values(flag_values)  # before anything is written
+    tokenizer = tokenizer or tokenizer_from_flags(flag_values)  # a bad vocab: nothing written
     runner.prepare_output_dir(flag_values.output_dir)
     keras.utils.set_random_seed(flag_values.random_seed)
-    return tokenizer or tokenizer_from_flags(flag_values)
+    return tokenizer
 
 
 def split_file(flag_values, split: str, names: Sequence[str]) -> str:

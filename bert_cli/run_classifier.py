@@ -15,9 +15,10 @@ record per example, in processor order, padded to ``--max_seq_length``), checkpo
 resumes, as the original Estimator's ``model_dir``), TensorBoard summaries in ``train/``,
 ``eval_results.txt`` (``key = value``), ``test_results.tsv`` (one line
 of class probabilities per test example; the prediction for STS-B) and a GLUE submission file
-``<TASK>.tsv`` (``index<TAB>prediction``). ``--export_dir`` writes a SavedModel for TF Serving
-(``data/glue/serving.py``). Bad input: one line on stderr, exit code 1, nothing
-half-written.
+``<TASK>.tsv`` (``index<TAB>prediction``). ``--export_dir`` is a TF Serving model base path:
+each run adds the next version ``<export_dir>/1``, ``2``, ... (``data/glue/serving.py``; a
+folder holding anything else is refused before any work). Bad input: one line on stderr, exit
+code 1, nothing half-written.
 """
 
 from __future__ import annotations
@@ -72,8 +73,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("bool", "length_aware_batching", True, "Eval/predict: group examples of similar "
            "length and cut each batch to its longest example; train: cut each batch "
            "(same batches). Off on TPU (static shapes).")
-    define("string", "export_dir", None, "Write a SavedModel for TF Serving here (ids and "
-           "raw-text signatures), e.g. models/mrpc/1.")
+    define("string", "export_dir", None, "TF Serving model base path, e.g. models/mrpc: "
+           "writes the SavedModel (ids and raw-text signatures) as its next version "
+           "<export_dir>/1, 2, ... (the folder may hold only version folders).")
     define("string", "export_hf_dir", None, "Write a Hugging Face folder here "
            "(BertForSequenceClassification with the task's labels, vocab, casing).")
     define("bool", "fast_tokenizer", True, "Use FastFullTokenizer (same output as "
@@ -89,6 +91,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def validate_flags(fv: flags.FlagValues, bert_config) -> None:
+    cli_flags.check_values(fv)  # NaN/negative rates, batch 0, ...: before any data is read
     if not (fv.do_train or fv.do_eval or fv.do_predict or fv.export_dir or fv.export_hf_dir):
         raise FlagError("At least one of `do_train`, `do_eval`, `do_predict`, `export_dir` or "
                         "`export_hf_dir` must be set.")
@@ -107,6 +110,10 @@ def validate_flags(fv: flags.FlagValues, bert_config) -> None:
     if not 0.0 <= fv.warmup_proportion <= 1.0:
         raise FlagError("--warmup_proportion=%g must be in [0, 1]"
                                   % fv.warmup_proportion)
+    if fv.export_dir:
+        from bert_common import files
+
+        files.check_export_base(fv.export_dir, "--export_dir", {"--output_dir": fv.output_dir})
 
 
 # --------------------------------------------------------------------------------------- run
@@ -187,11 +194,12 @@ def run(fv: flags.FlagValues) -> None:
     if fv.export_dir:
         from data.glue import serving as classifier_serving
 
-        classifier_serving.export_saved_model(model, fv.export_dir, fv.vocab_file,
-                                              fv.do_lower_case, fv.max_seq_length,
-                                              label_list, regression)
-        logging.info("exported SavedModel (signatures %s) to %s",
-                     ", ".join(classifier_serving.SIGNATURES), fv.export_dir)
+        version_dir = classifier_serving.export_version(model, fv.export_dir, fv.vocab_file,
+                                                        fv.do_lower_case, fv.max_seq_length,
+                                                        label_list, regression)
+        logging.info("exported SavedModel version %s to %s (signatures %s)",
+                     os.path.basename(version_dir), version_dir,
+                     ", ".join(classifier_serving.SIGNATURES))
     if fv.export_hf_dir:
         logging.info("exported %s", checkpoints.hf.export_hf_model(
             model, bert_config, fv.export_hf_dir, fv.vocab_file, fv.do_lower_case,

@@ -22,8 +22,10 @@ Writes into ``--output_dir``: ``labels.txt`` (the training file's tag set, IOB2)
 ``eval_predictions.txt`` (the eval file with a predicted-tag column: ``conlleval <
 eval_predictions.txt`` gives the same scores) and ``eval_report.txt`` (that report);
 ``--do_predict``: ``test_predictions.txt`` (and ``test_report.txt`` when the file has tags).
-``--export_dir``: a SavedModel taking raw words or text and returning a tag per word
-(``data/ner/serving.py``). Bad input: one line on stderr, exit code 1, nothing half-written.
+``--export_dir``: a TF Serving model base path; each run adds the next version
+``<export_dir>/1``, ``2``, ..., a SavedModel taking raw words or text and returning a tag per
+word (``data/ner/serving.py``). Bad input: one line on stderr, exit code 1, nothing
+half-written.
 """
 
 from __future__ import annotations
@@ -85,8 +87,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
            enum_values=list(FEATURE_MODES))
     define("integer", "lstm_units", 0, "--feature_mode: LSTM units per direction (0 = the "
            "encoder's hidden size; the paper: 768 for BERT-base).")
-    define("string", "export_dir", None, "Write a SavedModel for TF Serving here (words or "
-           "text in, a tag per word out), e.g. models/ner/1.")
+    define("string", "export_dir", None, "TF Serving model base path, e.g. models/ner: "
+           "writes the SavedModel (words or text in, a tag per word out) as its next version "
+           "<export_dir>/1, 2, ... (the folder may hold only version folders).")
     define("bool", "length_aware_batching", True, "Group eval/predict windows by length and "
            "cut every batch to its longest (off on TPU).")
     define("bool", "fast_tokenizer", True, "Use FastFullTokenizer (same output).")
@@ -102,6 +105,7 @@ def split_file(fv: flags.FlagValues, split: str) -> str:
 
 
 def validate_flags(fv: flags.FlagValues, bert_config) -> None:
+    cli_flags.check_values(fv)  # NaN/negative rates, batch 0, ...: before any data is read
     if not (fv.do_train or fv.do_eval or fv.do_predict or fv.export_dir):
         raise FlagError("At least one of `do_train`, `do_eval`, `do_predict` or `export_dir` "
                         "must be set.")
@@ -120,6 +124,8 @@ def validate_flags(fv: flags.FlagValues, bert_config) -> None:
                         % fv.lstm_units)
     if not 0.0 <= fv.warmup_proportion <= 1.0:
         raise FlagError("--warmup_proportion=%g must be in [0, 1]" % fv.warmup_proportion)
+    if fv.export_dir:
+        files.check_export_base(fv.export_dir, "--export_dir", {"--output_dir": fv.output_dir})
 
 
 def run(fv: flags.FlagValues) -> None:
@@ -212,10 +218,10 @@ def run(fv: flags.FlagValues) -> None:
     if fv.export_dir:
         from data.ner import serving
 
-        serving.export_saved_model(model, fv.export_dir, fv.vocab_file, fv.do_lower_case,
-                                   fv.max_seq_length, label_list)
-        logging.info("exported SavedModel (signatures %s) to %s",
-                     ", ".join(serving.SIGNATURES), fv.export_dir)
+        version_dir = serving.export_version(model, fv.export_dir, fv.vocab_file,
+                                             fv.do_lower_case, fv.max_seq_length, label_list)
+        logging.info("exported SavedModel version %s to %s (signatures %s)",
+                     os.path.basename(version_dir), version_dir, ", ".join(serving.SIGNATURES))
 
 
 def main(argv) -> None:

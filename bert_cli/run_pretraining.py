@@ -43,7 +43,9 @@ Semantics:
 
 Bad input (no file matched, records whose lengths differ from the flags, a config/checkpoint
 mismatch, an unwritable output dir, bad flag values) stops with one line on stderr and exit
-status 1 before any training starts.
+status 1 before any training starts. A record file damaged part-way (truncated, corrupted) is
+found only when it is read: the run stops with one line naming the file (no checkpoint is
+written past the last complete one).
 """
 
 from __future__ import annotations
@@ -136,16 +138,9 @@ def check_flags(fv) -> None:
     _require(bool(fv.bert_config_file), "--bert_config_file is required")
     _require(bool(fv.input_file), "--input_file is required")
     _require(bool(fv.output_dir), "--output_dir is required")
-    for name in ("max_seq_length", "max_predictions_per_seq", "train_batch_size",
-                 "eval_batch_size", "iterations_per_loop", "save_checkpoints_steps",
-                 "max_eval_steps", "num_accumulation_steps", "keep_checkpoint_max"):
-        _require(getattr(fv, name) > 0, "--%s=%d must be positive" % (name, getattr(fv, name)))
-    if fv.do_train:
-        _require(fv.num_train_steps > 0, "--num_train_steps=%d must be positive"
-                 % fv.num_train_steps)
-        _require(0 <= fv.num_warmup_steps, "--num_warmup_steps=%d must be >= 0"
-                 % fv.num_warmup_steps)
-        _require(fv.learning_rate > 0, "--learning_rate=%g must be positive" % fv.learning_rate)
+    # Batch sizes, step counts, --learning_rate (NaN too), --max_seq_length, --num_train_steps
+    # with --do_train: the checks every tool shares.
+    cli_flags.check_values(fv)
     _require(fv.max_predictions_per_seq <= fv.max_seq_length,
              "--max_predictions_per_seq=%d is larger than --max_seq_length=%d"
              % (fv.max_predictions_per_seq, fv.max_seq_length))
@@ -181,6 +176,32 @@ def export_for_finetuning(model, fv, global_step: int) -> str:
     with fs.atomic_open(os.path.join(export_dir, "bert_config.json")) as f:
         f.write(fs.read_text(fv.bert_config_file))
     return prefix
+
+
+def damaged_record_file(files, error) -> Exception:
+    """The ``PretrainingDataError`` for a ``DataLossError`` met while reading ``files`` (a
+    record file truncated or corrupted part-way: only found when the reader gets there): the
+    files are read through, in order, to name the first damaged one and where."""
+    import re
+
+    import numpy as np
+    import tensorflow as tf
+
+    from data.pretraining.dataset import PretrainingDataError
+
+    def reason(e) -> str:
+        text = getattr(e, "message", None) or str(e)
+        match = re.search(r"(corrupted|truncated) record at \d+", text)
+        return match.group(0) if match else text.strip().splitlines()[0]
+
+    for path in files:
+        try:
+            tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda n, _: n + 1)
+        except tf.errors.OpError as e:
+            return PretrainingDataError("%s: damaged TFRecord file (%s): recreate it (e.g. with "
+                                        "create_pretraining_data.py)" % (path, reason(e)))
+    return PretrainingDataError("--input_file=%s: a damaged TFRecord file (%s)"
+                                % (",".join(files), reason(error)))
 
 
 def check_batches(fv, replicas: int) -> None:
@@ -280,9 +301,9 @@ def run(fv) -> Optional[Dict[str, float]]:
                  strategy.num_replicas_in_sync, precision.policy)
 
     keras.utils.set_random_seed(fv.random_seed)
-    if fv.deterministic:  # the other --deterministic choices: build_trainer, the dataset
-        import tensorflow as tf
+    import tensorflow as tf
 
+    if fv.deterministic:  # the other --deterministic choices: build_trainer, the dataset
         tf.config.experimental.enable_op_determinism()  # for the rest of the process
     trainer = build_trainer(fv, config, strategy, precision)
     own = trainer.latest_checkpoint()
@@ -305,13 +326,19 @@ def run(fv) -> Optional[Dict[str, float]]:
                 is_training=True, deterministic=fv.deterministic, seed=fv.random_seed,
                 input_context=input_context)
 
-        global_step = trainer.train(
-            training_data() if fv.deterministic else training_data).global_step
+        try:
+            global_step = trainer.train(
+                training_data() if fv.deterministic else training_data).global_step
+        except tf.errors.DataLossError as e:  # a record file damaged part-way
+            raise damaged_record_file(files, e) from None
         if chief:
             export_for_finetuning(trainer.model, fv, global_step)
 
     if fv.do_eval:
-        return evaluate(fv, trainer.model, files, strategy, global_step, chief)
+        try:
+            return evaluate(fv, trainer.model, files, strategy, global_step, chief)
+        except tf.errors.DataLossError as e:
+            raise damaged_record_file(files, e) from None
     return None
 
 

@@ -15,7 +15,10 @@ Flags are the original's (``--bert_config_file``, ``--vocab_file``, ``--output_d
 resumes, as the original Estimator's ``model_dir``) and TensorBoard summaries in ``train/``. ``--do_predict`` writes ``eval.tf_record``,
 ``predictions.json``, ``nbest_predictions.json``, ``null_odds.json`` (v2.0) and, when the
 predict file has answers, ``eval_results.json`` with the official scores (v2.0: with the null
-odds, so the best threshold on the file is reported too). ``--export_dir`` writes a SavedModel
+odds, so the best threshold on the file is reported too; v1.1 scoring needs an answer for every
+question, else a warning and predictions only). These files are written together: all renamed
+into place only when every one is written (a failure leaves the previous ones). ``--export_dir`` is a TF Serving
+model base path: each run adds the next version ``<export_dir>/1``, ``2``, ..., a SavedModel
 whose ``serving_default`` signature maps ``question``/``context`` strings to ``answer_text``,
 ``answer_start``/``answer_end`` (character span) and ``score`` (see ``data/squad/serving.py``).
 
@@ -74,8 +77,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     cli_flags.define_distribution_flags(flag_values)
     cli_flags.define_precision_flags(flag_values)
     cli_flags.define_checkpoint_flags(flag_values)
-    define("string", "export_dir", None, "Write a raw-text SavedModel (question, context -> "
-           "answer text and span) here.")
+    define("string", "export_dir", None, "TF Serving model base path, e.g. models/squad: "
+           "writes a raw-text SavedModel (question, context -> answer text and span) as its "
+           "next version <export_dir>/1, 2, ... (the folder may hold only version folders).")
     define("bool", "fast_tokenizer", True, "Use FastFullTokenizer (same output as FullTokenizer).")
     define("integer", "random_seed", 12345, "Seed of the training-example shuffle and the TF ops.")
 
@@ -85,6 +89,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 def validate_flags_or_throw(fv: flags.FlagValues, bert_config) -> None:
     """The original's checks, plus the ones a missing file would otherwise turn into a traceback."""
+    cli_flags.check_values(fv)  # NaN/negative rates, batch 0, ...: before any data is read
     if not fv.do_train and not fv.do_predict and not fv.export_dir:
         raise FlagError("At least one of `do_train`, `do_predict` or `export_dir` must be set.")
     if fv.do_train and not fv.train_file:
@@ -93,6 +98,8 @@ def validate_flags_or_throw(fv: flags.FlagValues, bert_config) -> None:
         raise FlagError("If `do_predict` is True, then `predict_file` must be specified.")
     for name, used in (("train_file", fv.do_train), ("predict_file", fv.do_predict)):
         path = getattr(fv, name)
+        if used and files.isdir(path):
+            raise FlagError("--%s=%s is a directory, not a SQuAD JSON file" % (name, path))
         if used and not files.isfile(path):
             raise FlagError("--%s=%s: no such file" % (name, path))
     if fv.max_seq_length > bert_config.max_position_embeddings:
@@ -107,6 +114,8 @@ def validate_flags_or_throw(fv: flags.FlagValues, bert_config) -> None:
     for name in ("train_batch_size", "predict_batch_size", "n_best_size", "max_answer_length"):
         if getattr(fv, name) <= 0:
             raise FlagError("--%s=%d must be positive" % (name, getattr(fv, name)))
+    if fv.export_dir:
+        files.check_export_base(fv.export_dir, "--export_dir", {"--output_dir": fv.output_dir})
 
 
 # --------------------------------------------------------------------------------------- run
@@ -143,8 +152,9 @@ def run(fv: flags.FlagValues) -> None:
     bert_config = BertConfig.from_json_file(fv.bert_config_file)
     validate_flags_or_throw(fv, bert_config)
     options = _options(fv)
-    # Read the inputs first: a bad file fails before any model is built.
-    train_examples = eval_examples = None
+    # Read and check every input first: a bad file fails before any model is built or any
+    # output written.
+    train_examples = eval_examples = scoring = None
     if fv.do_train:
         train_examples = squad.read_squad_examples(
             fv.train_file, is_training=True, version_2_with_negative=fv.version_2_with_negative)
@@ -153,6 +163,11 @@ def run(fv: flags.FlagValues) -> None:
     if fv.do_predict:
         eval_examples = squad.read_squad_examples(
             fv.predict_file, is_training=False, version_2_with_negative=fv.version_2_with_negative)
+        if not eval_examples:
+            raise FlagError("--predict_file=%s: no question to predict (no 'qas' entry under "
+                            "'data')" % fv.predict_file)
+        scoring = task.scoring_dataset(  # None: predictions only (a warning says why)
+            fv.predict_file, warn=lambda message: runner.warn(TOOL, message))
     tokenizer = cli_finetuning.init_run(fv)  # --output_dir, --random_seed
     strategy = cli_flags.strategy_from_flags(fv)  # before any other TF op
     precision = cli_flags.precision_from_flags(fv)  # sets the Keras dtype policy
@@ -172,20 +187,21 @@ def run(fv: flags.FlagValues) -> None:
 
     if fv.do_predict:
         scores = task.predict(model, eval_examples, tokenizer, fv.output_dir, options,
-                              score_against=fv.predict_file, strategy=strategy)
+                              score_against=scoring, strategy=strategy)
         if scores is not None:
             _print_scores(scores, fv.predict_file)
 
     if fv.export_dir:
         from data.squad import serving as squad_serving
 
-        squad_serving.export_saved_model(
+        version_dir = squad_serving.export_version(
             model, fv.export_dir, fv.vocab_file, do_lower_case=fv.do_lower_case,
             max_seq_length=fv.max_seq_length, max_query_length=fv.max_query_length,
             max_answer_length=fv.max_answer_length,
             version_2_with_negative=fv.version_2_with_negative,
             null_score_diff_threshold=fv.null_score_diff_threshold)
-        logging.info("exported raw-text SavedModel to %s", fv.export_dir)
+        logging.info("exported SavedModel version %s to %s (raw text: question, context)",
+                     os.path.basename(version_dir), version_dir)
 
 
 def main(argv) -> None:

@@ -77,6 +77,17 @@ def split_file(fv: flags.FlagValues, split: str) -> str:
     return cli_finetuning.split_file(fv, split, (stem + ".csv", stem + ".jsonl"))
 
 
+def validate_flags(fv: flags.FlagValues, bert_config) -> None:
+    """``FlagError`` naming a flag that cannot work, before any file is read or written."""
+    if not (fv.do_train or fv.do_eval or fv.do_predict):
+        raise FlagError("At least one of `do_train`, `do_eval` or `do_predict` must be True.")
+    if fv.max_seq_length > bert_config.max_position_embeddings:
+        raise FlagError("Cannot use sequence length %d because the BERT model was only "
+                        "trained up to sequence length %d"
+                        % (fv.max_seq_length, bert_config.max_position_embeddings))
+    cli_flags.check_values(fv)  # batch sizes, --learning_rate, epochs, warmup, ...
+
+
 def run(fv: flags.FlagValues) -> None:
     from bert_common.results import write_eval_results
     from modeling import checkpoints
@@ -90,12 +101,7 @@ def run(fv: flags.FlagValues) -> None:
 
     logging.set_verbosity(logging.INFO)
     bert_config = BertConfig.from_json_file(fv.bert_config_file)
-    if not (fv.do_train or fv.do_eval or fv.do_predict):
-        raise FlagError("At least one of `do_train`, `do_eval` or `do_predict` must be True.")
-    if fv.max_seq_length > bert_config.max_position_embeddings:
-        raise FlagError("Cannot use sequence length %d because the BERT model was only "
-                        "trained up to sequence length %d"
-                        % (fv.max_seq_length, bert_config.max_position_embeddings))
+    validate_flags(fv, bert_config)
     examples = {split: swag.read_swag_examples(split_file(fv, split))
                 for split, wanted in (("train", fv.do_train), ("eval", fv.do_eval),
                                       ("predict", fv.do_predict)) if wanted}

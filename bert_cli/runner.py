@@ -61,8 +61,19 @@ def _is_tf_error(e: BaseException) -> bool:
 
 
 def _reason(e: BaseException) -> str:
-    message = getattr(e, "message", None) or getattr(e, "strerror", None) or str(e)
-    return str(message).strip().splitlines()[0] if str(message).strip() else type(e).__name__
+    """The one line that says what went wrong: the message's first line, or for an error from
+    inside a ``tf.function`` ("Graph execution error:", then the Python frames) its last line
+    (e.g. "corrupted record at 1234"), without the node name."""
+    message = str(getattr(e, "message", None) or getattr(e, "strerror", None) or str(e))
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    if not lines:
+        return type(e).__name__
+    if lines[0].startswith("Graph execution error") and len(lines) > 1:
+        cause = [line for line in lines[1:] if not line.startswith(("Detected at node",
+                                                                    "File ", "[["))]
+        if cause:
+            return "%s (%s)" % (cause[-1].split("\t [[")[0].strip(), type(e).__name__)
+    return lines[0]
 
 
 def prepare_output_dir(path: str) -> None:

@@ -1,4 +1,5 @@
 """Plumbing shared by ``data``, ``modeling`` and the command-line tools: atomic file output
-(``files``), the ``eval_results.txt`` writer (``results``), progress lines (``progress``),
-errors (``errors``) and fork safety (``fork_safety``). It imports neither ``data`` nor
-``modeling``."""
+(``files``; SavedModels and TF Serving's versioned layout too), the ``eval_results.txt``
+writer (``results``), progress lines (``progress``), errors (``errors``), fork safety
+(``fork_safety``) and the in-graph checks of serving signatures' id inputs
+(``serving_inputs``). It imports neither ``data`` nor ``modeling``."""

@@ -63,8 +63,11 @@ def export_hub(input_path: str, output_dir: str, config_file: Optional[str] = No
       input_path: a checkpoint ``modeling.load_checkpoint`` reads: a Google TF1 prefix or
         folder (a pre-training or classifier checkpoint too: its head tensors are left
         unused), a Hugging Face folder, a trainer checkpoint of an encoder, a ``.keras`` file.
-      output_dir: the folder to write (created if needed; existing SavedModels in it are
-        replaced, each atomically).
+      output_dir: the folder to write (created if needed). ``encoder`` and ``preprocessor``
+        in it may be new, empty folders or SavedModels, which are replaced: both SavedModels
+        are staged, then renamed into place together (``files.save_saved_models``), so the
+        folder holds both new ones or both previous ones, never a mix; anything else there
+        is refused (``InputError``) before anything is loaded or written.
       config_file: a Google ``bert_config.json`` or an HF ``config.json``; default: the HF
         folder's, else ``bert_config.json`` beside the checkpoint.
       vocab_file: the WordPiece vocabulary; default ``vocab.txt`` in the input folder (or
@@ -79,6 +82,13 @@ def export_hub(input_path: str, output_dir: str, config_file: Optional[str] = No
     if not files.exists(input_path) and not files.exists(input_path + ".index"):
         raise checkpoints.CheckpointError("%s: no such file, folder or checkpoint" % input_path)
     vocab_file = _vocab_file(input_path, vocab_file)
+    encoder_dir = os.path.join(output_dir, ENCODER_DIR)
+    preprocessor_dir = os.path.join(output_dir, PREPROCESSOR_DIR)
+    if files.exists(output_dir) and not files.isdir(output_dir):
+        raise InputError("--output=%s is a file: the TF Hub export writes a folder (encoder/ "
+                         "and preprocessor/ in it)" % output_dir)
+    for destination in (encoder_dir, preprocessor_dir):  # both, before writing either
+        files.check_saved_model_destination(destination, "--output")
     config = convert.config_for(input_path, config_file)
     if isinstance(seq_length, bool) or not isinstance(seq_length, numbers.Integral) or not (
             3 <= seq_length <= config.max_position_embeddings):
@@ -98,11 +108,13 @@ def export_hub(input_path: str, output_dir: str, config_file: Optional[str] = No
             % (input_path, len(report.missing), report.missing[0]))
 
     files.makedirs(output_dir)
-    encoder_dir = os.path.join(output_dir, ENCODER_DIR)
-    preprocessor_dir = os.path.join(output_dir, PREPROCESSOR_DIR)
-    hub_encoder.export_encoder(encoder, encoder_dir, vocab_file, do_lower_case)
-    hub_preprocessor.export_preprocessor(preprocessor_dir, vocab_file, do_lower_case,
-                                         int(seq_length))
+    encoder_module = hub_encoder.HubEncoder(encoder, vocab_file, do_lower_case)
+    preprocessor_module = hub_preprocessor.HubPreprocessor(vocab_file, do_lower_case,
+                                                           int(seq_length))
+    # Both staged, then renamed into place together: never a new encoder beside an old
+    # preprocessor (the destinations are checked again there).
+    files.save_saved_models([(encoder_module, encoder_dir, encoder_module.trace),
+                             (preprocessor_module, preprocessor_dir, preprocessor_module.trace)])
     return ("%s -> %s (L=%d, H=%d; %d variables loaded, %d unused) and %s (seq_length=%d, "
             "%s, vocab %s)" % (report.source, encoder_dir, config.num_hidden_layers,
                                config.hidden_size, len(report.loaded), len(report.unused),

@@ -7,7 +7,10 @@
 * ``predict_raw_results(model, eval_file, ...)``: one ``RawResult`` per eval feature.
 * ``predict(model, examples, tokenizer, output_dir, options)``: ``eval.tf_record``,
   ``predictions.json``, ``nbest_predictions.json``, ``null_odds.json`` (v2.0) and, with
-  ``score_against`` (a SQuAD file with answers), the official scores in ``eval_results.json``.
+  ``score_against`` (a SQuAD file with answers), the official scores in ``eval_results.json``;
+  every input is checked before the first write, and the JSON files are written together (all
+  renamed into place only when every one is written).
+* ``scoring_dataset(squad_file)``: the checked SQuAD file to score against, or None.
 
 Example::
 
@@ -22,17 +25,18 @@ import dataclasses
 import json
 import os
 import random
-from typing import List, Optional
+from typing import Callable, List, Optional, Union
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from bert_common.files import atomic_open
 from bert_common import files
+from bert_common.errors import InputError
 from data.squad import dataset as squad_dataset
 from data.squad import evaluate as squad_eval
 from data.squad import features as squad
+from data.squad import postprocess
 from modeling.heads.squad import per_example_squad_loss
 from modeling.training import finetuning
 
@@ -80,6 +84,8 @@ def predict_raw_results(model, eval_file: str, seq_length: int, batch_size: int,
     """``RawResult``s (float32 logits as python floats) for every record of an eval TFRecord."""
     batches = dataset(eval_file, seq_length, batch_size, False)
     total = sum(1 for _ in tf.data.TFRecordDataset(eval_file))
+    if total == 0:  # e.g. questions on empty contexts only: no window to run
+        return []
     out = finetuning.predict(model, batches, ["start_logits", "end_logits"], total=total,
                              strategy=strategy)
     start_logits = out["start_logits"].astype(np.float32)  # [N, S]
@@ -88,19 +94,74 @@ def predict_raw_results(model, eval_file: str, seq_length: int, batch_size: int,
             for u, s, e in zip(out["unique_ids"], start_logits, end_logits)]
 
 
-def has_answers(squad_file: str) -> bool:
-    """Whether any question of a SQuAD file carries a non-empty ``answers`` list."""
-    with files.open(squad_file) as f:
-        data = json.load(f)["data"]
-    return any(qa.get("answers") for article in data for paragraph in article["paragraphs"]
-               for qa in paragraph["qas"])
+@dataclasses.dataclass
+class Scoring:
+    """A SQuAD file to score predictions against: its name (for messages) and its checked
+    top-level object (``data.squad.evaluate.load_dataset``)."""
+
+    name: str
+    dataset_json: dict
+
+
+def _dicts_at(obj, keys) -> List[dict]:
+    """The dicts reached from ``obj`` through the lists under ``keys`` (badly formed parts
+    skipped: ``load_dataset`` reports them)."""
+    level = [obj]
+    for key in keys:
+        level = [item for o in level if isinstance(o, dict) and isinstance(o.get(key), list)
+                 for item in o[key]]
+    return [o for o in level if isinstance(o, dict)]
+
+
+def scoring_dataset(squad_file: Optional[str],
+                    warn: Callable[[str], None] = logging.warning) -> Optional[Scoring]:
+    """The SQuAD file to score predictions against, read and checked (``SquadEvalError``
+    naming the file) before any output is written; None when there is nothing to score: no
+    ``squad_file``, no question with answers (a test file), or questions the official scorer
+    cannot score (one without an ``answers`` list, or, for v1.1 scoring (no question has
+    ``is_impossible``), one with an empty list): then ``warn`` gets one line naming the file
+    and the question. Predictions need no answers (the original reads them only for
+    training), so these files are still predicted."""
+    if not squad_file:
+        return None
+    root = squad_eval.load_json(squad_file, "the dataset")
+    questions = _dicts_at(root, ("data", "paragraphs", "qas"))
+    if not any(qa.get("answers") for qa in questions):
+        logging.info("%s has no answers: no official scores", squad_file)
+        return None
+    no_list = [qa for qa in questions if "answers" not in qa]
+    if no_list:
+        unscorable = [qa.get("id") for qa in no_list]
+        reason = "has no 'answers' list"
+    else:
+        dataset_json = squad_eval.load_dataset(squad_file, root)
+        unscorable = squad_eval.unscorable_v1_questions(dataset_json)
+        reason = "has no answers (v1.1 scoring: no question has 'is_impossible')"
+    if unscorable:
+        warn("%s: question %r%s %s, so the official scorer cannot score the file: "
+             "predictions only, no eval_results.json" % (
+                 squad_file, unscorable[0],
+                 " (and %d more)" % (len(unscorable) - 1) if len(unscorable) > 1 else "",
+                 reason))
+        return None
+    return Scoring(squad_file, dataset_json)
 
 
 def predict(model, examples: List, tokenizer, output_dir: str, options: SquadOptions,
-            score_against: Optional[str] = None,
+            score_against: Union[str, Scoring, None] = None,
             strategy: Optional[tf.distribute.Strategy] = None) -> Optional[dict]:
     """Features, logits and the prediction files of ``examples`` in ``output_dir`` (see the
-    module); returns the official scores when ``score_against`` has answers, else None."""
+    module); returns the official scores when ``score_against`` (a SQuAD file, or what
+    ``scoring_dataset`` made of it) can be scored, else None.
+
+    Every input is checked before the first file is written (``score_against`` included);
+    ``predictions.json``, ``nbest_predictions.json``, ``null_odds.json`` and
+    ``eval_results.json`` are written together: all renamed into place only when every one is
+    written, so a failure leaves the previous ones as they were."""
+    if not examples:
+        raise InputError("no question to predict")
+    scoring = (score_against if isinstance(score_against, Scoring)
+               else scoring_dataset(score_against))
     eval_features = []
     eval_file = os.path.join(output_dir, "eval.tf_record")
     with squad.FeatureWriter(eval_file, is_training=False) as writer:
@@ -121,23 +182,34 @@ def predict(model, examples: List, tokenizer, output_dir: str, options: SquadOpt
                                       options.predict_batch_size, strategy=strategy)
     prediction_file = os.path.join(output_dir, "predictions.json")
     null_odds_file = os.path.join(output_dir, "null_odds.json")
-    squad.write_predictions(
+    triple = postprocess.compute_predictions(
         examples, eval_features, all_results, options.n_best_size, options.max_answer_length,
-        options.do_lower_case, prediction_file, os.path.join(output_dir, "nbest_predictions.json"),
-        null_odds_file, version_2_with_negative=options.version_2_with_negative,
+        options.do_lower_case, version_2_with_negative=options.version_2_with_negative,
         null_score_diff_threshold=options.null_score_diff_threshold,
         verbose_logging=options.verbose_logging)
+    texts = postprocess.prediction_texts(
+        triple, prediction_file, os.path.join(output_dir, "nbest_predictions.json"),
+        null_odds_file, version_2_with_negative=options.version_2_with_negative)
 
-    if not score_against or not has_answers(score_against):
-        logging.info("predict file has no answers: no official scores")
-        return None
-    notes: List[str] = []
-    scores = squad_eval.evaluate_files(
-        score_against, prediction_file,
-        na_prob_file=null_odds_file if options.version_2_with_negative else None,
-        notify=notes.append)
-    for note in notes[:5]:
-        logging.warning("squad_eval: %s", note)
-    with atomic_open(os.path.join(output_dir, "eval_results.json")) as f:
-        f.write(json.dumps(scores, indent=2) + "\n")
+    scores = None
+    if scoring is not None:
+        # Scored as the files will read (JSON keys are strings), before any is written.
+        notes: List[str] = []
+        scores = squad_eval.evaluate_dataset(
+            scoring.dataset_json, json.loads(texts[0][1]),
+            na_probs=json.loads(texts[2][1]) if options.version_2_with_negative else None,
+            notify=notes.append, dataset_name=scoring.name, na_prob_name=null_odds_file)
+        for note in notes[:5]:
+            logging.warning("squad_eval: %s", note)
+        texts.append((os.path.join(output_dir, "eval_results.json"),
+                      json.dumps(scores, indent=2) + "\n"))
+    logging.info("Writing %s", ", ".join(os.path.basename(path) for path, _ in texts))
+    postprocess.write_files_together(texts)
+    # No stale file of an earlier run beside the new predictions (v2.0 odds, scores).
+    written = {path for path, _ in texts}
+    for name in ("null_odds.json", "eval_results.json"):
+        stale = os.path.join(output_dir, name)
+        if stale not in written and files.exists(stale):
+            files.remove(stale)
+            logging.info("removed %s of an earlier run: this run does not write it", stale)
     return scores

@@ -10,7 +10,9 @@ Everything is written under ``--output_dir`` (default ``demo_output/``):
   pretraining_data.tfrecord                            stage 3: create_pretraining_data.py
   pretrain/  (ckpt-N, eval_results.txt, export/)       stage 4: run_pretraining.py
   classifier/ (eval_results.txt, test_results.tsv)     stage 5: run_classifier.py --task_name=tsv
-  serving/                                             stage 5: the SavedModel (raw text in)
+  serving/1/ (2/, ... on reruns)                       stage 5: the SavedModel (raw text in),
+                                                       a version of TF Serving's model base
+                                                       path serving/
 
 Each stage after the first runs one of the project's command-line entry points in a child
 process, prints the exact command (so it can be re-run by hand) and streams its progress. A
@@ -71,23 +73,26 @@ def _banner(stage: int, text: str) -> None:
 _QUIET = re.compile(r"^(I\d{4} |WARNING: All log messages before absl::InitializeLog|INFO:tensorflow:)")
 
 
-def _run(args: List[str]) -> None:
+def _run(args: List[str]) -> List[str]:
     """Runs ``python <args>`` from the project root, streaming its output (INFO log lines
-    dropped); exits with the child's code on failure."""
+    dropped); exits with the child's code on failure. Returns every output line (INFO too)."""
     print("$ " + " ".join(shlex.quote(a) for a in ["python"] + args), flush=True)
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     start = time.time()
     proc = subprocess.Popen([sys.executable] + args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, errors="replace")
+    lines = []
     for line in proc.stdout:
+        lines.append(line.rstrip("\n"))
         if not _QUIET.match(line):
-            print("      " + line.rstrip("\n"), flush=True)
+            print("      " + lines[-1], flush=True)
     if proc.wait() != 0:
         print("demo: stage failed (exit code %d): python %s" % (proc.returncode, args[0]),
               file=sys.stderr)
         sys.exit(proc.returncode)
     print("      (%.1fs)" % (time.time() - start), flush=True)
+    return lines
 
 
 def stage_generate(out: str, seed: int) -> dict:
@@ -168,19 +173,32 @@ def stage_pretrain(out: str, config_file: str, records: str, steps: int, seed: i
     return os.path.join(pretrain_dir, "export", "bert_model.ckpt")
 
 
+# run_classifier.py's log line naming the version folder it exported.
+_EXPORTED = re.compile(r"exported SavedModel version (\d+) to ")
+
+
 def stage_finetune(out: str, config_file: str, vocab_file: str, checkpoint: str,
                    reviews_dir: str, epochs: float, seed: int) -> str:
+    """Returns the exported version folder (``serving/<N>``: ``serving/`` is TF Serving's
+    model base path, each run of the demo adds a version)."""
     classifier_dir = os.path.join(out, "classifier")
-    serving_dir = os.path.join(out, "serving")
+    serving_base = os.path.join(out, "serving")
     _banner(5, "fine-tuning on the demo reviews and exporting a SavedModel (run_classifier.py)")
-    _run(["run_classifier.py", "--task_name=tsv", "--data_dir=" + reviews_dir,
+    lines = _run(["run_classifier.py", "--task_name=tsv", "--data_dir=" + reviews_dir,
           "--vocab_file=" + vocab_file, "--bert_config_file=" + config_file,
           "--init_checkpoint=" + checkpoint, "--output_dir=" + classifier_dir,
           "--do_train", "--do_eval", "--do_predict", "--max_seq_length=%d" % MAX_SEQ_LENGTH,
           "--train_batch_size=32", "--learning_rate=2e-4",
-          "--num_train_epochs=%g" % epochs, "--export_dir=" + serving_dir,
+          "--num_train_epochs=%g" % epochs, "--export_dir=" + serving_base,
           "--random_seed=%d" % seed])
     print("      eval: " + _read_results(os.path.join(classifier_dir, "eval_results.txt")))
+    versions = [m.group(1) for m in map(_EXPORTED.search, lines) if m]
+    if len(versions) != 1:
+        print("demo: run_classifier.py did not report its exported version", file=sys.stderr)
+        sys.exit(1)
+    serving_dir = os.path.join(serving_base, versions[0])
+    print("      exported: %s (version %s of the model base path %s)"
+          % (serving_dir, versions[0], serving_base))
     return serving_dir
 
 
@@ -197,7 +215,8 @@ for text, label, probs in zip(texts, out["label"].numpy(), out["probabilities"].
 
 
 def stage_query(serving_dir: str) -> None:
-    _banner(6, "querying the SavedModel in a fresh process (raw text in; see README)")
+    _banner(6, "querying the SavedModel %s in a fresh process (raw text in; see README)"
+            % serving_dir)
     _run(["-c", QUERY, serving_dir, "The soup was wonderful and we enjoyed every minute.",
           "Honestly, the train ride was dreadful; we left early.",
           "In Dunmore, the concert was brilliant."])

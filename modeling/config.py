@@ -7,7 +7,9 @@ mapped; the one semantic difference is GELU: Google's ``"gelu"`` is the tanh app
 ``"gelu"`` is the exact erf GELU, which this config names ``"gelu_exact"``.
 
 Errors (missing file, bad JSON, missing or mistyped key, bad value) raise ``ConfigError`` with one
-line that names the file and the key.
+line that names the file and the key. A key missing from the file takes the original's class
+default (BERT-Base's width and depth): faithful, but logged as one warning naming the file and
+the keys that took defaults.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import copy
 import json
 from typing import Any, Dict, Optional
+
+from absl import logging
 
 from bert_common.errors import InputError
 from bert_common import files
@@ -91,7 +95,8 @@ class BertConfig:
 
     @classmethod
     def from_dict(cls, json_object: Dict[str, Any], source: str = "<dict>") -> "BertConfig":
-        """Builds a config from a Google-style dict; missing keys take the class defaults.
+        """Builds a config from a Google-style dict; missing keys take the class defaults
+        (BERT-Base's, as the original), with one warning logged naming ``source`` and the keys.
 
         A dict with ``"model_type"`` is taken as a Hugging Face config (see ``from_hf_dict``).
         Unknown keys are ignored. ``source`` names the origin in error messages.
@@ -101,14 +106,21 @@ class BertConfig:
                               % (source, type(json_object).__name__))
         if "model_type" in json_object:
             return cls.from_hf_dict(json_object, source=source)
-        values = {}
+        values, defaulted = {}, []
         for key, (kind, default) in _FIELDS.items():
             if key not in json_object:
                 if default is None:
                     raise ConfigError("%s: required key %r is missing" % (source, key))
                 values[key] = default
+                defaulted.append(key)
                 continue
             values[key] = _check_type(json_object[key], kind, key, source)
+        if defaulted:
+            # The original's class defaults are BERT-Base's: said, not silent (a config without
+            # hidden_size builds a 768-wide model).
+            logging.warning("%s: no %s: using the original BertConfig's class default%s (%s)",
+                            source, ", ".join(defaulted), "s" if len(defaulted) > 1 else "",
+                            ", ".join("%s=%r" % (key, values[key]) for key in defaulted))
         if "layer_norm_eps" in json_object:
             values["layer_norm_eps"] = _check_type(json_object["layer_norm_eps"], float,
                                                    "layer_norm_eps", source)

@@ -11,7 +11,10 @@ SavedModel whose restored object ``obj = tf.saved_model.load(export_dir)`` is us
 * inputs: a dict of int32 [B, S] tensors (any B and S up to ``max_position_embeddings``):
   ``input_word_ids`` (WordPiece ids), ``input_mask`` (1 = real token, 0 = padding),
   ``input_type_ids`` (segment ids); the names ``BertModel`` calls ``input_ids`` /
-  ``input_mask`` / ``segment_ids``;
+  ``input_mask`` / ``segment_ids``. Checked in graph (``bert_common.serving_inputs``): the
+  three of one shape, mask values 0/1, ids in [0, vocab_size), type ids in
+  [0, type_vocab_size), 0 < S <= max_position_embeddings, else ``InvalidArgumentError``
+  naming the input; an empty batch (B = 0, S = 0 too) gives empty outputs of the right shape;
 * outputs: a dict: ``pooled_output`` float32 [B, H], ``sequence_output`` float32 [B, S, H],
   ``encoder_outputs`` (list of the L block outputs, each float32 [B, S, H]) and
   ``default_output`` (= ``pooled_output``);
@@ -38,6 +41,7 @@ from typing import Dict, Mapping
 import tensorflow as tf
 
 from bert_common import files
+from bert_common import serving_inputs
 from bert_common.errors import InputError
 from modeling.encoder import flat_outputs
 
@@ -81,16 +85,27 @@ class HubEncoder(tf.Module):
         self.vocab_file = tf.saved_model.Asset(vocab_file)
         self.do_lower_case = tf.Variable(bool(do_lower_case), trainable=False,
                                          name="do_lower_case")
+        sizes = serving_inputs.model_sizes(encoder)
+        self._vocab_size = sizes["vocab_size"]
+        self._type_vocab_size = sizes["type_vocab_size"]
+        self._max_length = sizes["max_length"]
 
     def _outputs(self, inputs: Mapping[str, tf.Tensor], training: bool) -> Dict[str, object]:
-        model_inputs = {ours: tf.cast(inputs[hub], tf.int32)
-                        for hub, ours in HUB_INPUT_NAMES.items()}
+        checked, length = serving_inputs.check_id_inputs(
+            {hub: tf.cast(inputs[hub], tf.int32) for hub in HUB_INPUT_NAMES},
+            tuple(HUB_INPUT_NAMES), vocab_size=self._vocab_size,
+            type_vocab_size=self._type_vocab_size, max_length=self._max_length)
+        model_inputs = {ours: checked[hub] for hub, ours in HUB_INPUT_NAMES.items()}
         out = self._run_encoder(model_inputs, training)
         pooled = tf.cast(out["pooled_output"], tf.float32)  # [B, H]
+
+        def sequence(x):  # [B, S, H] (an empty [0, 0] batch was run as [0, 1])
+            return tf.cast(x, tf.float32)[:, :length]
+
         return {
             "pooled_output": pooled,
-            "sequence_output": tf.cast(out["sequence_output"], tf.float32),  # [B, S, H]
-            "encoder_outputs": [tf.cast(x, tf.float32) for x in out["encoder_outputs"]],
+            "sequence_output": sequence(out["sequence_output"]),
+            "encoder_outputs": [sequence(x) for x in out["encoder_outputs"]],
             "default_output": pooled,
         }
 
@@ -119,7 +134,8 @@ def export_encoder(encoder, export_dir: str, vocab_file: str,
     """Writes ``encoder`` (a ``BertModel``) as a TF Hub-style encoder SavedModel.
 
     Written under a temporary name beside ``export_dir``, then renamed into place (an existing
-    ``export_dir`` is replaced; its parent folder is created). Returns the ``HubEncoder``.
+    SavedModel ``export_dir`` is replaced; anything else there is refused with ``InputError``;
+    its parent folder is created: ``files.save_saved_model``). Returns the ``HubEncoder``.
     """
     if not files.isfile(vocab_file):  # a clear error before tracing
         raise InputError("vocab file %s: no such file" % vocab_file)

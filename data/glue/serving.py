@@ -1,10 +1,13 @@
 """TF Serving export of a fine-tuned classifier: ids in, or raw text in (tokenized in graph).
 
 ``ClassifierServingModule(model, vocab_file, do_lower_case, max_seq_length, label_list)`` is a
-``tf.Module`` with three signatures (``export_saved_model`` writes them):
+``tf.Module`` with three signatures (``export_version``, ``export_saved_model`` write them):
 
 * ``serving_default``: ``input_ids``, ``input_mask``, ``segment_ids`` int32 [B, S] (the
-  features run_classifier writes);
+  features run_classifier writes). Checked in graph (``bert_common.serving_inputs``): the
+  three of one shape, mask values 0/1, ids in [0, vocab_size), segment ids in
+  [0, type_vocab_size), S at most max_position_embeddings, else ``InvalidArgumentError``
+  naming the input; an empty batch (B = 0, any S) gives empty outputs;
 * ``text``: ``text_a`` string [B] (single-sentence tasks);
 * ``text_pair``: ``text_a``, ``text_b`` string [B]; an empty ``text_b`` means a single
   sentence for that row, as the original's ``if example.text_b:``.
@@ -19,6 +22,10 @@ Outputs of every signature: classification: ``probabilities`` float32 [B, K], ``
 float32 [B, K], ``label_id`` int32 [B] (argmax) and ``label`` string [B] (its name in the label
 list); regression: ``predictions`` float32 [B]. Loading a SavedModel with the text signatures
 needs ``import tensorflow_text`` first (its ops), and TF Serving built with the TF Text ops.
+
+``export_version(model, base_dir, ...)`` writes the next version folder ``<base_dir>/<N>`` of
+TF Serving's model base path (``bert_common.files.save_saved_model_version``) and returns it;
+``export_saved_model(model, export_dir, ...)`` writes one SavedModel folder.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from typing import Dict, Optional, Sequence
 import tensorflow as tf
 
 from bert_common import files as io_utils
+from bert_common import serving_inputs
 from data.tokenization import special_tokens
 from data.tokenization.wordpiece import load_vocab
 
@@ -71,6 +79,7 @@ class ClassifierServingModule(tf.Module):
         self.max_seq_length = max_seq_length
         self.regression = regression
         self.label_names = tf.constant(list(label_list) if label_list else [""], tf.string)
+        self._sizes = serving_inputs.model_sizes(model)
 
     def _outputs(self, inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
         out = self._run_model(inputs)
@@ -88,8 +97,10 @@ class ClassifierServingModule(tf.Module):
 
     @tf.function(input_signature=_IDS_SPEC)
     def serve_ids(self, input_ids, input_mask, segment_ids):
-        return self._outputs({"input_ids": input_ids, "input_mask": input_mask,
-                              "segment_ids": segment_ids})
+        inputs, _ = serving_inputs.check_id_inputs(
+            {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+            **self._sizes)
+        return self._outputs(inputs)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
     def serve_text(self, text_a):
@@ -100,6 +111,12 @@ class ClassifierServingModule(tf.Module):
     def serve_text_pair(self, text_a, text_b):
         return self._outputs(self.pack(text_a, text_b))
 
+    def signatures(self) -> Dict[str, object]:
+        """The SavedModel's signatures (``SIGNATURES``), traced."""
+        return {"serving_default": self.serve_ids.get_concrete_function(),
+                "text": self.serve_text.get_concrete_function(),
+                "text_pair": self.serve_text_pair.get_concrete_function()}
+
 
 SIGNATURES = ("serving_default", "text", "text_pair")
 
@@ -107,13 +124,22 @@ SIGNATURES = ("serving_default", "text", "text_pair")
 def export_saved_model(model, export_dir: str, vocab_file: str, do_lower_case: bool,
                        max_seq_length: int, label_list: Sequence[str],
                        regression: bool = False) -> ClassifierServingModule:
-    """Writes the SavedModel (signatures ``SIGNATURES``) under a temporary name beside
-    ``export_dir``, then renames it into place (an existing ``export_dir`` is replaced)."""
+    """Writes the SavedModel (signatures ``SIGNATURES``) to folder ``export_dir``: staged under
+    a hidden name beside it, then renamed into place (``io_utils.save_saved_model``: an
+    existing SavedModel there is replaced, anything else is refused)."""
     module = ClassifierServingModule(model, vocab_file, do_lower_case, max_seq_length,
                                      label_list, regression)
-    io_utils.save_saved_model(module, export_dir, lambda: {
-        "serving_default": module.serve_ids.get_concrete_function(),
-        "text": module.serve_text.get_concrete_function(),
-        "text_pair": module.serve_text_pair.get_concrete_function(),
-    })
+    io_utils.save_saved_model(module, export_dir, module.signatures)
     return module
+
+
+def export_version(model, base_dir: str, vocab_file: str, do_lower_case: bool,
+                   max_seq_length: int, label_list: Sequence[str], regression: bool = False,
+                   flag: str = "--export_dir") -> str:
+    """Writes the SavedModel as the next version of TF Serving model base path ``base_dir``
+    (``<base_dir>/1``, then ``2``, ...; ``io_utils.save_saved_model_version``: a base holding
+    anything else is refused with an ``InputError`` naming ``flag``); returns the version
+    folder."""
+    module = ClassifierServingModule(model, vocab_file, do_lower_case, max_seq_length,
+                                     label_list, regression)
+    return io_utils.save_saved_model_version(module, base_dir, module.signatures, flag)

@@ -1,7 +1,7 @@
 """TF Serving export of a NER model: words (or text) in, one tag per word out, in graph.
 
 ``NerServingModule(model, vocab_file, do_lower_case, max_seq_length, label_list)`` is a
-``tf.Module`` with two signatures (``export_saved_model`` writes them):
+``tf.Module`` with two signatures (``export_version``, ``export_saved_model`` write them):
 
 * ``serving_default``: ``words`` string [B, W], each row a sentence's words padded with ``""``;
 * ``text``: ``text`` string [B], each a sentence split on whitespace in the graph.
@@ -123,6 +123,11 @@ class NerServingModule(tf.Module):
     def serve_text(self, text):
         return self.tag(tf.strings.split(text))
 
+    def signatures(self) -> Dict[str, object]:
+        """The SavedModel's signatures (``SIGNATURES``), traced."""
+        return {"serving_default": self.serve_words.get_concrete_function(),
+                "text": self.serve_text.get_concrete_function()}
+
 
 def _sum_per_row(values: tf.Tensor, rows: tf.RaggedTensor) -> tf.Tensor:
     """``values`` [N] (one per flat value of ``rows`` [B, (W)]) summed per row -> [B]."""
@@ -131,11 +136,20 @@ def _sum_per_row(values: tf.Tensor, rows: tf.RaggedTensor) -> tf.Tensor:
 
 def export_saved_model(model, export_dir: str, vocab_file: str, do_lower_case: bool,
                        max_seq_length: int, label_list: Sequence[str]) -> NerServingModule:
-    """Writes the SavedModel (signatures ``SIGNATURES``) under a temporary name beside
-    ``export_dir``, then renames it into place."""
+    """Writes the SavedModel (signatures ``SIGNATURES``) to folder ``export_dir``: staged under
+    a hidden name beside it, then renamed into place (``io_utils.save_saved_model``: an
+    existing SavedModel there is replaced, anything else is refused)."""
     module = NerServingModule(model, vocab_file, do_lower_case, max_seq_length, label_list)
-    io_utils.save_saved_model(module, export_dir, lambda: {
-        "serving_default": module.serve_words.get_concrete_function(),
-        "text": module.serve_text.get_concrete_function(),
-    })
+    io_utils.save_saved_model(module, export_dir, module.signatures)
     return module
+
+
+def export_version(model, base_dir: str, vocab_file: str, do_lower_case: bool,
+                   max_seq_length: int, label_list: Sequence[str],
+                   flag: str = "--export_dir") -> str:
+    """Writes the SavedModel as the next version of TF Serving model base path ``base_dir``
+    (``<base_dir>/1``, then ``2``, ...; ``io_utils.save_saved_model_version``: a base holding
+    anything else is refused with an ``InputError`` naming ``flag``); returns the version
+    folder."""
+    module = NerServingModule(model, vocab_file, do_lower_case, max_seq_length, label_list)
+    return io_utils.save_saved_model_version(module, base_dir, module.signatures, flag)

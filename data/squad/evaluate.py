@@ -312,25 +312,68 @@ def _check_mapping(obj, path: str, what: str, value_type) -> dict:
     return obj
 
 
+def load_json(path: str, what: str):
+    """The parsed JSON file ``path``; ``SquadEvalError`` naming it and ``what`` it should be
+    (unreadable, not JSON)."""
+    return _load_json(path, what)
+
+
+def load_dataset(dataset_file: str, dataset_json=None) -> dict:
+    """The parsed SQuAD file ``dataset_file`` (its top-level object; ``dataset_json`` when
+    already parsed), checked as the scorer needs it; ``SquadEvalError`` naming the file (and
+    the article/question) otherwise."""
+    if dataset_json is None:
+        dataset_json = _load_json(dataset_file, "the dataset")
+    _check_dataset(dataset_json, dataset_file)
+    return dataset_json
+
+
+def unscorable_v1_questions(dataset_json: dict) -> List[str]:
+    """Ids of the questions the official v1.1 scorer cannot score (no gold answer: it takes
+    the max over an empty list); always [] for a dataset scored as v2.0."""
+    dataset = dataset_json["data"]
+    if is_v2_dataset(dataset):
+        return []
+    return [qa["id"] for qa in _questions(dataset) if not qa["answers"]]
+
+
+def evaluate_dataset(dataset_json: dict, preds: Mapping[str, str],
+                     na_probs: Optional[Mapping[str, float]] = None, na_prob_thresh: float = 1.0,
+                     notify: Notify = _stderr, dataset_name: str = "the dataset",
+                     na_prob_name: str = "the null odds") -> Dict[str, float]:
+    """Scores predictions (and null odds) already in memory, as ``evaluate_files`` scores
+    them from files: ``dataset_json`` from ``load_dataset``; v1.1 or v2.0 keys as the dataset
+    says. ``dataset_name`` / ``na_prob_name`` name the inputs in messages (their files)."""
+    dataset = dataset_json["data"]
+    if is_v2_dataset(dataset):
+        return evaluate_v2(dataset, preds, na_probs, na_prob_thresh, notify)
+    version = dataset_json.get("version")
+    if version != "1.1":
+        notify("Evaluation expects v-1.1, but got dataset with v-%s" % version)
+    if na_probs is not None:
+        notify("%s: no question has 'is_impossible' (v1.1 scoring): null odds ignored"
+               % na_prob_name)
+    unscorable = unscorable_v1_questions(dataset_json)
+    if unscorable:
+        raise SquadEvalError("%s: question %r has no answers: v1.1 scoring (no question has "
+                             "'is_impossible') needs at least one per question"
+                             % (dataset_name, unscorable[0]))
+    return evaluate_v1(dataset, preds, notify)
+
+
 def evaluate_files(dataset_file: str, prediction_file: str, na_prob_file: Optional[str] = None,
                    na_prob_thresh: float = 1.0, notify: Notify = _stderr) -> Dict[str, float]:
     """Scores a predictions file against a SQuAD file: v1.1 or v2.0 keys as the dataset says."""
-    dataset_json = _load_json(dataset_file, "the dataset")
-    dataset = _check_dataset(dataset_json, dataset_file)
+    dataset_json = load_dataset(dataset_file)
     preds = _check_mapping(_load_json(prediction_file, "the predictions"), prediction_file,
                            "the predictions", str)
     na_probs = None
     if na_prob_file:
         na_probs = _check_mapping(_load_json(na_prob_file, "the null odds"), na_prob_file,
                                   "the null odds", (int, float))
-    if is_v2_dataset(dataset):
-        return evaluate_v2(dataset, preds, na_probs, na_prob_thresh, notify)
-    version = dataset_json.get("version")
-    if version != "1.1":
-        notify("Evaluation expects v-1.1, but got dataset with v-%s" % version)
-    if na_prob_file:
-        notify("%s: no question has 'is_impossible' (v1.1 scoring): null odds ignored" % na_prob_file)
-    return evaluate_v1(dataset, preds, notify)
+    return evaluate_dataset(dataset_json, preds, na_probs, na_prob_thresh, notify,
+                            dataset_name=dataset_file,
+                            na_prob_name=na_prob_file or "the null odds")
 
 
 def main(argv: Optional[List[str]] = None) -> int:

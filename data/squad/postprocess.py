@@ -275,19 +275,50 @@ def write_predictions(all_examples, all_features, all_results, n_best_size: int,
 
     ``all_results``: ``RawResult``s whose ``start_logits``/``end_logits`` are
     [max_seq_length] floats (lists or numpy arrays) for every feature. Files
-    are JSON with indent 4 and a final newline, written atomically (a file
-    given as None is skipped). Returns ``compute_predictions``'s triple.
+    are JSON with indent 4 and a final newline, written together
+    (``write_files_together``: all renamed into place only when every one is
+    written; a file given as None is skipped). Returns
+    ``compute_predictions``'s triple.
     """
     logging.info("Writing predictions to: %s", output_prediction_file)
     logging.info("Writing nbest to: %s", output_nbest_file)
     predictions, nbest, null_odds = compute_predictions(
         all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
         version_2_with_negative, null_score_diff_threshold, verbose_logging)
+    write_files_together(prediction_texts(
+        (predictions, nbest, null_odds), output_prediction_file, output_nbest_file,
+        output_null_log_odds_file, version_2_with_negative))
+    return predictions, nbest, null_odds
+
+
+def prediction_texts(triple, output_prediction_file: Optional[str],
+                     output_nbest_file: Optional[str], output_null_log_odds_file: Optional[str],
+                     version_2_with_negative: bool = False) -> List[Tuple[str, str]]:
+    """``(path, JSON text)`` of each prediction file of ``compute_predictions``'s ``triple``
+    (indent 4, final newline; null odds only for v2.0; a path given as None is skipped)."""
+    predictions, nbest, null_odds = triple
     outputs = [(output_prediction_file, predictions), (output_nbest_file, nbest)]
     if version_2_with_negative:
         outputs.append((output_null_log_odds_file, null_odds))
-    texts = [(path, json.dumps(obj, indent=4) + "\n") for path, obj in outputs if path]
-    for path, text in texts:
-        with io_utils.atomic_open(path) as writer:
-            writer.write(text)
-    return predictions, nbest, null_odds
+    return [(path, json.dumps(obj, indent=4) + "\n") for path, obj in outputs if path]
+
+
+def write_files_together(texts: Sequence[Tuple[str, str]]) -> None:
+    """Writes each ``(path, text)`` (UTF-8) as one group: every file is renamed into place only
+    when all of them are written (``bert_common.files.atomic_paths``), so a failure (a full
+    disk, a missing folder) leaves all the previous files as they were and no temporary."""
+    texts = list(texts)
+    if not texts:
+        return
+    with io_utils.atomic_paths([path for path, _ in texts]) as temps:
+        for temp, (path, text) in zip(temps, texts):
+            try:
+                _write_text(temp, text)
+            except OSError as e:  # named by its final path, not the temporary
+                raise OSError(e.errno, "%s (writing %s)" % (e.strerror or e, path)) from None
+
+
+def _write_text(path: str, text: str) -> None:
+    """One file of ``write_files_together`` (a temporary path)."""
+    with io_utils.open(path, "w") as writer:
+        writer.write(text)

@@ -147,13 +147,28 @@ class SquadServingModule(tf.Module):
             "score": score,
         }
 
+    def signatures(self) -> Dict[str, object]:
+        """The SavedModel's signatures: ``serving_default`` is ``serve``."""
+        return {"serving_default": self.serve}
+
 
 def export_saved_model(model, export_dir: str, vocab_file: str, **kwargs) -> SquadServingModule:
     """Writes a SavedModel whose ``serving_default`` signature is ``serve(question, context)``.
 
-    ``kwargs`` go to ``SquadServingModule``. The folder is written under a
-    temporary name beside ``export_dir`` and renamed into place.
+    ``kwargs`` go to ``SquadServingModule``. The folder is staged under a hidden name beside
+    ``export_dir`` and renamed into place (``io_utils.save_saved_model``: an existing
+    SavedModel there is replaced, anything else is refused).
     """
     module = SquadServingModule(model, vocab_file, **kwargs)
-    io_utils.save_saved_model(module, export_dir, lambda: {"serving_default": module.serve})
+    io_utils.save_saved_model(module, export_dir, module.signatures)
     return module
+
+
+def export_version(model, base_dir: str, vocab_file: str, flag: str = "--export_dir",
+                   **kwargs) -> str:
+    """Writes the SavedModel as the next version of TF Serving model base path ``base_dir``
+    (``<base_dir>/1``, then ``2``, ...; ``io_utils.save_saved_model_version``: a base holding
+    anything else is refused with an ``InputError`` naming ``flag``); returns the version
+    folder. ``kwargs`` go to ``SquadServingModule``."""
+    module = SquadServingModule(model, vocab_file, **kwargs)
+    return io_utils.save_saved_model_version(module, base_dir, module.signatures, flag)

@@ -212,7 +212,8 @@ def export_preprocessor(export_dir: str, vocab_file: str, do_lower_case: bool = 
     """Writes the preprocessor SavedModel (module docstring) for ``vocab_file``.
 
     Written under a temporary name beside ``export_dir``, then renamed into place (an existing
-    ``export_dir`` is replaced; its parent folder is created). Load it with
+    SavedModel ``export_dir`` is replaced; anything else there is refused with ``InputError``;
+    its parent folder is created: ``files.save_saved_model``). Load it with
     ``import tensorflow_text`` done first. Raises ``VocabError`` (an ``InputError``) for a
     missing or unusable vocab, ``InputError`` for a bad ``seq_length``.
     """

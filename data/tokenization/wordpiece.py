@@ -72,6 +72,37 @@ class VocabError(InputError):
     """A vocabulary file that cannot be used; the message names the file."""
 
 
+class MissingTokenError(VocabError, KeyError):
+    """A token looked up (``convert_tokens_to_ids``) that the vocab does not hold, e.g. a
+    ``[CLS]`` missing from a vocab file; a ``KeyError`` as the original's lookup raises, and a
+    ``VocabError`` naming the file and the token (one line in the tools)."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+def require_tokens(tokenizer, tokens: Iterable[str]) -> None:
+    """``MissingTokenError`` naming the tokenizer's vocab file and the first of ``tokens``
+    (e.g. ``[CLS]``, ``[SEP]``, ``[MASK]``) its vocab lacks: the check a tool makes when it
+    makes its tokenizer, before any work."""
+    missing = [token for token in tokens if token not in tokenizer.vocab]
+    if missing:
+        raise MissingTokenError(
+            "vocab file %s has no %s token (needed: %s)"
+            % (getattr(tokenizer, "vocab_file", "<vocab>"), missing[0], " ".join(tokens)))
+
+
+def _convert_tokens(tokenizer, tokens: Iterable[str]) -> List[int]:
+    """``convert_by_vocab(tokenizer.vocab, tokens)``; a token not in the vocab raises
+    ``MissingTokenError`` naming the vocab file (a KeyError, as the original)."""
+    try:
+        return convert_by_vocab(tokenizer.vocab, tokens)
+    except KeyError as e:
+        raise MissingTokenError("vocab file %s has no %s token"
+                                % (getattr(tokenizer, "vocab_file", "<vocab>"),
+                                   e.args[0] if e.args else "?")) from None
+
+
 # --------------------------------------------------------------------------
 # Decoding and character classes.
 # --------------------------------------------------------------------------
@@ -367,7 +398,7 @@ class FullTokenizer:
         return split_tokens
 
     def convert_tokens_to_ids(self, tokens: Iterable[str]) -> List[int]:
-        return convert_by_vocab(self.vocab, tokens)
+        return _convert_tokens(self, tokens)
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> List[str]:
         return convert_by_vocab(self.inv_vocab, ids)
@@ -774,7 +805,7 @@ class FastFullTokenizer:
             return self._rows(lines, False)
 
     def convert_tokens_to_ids(self, tokens: Iterable[str]) -> List[int]:
-        return convert_by_vocab(self.vocab, tokens)
+        return _convert_tokens(self, tokens)
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> List[str]:
         return convert_by_vocab(self.inv_vocab, ids)

@@ -5,7 +5,11 @@ Face folder out.
 format is ``output_format``: ``"tf1"`` (a checkpoint prefix, ``bert_config.json`` and, when the
 input has one, ``vocab.txt`` beside it: a Google release folder), ``"keras"`` (a model file,
 written atomically), ``"hf"`` (a folder: ``modeling.checkpoints.hf.write_hf_folder``) or
-``"auto"`` (``.keras`` for an output ending so, else TF1).
+``"auto"`` (``.keras`` for an output ending so, else TF1). A tf1 output name ending in a file
+extension (``out.h5``, ``out.json``, ``.safetensors``, ``.pt``, ``.bin`` ...) is refused: it would
+be written as ``out.h5.index``; a ``bert_config.json`` or ``vocab.txt`` of another model already
+beside a tf1 output is never overwritten (refused before anything is written; an identical one
+stays).
 
 HF -> TF1 and HF -> HF copy exactly the tensors of the file (no heads are invented; HF -> HF
 keeps the source ``config.json``'s other keys). Every other conversion goes through a Keras
@@ -22,6 +26,7 @@ from __future__ import annotations
 import os
 from typing import Optional, Sequence
 
+from bert_common.errors import InputError
 from bert_common.files import atomic_open, atomic_path
 from bert_common import files
 from modeling import checkpoints
@@ -37,15 +42,30 @@ MODEL_KINDS = ("auto", "bert", "pretraining", "classifier", "squad")
 CONFIG_NAME = "bert_config.json"
 
 
+def check_input(input_path: str) -> None:
+    """``CheckpointError`` naming what ``input_path`` lacks when it is no checkpoint at all: no
+    such path, or a folder without a TF1 checkpoint or Hugging Face weights (an empty folder is
+    reported as such, not as a missing config)."""
+    if not files.exists(input_path) and not files.exists(input_path + ".index"):
+        raise checkpoints.CheckpointError("%s: no such file, folder or checkpoint" % input_path)
+    if files.isdir(input_path) and not hf_import.is_hf_checkpoint(input_path):
+        from modeling.checkpoints.tf1 import _resolve_tf1_prefix
+
+        _resolve_tf1_prefix(input_path)  # CheckpointError: what the folder lacks
+
+
 def config_for(input_path: str, config_file: Optional[str],
                hidden_act: Optional[str] = None) -> BertConfig:
     """``config_file`` (Google's or HF's), else the ``config.json`` of an HF input, else the
-    ``bert_config.json`` beside the checkpoint (a Google release folder)."""
+    ``bert_config.json`` beside the checkpoint (a Google release folder). The input is checked
+    first (``check_input``)."""
+    check_input(input_path)
     if not config_file and not hf_import.is_hf_checkpoint(input_path):
         beside = os.path.join(input_folder(input_path), CONFIG_NAME)
         if not files.isfile(beside):
-            raise checkpoints.CheckpointError("%s: no bert_config.json beside the checkpoint "
-                                             "(--bert_config_file)" % input_path)
+            raise checkpoints.CheckpointError("%s: no bert_config.json beside the checkpoint: "
+                                             "give its config with --bert_config_file"
+                                             % input_path)
         config_file = beside
     if config_file:
         config = BertConfig.from_json_file(config_file)
@@ -80,8 +100,8 @@ def convert(input_path: str, output: str, config_file: Optional[str] = None,
         raise ValueError("output_format %r / model_kind %r" % (output_format, model_kind))
     if output_format == "auto":
         output_format = "keras" if output.endswith(".keras") else "tf1"
-    if not files.exists(input_path) and not files.exists(input_path + ".index"):
-        raise checkpoints.CheckpointError("%s: no such file, folder or checkpoint" % input_path)
+    check_output_name(output, output_format)
+    check_input(input_path)
     try:
         files.check_output_folder(output)  # an HF output folder itself is made if missing
     except OSError as e:
@@ -91,6 +111,8 @@ def convert(input_path: str, output: str, config_file: Optional[str] = None,
     if output_format == "hf" and not vocab_file:
         raise checkpoints.CheckpointError("%s: no vocab.txt beside the checkpoint: a Hugging "
                                          "Face folder needs one (--vocab_file)" % input_path)
+    if output_format == "tf1":  # never overwrite another model's files beside the output
+        check_google_folder_files(config, vocab_file, os.path.dirname(files.abspath(output)))
 
     copy_tensors = hf_import.is_hf_checkpoint(input_path) and model_kind == "auto"
     if copy_tensors and output_format in ("tf1", "hf"):
@@ -186,11 +208,72 @@ def _build_model(config: BertConfig, input_path: str, model_kind: str,
     return BertModel(config)
 
 
+# Endings of files that are not a TF1 checkpoint prefix (a prefix names the .index and
+# .data-* files written beside it): refused as a tf1 --output, which would write
+# "out.h5.index". Only .keras is a file output.
+FILE_EXTENSIONS = (".h5", ".hdf5", ".json", ".safetensors", ".pt", ".pth", ".bin", ".pb",
+                   ".pbtxt", ".onnx", ".npz", ".npy", ".pkl", ".pickle", ".msgpack", ".txt",
+                   ".tflite", ".zip", ".tar", ".gz", ".index", ".keras")
+_OUTPUTS = ("a TF1 checkpoint prefix (e.g. out/bert_model.ckpt: --output_format=tf1), a .keras "
+            "file (--output_format=keras) or a folder (--output_format=hf or tfhub)")
+
+
+def check_output_name(output: str, output_format: str) -> None:
+    """``CheckpointError`` for an output name the format cannot write: a tf1 prefix ending in a
+    file extension (``out.h5`` would become ``out.h5.index``), a keras output not ending in
+    ``.keras``."""
+    name = os.path.basename(output.rstrip("/"))
+    ending = os.path.splitext(name)[1].lower()
+    if output_format == "tf1" and (ending in FILE_EXTENSIONS or ".data-" in name):
+        raise checkpoints.CheckpointError(
+            "%s: a %s file is not an output of this tool; it writes %s"
+            % (output, ending or name, _OUTPUTS))
+    if output_format == "keras" and not name.endswith(".keras"):
+        raise checkpoints.CheckpointError("%s: a Keras model file must end in .keras; the "
+                                         "outputs are %s" % (output, _OUTPUTS))
+
+
+def _same_config(path: str, config: BertConfig) -> bool:
+    try:
+        return BertConfig.from_json_file(path) == config  # layer_norm_eps included
+    except InputError:
+        return False
+
+
+def _same_bytes(path: str, other: str) -> bool:
+    try:
+        with files.open(path, "rb") as a, files.open(other, "rb") as b:
+            return a.read() == b.read()
+    except OSError:
+        return False
+
+
+def check_google_folder_files(config: BertConfig, vocab_file: Optional[str],
+                              folder: str) -> None:
+    """``CheckpointError`` (before anything is written) when ``folder`` already holds a
+    ``bert_config.json`` of another model, or a ``vocab.txt`` other than ``vocab_file``: a TF1
+    output never overwrites them (an identical one stays as it is)."""
+    existing = os.path.join(folder, CONFIG_NAME)
+    if files.exists(existing) and not _same_config(existing, config):
+        raise checkpoints.CheckpointError(
+            "%s exists and differs from the config being written beside the checkpoint: not "
+            "overwritten; write to another folder (or remove it)" % existing)
+    target = os.path.join(folder, hf_import.VOCAB_NAME)
+    if vocab_file and files.exists(target) and not _same_bytes(target, vocab_file):
+        raise checkpoints.CheckpointError(
+            "%s exists and differs from %s (the vocab of the checkpoint being written): not "
+            "overwritten; write to another folder (or remove it)" % (target, vocab_file))
+
+
 def _write_google_folder_files(config: BertConfig, vocab_file: Optional[str], folder: str) -> None:
-    """``bert_config.json`` and (if absent there) the vocab beside a TF1 checkpoint, as in
-    Google's release folders."""
-    with atomic_open(os.path.join(folder, CONFIG_NAME)) as f:
-        f.write(config.to_json_string())
+    """``bert_config.json`` and the vocab beside a TF1 checkpoint, as in Google's release
+    folders; an identical one already there is left as it is, a different one is refused
+    (``check_google_folder_files``, called before the checkpoint is written)."""
+    check_google_folder_files(config, vocab_file, folder)
+    config_path = os.path.join(folder, CONFIG_NAME)
+    if not files.exists(config_path):
+        with atomic_open(config_path) as f:
+            f.write(config.to_json_string())
     target = os.path.join(folder, hf_import.VOCAB_NAME)
     if vocab_file and not files.exists(target):
         with files.open(vocab_file, "rb") as src, atomic_open(target, "wb") as dst:

@@ -19,9 +19,10 @@ from absl import logging
 
 from bert_common import files
 from modeling.checkpoints import hf
-from modeling.checkpoints.tf1 import (CheckpointError, LoadReport, _Source, checkpoint_reader,
+from modeling.checkpoints.tf1 import (CheckpointError, LoadReport, _Source, _first_line,
                                       _resolve_tf1_prefix, array_source, assign_tf1_values,
-                                      tf1_checkpoint_source, tf1_variable_map)
+                                      checkpoint_reader, read_tensor, tf1_checkpoint_source,
+                                      tf1_variable_map)
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 STEP_KEY = "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"
@@ -88,9 +89,14 @@ def _training_prefix(path: str):
         reader = checkpoint_reader(prefix)
         if not reader.has_tensor(OBJECT_GRAPH_KEY):
             return None
-        graph = trackable_object_graph_pb2.TrackableObjectGraph()
-        graph.ParseFromString(reader.get_tensor(OBJECT_GRAPH_KEY))
-    except (CheckpointError, tf.errors.OpError, ValueError, DecodeError):
+    except (CheckpointError, tf.errors.OpError, ValueError):
+        return None
+    # Held but unreadable: a damaged data file (CheckpointError naming it), not another format.
+    serialized = read_tensor(reader, prefix, OBJECT_GRAPH_KEY)
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    try:
+        graph.ParseFromString(serialized)
+    except DecodeError:
         return None
     # The root's children, not the variable keys: a variable is keyed by the first path the
     # saver finds (often optimizer/...), so a model reached second may own no "model/" key.
@@ -114,7 +120,7 @@ def checkpoint_step(path: str) -> int:
         except CheckpointError:
             return 0
     reader = checkpoint_reader(prefix)
-    return int(reader.get_tensor(key)) if reader.has_tensor(key) else 0
+    return int(read_tensor(reader, prefix, key)) if reader.has_tensor(key) else 0
 
 
 def _load_training_checkpoint(model, path: str) -> LoadReport:
@@ -122,7 +128,11 @@ def _load_training_checkpoint(model, path: str) -> LoadReport:
     import tensorflow as tf
 
     prefix = _training_prefix(path)
-    status = tf.train.Checkpoint(model=model).restore(prefix)
+    try:
+        status = tf.train.Checkpoint(model=model).restore(prefix)
+    except (tf.errors.OpError, IndexError) as e:  # a damaged or truncated data file
+        raise CheckpointError("%s: cannot read checkpoint (%s): its data file is damaged or "
+                              "truncated" % (prefix, _first_line(e))) from None
     try:
         status.assert_existing_objects_matched()
     except AssertionError:

@@ -230,11 +230,25 @@ def _resolve_tf1_prefix(path: str) -> str:
     if files.isdir(path):
         latest = tf.train.latest_checkpoint(path)
         if latest is None:
-            raise CheckpointError("%s: folder holds no TF checkpoint (no 'checkpoint' state "
-                                  "file)" % path)
+            raise CheckpointError(_no_checkpoint_in_folder(path))
         return latest
     raise CheckpointError("%s: no such checkpoint (expected %s.index and its data files)"
                           % (path, path))
+
+
+def _no_checkpoint_in_folder(folder: str) -> str:
+    """What a folder without a TF checkpoint state file lacks, in words (an empty folder is
+    not a missing config)."""
+    try:
+        names = sorted(name.rstrip("/") for name in files.listdir(folder))
+    except Exception:  # noqa: BLE001 - OSError or a tf.errors.* of a remote folder
+        names = []
+    prefixes = [name[:-len(".index")] for name in names if name.endswith(".index")]
+    if prefixes:
+        return ("%s: folder has no 'checkpoint' state file: give the checkpoint prefix, e.g. %s"
+                % (folder, os.path.join(folder, prefixes[-1])))
+    return ("%s: folder holds no checkpoint%s (no TF1 'checkpoint' state file or .index file, "
+            "no Hugging Face model.safetensors)" % (folder, "" if names else ": it is empty"))
 
 
 def checkpoint_reader(prefix: str):
@@ -248,8 +262,26 @@ def checkpoint_reader(prefix: str):
     return tf.compat.v1.train.NewCheckpointReader(prefix)
 
 
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def read_tensor(reader, prefix: str, name: str):
+    """``reader.get_tensor(name)``; a damaged or truncated data file (TensorFlow raises
+    ``IndexError: Read less bytes than requested``, ``DataLossError``, ...) is a
+    ``CheckpointError`` naming the checkpoint and the variable."""
+    import tensorflow as tf
+
+    try:
+        return reader.get_tensor(name)
+    except (tf.errors.OpError, IndexError, ValueError) as e:
+        raise CheckpointError("%s: cannot read variable %s (%s): the checkpoint's data file is "
+                              "damaged or truncated" % (prefix, name, _first_line(e))) from None
+
+
 def tf1_checkpoint_source(ckpt_prefix: str) -> _Source:
-    """Lazy reader of a TF1 (V2-format) checkpoint: names, shapes, tensors on demand."""
+    """Lazy reader of a TF1 (V2-format) checkpoint: names, shapes, tensors on demand (a tensor
+    that cannot be read raises ``CheckpointError``, see ``read_tensor``)."""
     import tensorflow as tf
 
     prefix = _resolve_tf1_prefix(ckpt_prefix)
@@ -257,10 +289,9 @@ def tf1_checkpoint_source(ckpt_prefix: str) -> _Source:
         reader = checkpoint_reader(prefix)
         shapes = {name: tuple(shape) for name, shape in
                   reader.get_variable_to_shape_map().items()}
-    except (tf.errors.OpError, ValueError) as e:
-        message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CheckpointError("%s: cannot read checkpoint (%s)" % (prefix, message)) from None
-    return _Source(prefix, shapes, reader.get_tensor)
+    except (tf.errors.OpError, IndexError, ValueError) as e:
+        raise CheckpointError("%s: cannot read checkpoint (%s)" % (prefix, _first_line(e))) from None
+    return _Source(prefix, shapes, lambda name: read_tensor(reader, prefix, name))
 
 
 def array_source(description: str, arrays: Mapping[str, np.ndarray]) -> _Source:

@@ -104,7 +104,7 @@ def run_pipeline(root: str, inputs: dict, run=run_tool, pretrain=None,
         "--task_name=mrpc", "--data_dir=%s" % inputs["mrpc"], "--output_dir=%s/mrpc" % root,
         "--do_train", "--do_eval", "--do_predict", "--train_batch_size=8",
         "--num_train_epochs=1", "--save_checkpoints_steps=1", "--keep_checkpoint_max=1",
-        "--export_dir=%s/models/mrpc/1" % root])
+        "--export_dir=%s/models/mrpc" % root])  # TF Serving's base path: writes version 1
     ok(run_squad, common + [
         "--do_predict", "--predict_file=%s" % inputs["squad"], "--output_dir=%s/squad_out" % root,
         "--doc_stride=24", "--max_query_length=16"])

@@ -46,13 +46,14 @@ def trained(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("run_classifier")
     data_dir = _slice(MRPC, tmp / "mrpc", {"train": 32, "dev": 24, "test": 20})
     out = tmp / "out"
-    export = tmp / "models" / "mrpc" / "1"
+    base = tmp / "models" / "mrpc"  # TF Serving's model base path: the export is version 1
     code, err = _run_in_process(_base_flags(data_dir, out) + [
         "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"), "--do_train", "--do_eval",
         "--do_predict", "--train_batch_size=8", "--num_train_epochs=1", "--save_checkpoints_steps=2",
-        "--export_dir=%s" % export])
+        "--export_dir=%s" % base])
     assert code == 0, err[-3000:]
-    return {"data_dir": data_dir, "out": str(out), "export": str(export), "stderr": err,
+    assert os.listdir(base) == ["1"]
+    return {"data_dir": data_dir, "out": str(out), "export": str(base / "1"), "stderr": err,
             "eval_results": _read_results(os.path.join(out, "eval_results.txt"))}
 
 

@@ -64,7 +64,8 @@ def trained(data_dir, tmp_path_factory):
                            "--eval_batch_size=16", "--iterations_per_loop=5",
                            "--export_dir=%s" % export))
     assert code == 0, err[-3000:]
-    return out, export, err
+    assert os.listdir(export) == ["1"]  # TF Serving's layout: the export is version 1
+    return out, export / "1", err
 
 
 def test_train_lowers_loss_and_eval_is_conlleval_of_the_predictions(trained, data_dir):

@@ -79,8 +79,8 @@ def test_train_predict_export_v2(tmp_path):
     assert json.loads(proc.stdout.splitlines()[0]) == scores
     assert "best null_score_diff_threshold" in proc.stdout
 
-    assert not [n for n in os.listdir(tmp_path) if n.startswith(".export")]  # no temporary left
-    serve = tf.saved_model.load(str(export)).signatures["serving_default"]
+    assert os.listdir(export) == ["1"]  # TF Serving's layout: version 1, no temporary left
+    serve = tf.saved_model.load(str(export / "1")).signatures["serving_default"]
     contexts = ["Caf\u00e9 owners in   Paris\u202fsold 1,000 cups (in 2019).", ""]
     result = serve(question=tf.constant(["How many cups?", "Anything?"]), context=tf.constant(contexts))
     text = result["answer_text"].numpy()[0].decode("utf-8")

@@ -195,3 +195,135 @@ def test_missing_checkpoint_is_a_checkpoint_error(tmp_path):
     with pytest.raises(CheckpointError, match="no such file, folder or checkpoint"):
         hub.export_hub(str(tmp_path / "nothing"), str(tmp_path / "out"),
                        config_file=CONFIG, vocab_file=paths.GOLDEN_VOCAB)
+
+
+# ----------------------------------------------------------- the encoder's input checks
+
+
+@pytest.fixture(scope="module")
+def loaded_encoder(exported):
+    import tensorflow as tf
+
+    out, _ = exported
+    return tf.saved_model.load(os.path.join(out, "encoder"))
+
+
+def _hub_ids(batch, length, ids=5, mask=1, types=0):
+    import tensorflow as tf
+
+    return {"input_word_ids": tf.fill([batch, length], ids),
+            "input_mask": tf.fill([batch, length], mask),
+            "input_type_ids": tf.fill([batch, length], types)}
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"input_mask": (3, 6, 1)}, "input_mask must have the shape of input_word_ids"),
+    ({"input_type_ids": (2, 5, 0)}, "input_type_ids must have the shape of input_word_ids"),
+    ({"input_mask": (2, 6, 7)}, "input_mask values must be 0 or 1"),
+    ({"input_word_ids": (2, 6, 30522)},
+     r"input_word_ids values must be in \[0, vocab_size=30522\)"),
+    ({"input_word_ids": (2, 6, -1)}, r"input_word_ids values must be in \[0, vocab_size=30522\)"),
+    ({"input_type_ids": (2, 6, 2)}, r"input_type_ids values must be in \[0, type_vocab_size=2\)"),
+    ({"input_word_ids": (2, 0, 5), "input_mask": (2, 0, 1), "input_type_ids": (2, 0, 0)},
+     "a row needs at least one position"),
+    ({"input_word_ids": (1, 129, 5), "input_mask": (1, 129, 1), "input_type_ids": (1, 129, 0)},
+     "max_position_embeddings=128"),
+])
+def test_encoder_rejects_inconsistent_inputs(loaded_encoder, change, message):
+    import tensorflow as tf
+
+    inputs = _hub_ids(2, 6)
+    for name, (batch, length, value) in change.items():
+        inputs[name] = tf.fill([batch, length], value)
+    for call in (lambda: loaded_encoder(inputs, training=False),
+                 lambda: loaded_encoder.signatures["serving_default"](**inputs)):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            call()
+
+
+@pytest.mark.parametrize("length", [0, 5])
+def test_encoder_answers_an_empty_batch_with_empty_outputs(loaded_encoder, length):
+    hidden = modeling.BertConfig.from_json_file(CONFIG).hidden_size
+    for training in (False, True):
+        out = loaded_encoder(_hub_ids(0, length), training=training)
+        assert out["pooled_output"].shape == (0, hidden)
+        assert out["default_output"].shape == (0, hidden)
+        assert out["sequence_output"].shape == (0, length, hidden)
+        assert [x.shape for x in out["encoder_outputs"]] == [(0, length, hidden)] * 2
+    flat = loaded_encoder.signatures["serving_default"](**_hub_ids(0, length))
+    assert flat["pooled_output"].shape == (0, hidden)
+    assert flat["encoder_outputs_1"].shape == (0, length, hidden)
+
+
+def test_encoder_serves_valid_inputs_with_padding(loaded_encoder, bert_model):
+    import tensorflow as tf
+
+    inputs = _hub_ids(2, 6)
+    inputs["input_mask"] = tf.constant([[1] * 6, [1] * 2 + [0] * 4])
+    got = loaded_encoder(inputs, training=False)["pooled_output"].numpy()
+    want = bert_model({"input_ids": inputs["input_word_ids"], "input_mask": inputs["input_mask"],
+                       "segment_ids": inputs["input_type_ids"]}, training=False)["pooled_output"]
+    np.testing.assert_allclose(got, want.numpy(), atol=1e-5, rtol=0)
+
+
+# ------------------------------------------------------- what --output_format=tfhub replaces
+
+
+def _tree(root):
+    found = {}
+    for folder, dirs, names in os.walk(root):
+        for name in dirs + names:
+            path = os.path.join(folder, name)
+            if name in names:
+                with open(path, "rb") as f:
+                    found[os.path.relpath(path, root)] = f.read()
+            else:
+                found[os.path.relpath(path, root)] = None
+    return found
+
+
+@pytest.mark.parametrize("blocked", [hub.ENCODER_DIR, hub.PREPROCESSOR_DIR])
+def test_a_destination_that_is_not_a_saved_model_is_refused(tmp_path, blocked):
+    out = tmp_path / "out"
+    (out / blocked).mkdir(parents=True)
+    (out / blocked / "notes.txt").write_text("the user's\n")
+    before = _tree(tmp_path)
+    with pytest.raises(InputError, match="not a SavedModel") as error:
+        hub.export_hub(CKPT, str(out), config_file=CONFIG, vocab_file=paths.GOLDEN_VOCAB)
+    message = str(error.value)
+    assert "\n" not in message and str(out / blocked) in message and "--output" in message
+    assert _tree(tmp_path) == before  # neither SavedModel written
+
+
+def test_output_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "out").write_text("x")
+    with pytest.raises(InputError, match="--output=.* is a file"):
+        hub.export_hub(CKPT, str(tmp_path / "out"), config_file=CONFIG,
+                       vocab_file=paths.GOLDEN_VOCAB)
+    assert (tmp_path / "out").read_text() == "x"
+
+
+def test_both_saved_models_are_replaced_together_or_not_at_all(exported, tmp_path):
+    import errno
+
+    from bert_common import files
+
+    out = tmp_path / "out"
+    shutil.copytree(exported[0], out)
+    before = _tree(tmp_path)
+
+    def disk_full(event, path):  # the preprocessor's rename fails, after the encoder's
+        if event == "commit" and path.endswith(hub.PREPROCESSOR_DIR):
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    args = dict(config_file=CONFIG, vocab_file=paths.GOLDEN_VOCAB, seq_length=SEQ + 1)
+    with files.inject_faults(disk_full):
+        with pytest.raises(OSError, match="No space left"):
+            hub.export_hub(CKPT, str(out), **args)
+    assert _tree(tmp_path) == before  # both previous SavedModels, nothing staged left
+    hub.export_hub(CKPT, str(out), **args)  # existing SavedModels are replaced
+    assert sorted(os.listdir(out)) == [hub.ENCODER_DIR, hub.PREPROCESSOR_DIR]
+    import tensorflow as tf
+
+    preprocessor = tf.saved_model.load(str(out / hub.PREPROCESSOR_DIR))
+    assert preprocessor(tf.constant(["hello"]))["input_word_ids"].shape == (1, SEQ + 1)

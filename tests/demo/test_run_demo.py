@@ -20,7 +20,7 @@ def test_demo_runs_every_stage(tmp_path):
     for path in ("vocab.txt", "bert_config.json", "pretraining_data.tfrecord",
                  "pretrain/eval_results.txt", "pretrain/export/bert_model.ckpt.index",
                  "classifier/eval_results.txt", "classifier/test_results.tsv",
-                 "serving/saved_model.pb"):
+                 "serving/1/saved_model.pb"):
         assert (out / path).exists(), path
     # The query stage printed one prediction per sentence, with a label from the review set.
     answers = [line for line in proc.stdout.splitlines() if "-> " in line and "p=[" in line]
@@ -28,5 +28,9 @@ def test_demo_runs_every_stage(tmp_path):
     assert all((" positive " in a or " negative " in a) for a in answers)
     with open(out / "classifier" / "test_results.tsv") as f:
         assert len(f.read().strip().split("\n")) == 40
+    # The export is version 1 of TF Serving's model base path serving/, which the query used.
+    assert os.listdir(out / "serving") == ["1"]
+    assert "exported: %s" % (out / "serving" / "1") in proc.stdout
+    assert "querying the SavedModel %s" % (out / "serving" / "1") in proc.stdout
     # Nothing half-written is left behind (atomic writes use hidden temporary names).
     assert not [p for p in os.listdir(out) if p.startswith(".")]
