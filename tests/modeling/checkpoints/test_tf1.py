@@ -94,7 +94,7 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
     model = BertModel(_config())
     with pytest.raises(CheckpointError, match="no such checkpoint"):
         checkpoints.load_tf1_checkpoint(model, str(tmp_path / "nothing.ckpt"))
-    with pytest.raises(CheckpointError, match="no TF checkpoint"):
+    with pytest.raises(CheckpointError, match="holds no checkpoint"):
         checkpoints.load_tf1_checkpoint(model, str(tmp_path))
     (tmp_path / "broken.ckpt.index").write_bytes(b"not an index")
     with pytest.raises(CheckpointError, match="cannot read checkpoint"):
