@@ -115,7 +115,8 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
         total = sum(r["instances"] for r in results)
         if total == 0:
             raise pretraining_corpus.CorpusError(
-                "the input files have no text (no line with a token): nothing to write")
+                "the input files have no text (no line with a token): %s: nothing to write"
+                % pretraining_corpus.name_files(input_files))
         _log(fv, "wrote %d instances with %d workers in %.1fs"
              % (total, fv.num_workers, time.perf_counter() - start))
         return total
@@ -124,7 +125,7 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
 
     corpus = pretraining_corpus.read_corpus(input_files, tokenizer, fv.show_progress)
     del tokenizer  # its caches are not needed any more (``vocab`` has the ids)
-    _check_corpus(corpus)
+    _check_corpus(corpus, input_files)
     written = pretraining_fast.write_records(corpus, vocab, output_files,
                                              show_progress=fv.show_progress, **settings)
     _log(fv, "wrote %d instances (%d documents, %d sentences) to %s in %.1fs"
@@ -133,12 +134,12 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
     return written
 
 
-def _check_corpus(corpus) -> None:
-    from data.pretraining.corpus import CorpusError
+def _check_corpus(corpus, input_files) -> None:
+    from data.pretraining.corpus import CorpusError, name_files
 
     if corpus.num_documents == 0:
-        raise CorpusError("the input files have no text (no line with a token): nothing to "
-                          "write")
+        raise CorpusError("the input files have no text (no line with a token): %s: nothing "
+                          "to write" % name_files(input_files))
     if int(corpus.document_sentence_counts().max()) < 2:
         runner.warn(TOOL, "no document has two sentences, so every instance pairs its "
                     "sentence with one of a random document (label 1), as the original does")

@@ -133,10 +133,7 @@ def extract(input_file: str, output_file: str, bert_config_file: str, init_check
     tokenizer = tokenization.FastFullTokenizer(vocab_file, do_lower_case=do_lower_case)
     # Every input is [CLS] a [SEP] (b [SEP]): a vocab without them fails before any work.
     tokenization.require_tokens(tokenizer, (special_tokens.CLS, special_tokens.SEP))
-    try:
-        examples = read_examples(input_file)
-    except OSError as e:
-        raise FlagError("--input_file=%s: cannot read (%s)" % (input_file, e.strerror)) from None
+    examples = read_examples(input_file)  # strict UTF-8: a SentenceFileError names file:line
     if not any(e.text_a or e.text_b for e in examples):
         raise FlagError("--input_file=%s has no text to extract features from (%s)"
                         % (input_file, "blank lines only" if examples else "an empty file"))

@@ -69,7 +69,8 @@ def split_file(flag_values, split: str, names: Sequence[str]) -> str:
     explicit = getattr(flag_values, "%s_file" % split)
     if explicit:
         if not files.isfile(explicit):
-            raise FlagError("--%s_file=%s: no such file" % (split, explicit))
+            raise FlagError("--%s_file=%s: %s" % (split, explicit, "a folder, not a file"
+                                                  if files.isdir(explicit) else "no such file"))
         return explicit
     data_dir = flag_values.data_dir
     if not data_dir:
@@ -80,6 +81,8 @@ def split_file(flag_values, split: str, names: Sequence[str]) -> str:
         path = os.path.join(data_dir, name)
         if files.isfile(path):
             return path
+        if files.isdir(path):
+            raise FlagError("--data_dir=%s: %s is a folder, not a file" % (data_dir, name))
     raise FlagError("--data_dir=%s has no %s split (expected %s)"
                     % (data_dir, split, " or ".join(names)))
 

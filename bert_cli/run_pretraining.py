@@ -178,32 +178,6 @@ def export_for_finetuning(model, fv, global_step: int) -> str:
     return prefix
 
 
-def damaged_record_file(files, error) -> Exception:
-    """The ``PretrainingDataError`` for a ``DataLossError`` met while reading ``files`` (a
-    record file truncated or corrupted part-way: only found when the reader gets there): the
-    files are read through, in order, to name the first damaged one and where."""
-    import re
-
-    import numpy as np
-    import tensorflow as tf
-
-    from data.pretraining.dataset import PretrainingDataError
-
-    def reason(e) -> str:
-        text = getattr(e, "message", None) or str(e)
-        match = re.search(r"(corrupted|truncated) record at \d+", text)
-        return match.group(0) if match else text.strip().splitlines()[0]
-
-    for path in files:
-        try:
-            tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda n, _: n + 1)
-        except tf.errors.OpError as e:
-            return PretrainingDataError("%s: damaged TFRecord file (%s): recreate it (e.g. with "
-                                        "create_pretraining_data.py)" % (path, reason(e)))
-    return PretrainingDataError("--input_file=%s: a damaged TFRecord file (%s)"
-                                % (",".join(files), reason(error)))
-
-
 def check_batches(fv, replicas: int) -> None:
     """Global batches that split evenly over replicas (and micro-batches)."""
     if fv.do_train:
@@ -330,7 +304,7 @@ def run(fv) -> Optional[Dict[str, float]]:
             global_step = trainer.train(
                 training_data() if fv.deterministic else training_data).global_step
         except tf.errors.DataLossError as e:  # a record file damaged part-way
-            raise damaged_record_file(files, e) from None
+            raise pd.damaged_record_error(files, e) from None
         if chief:
             export_for_finetuning(trainer.model, fv, global_step)
 
@@ -338,7 +312,7 @@ def run(fv) -> Optional[Dict[str, float]]:
         try:
             return evaluate(fv, trainer.model, files, strategy, global_step, chief)
         except tf.errors.DataLossError as e:
-            raise damaged_record_file(files, e) from None
+            raise pd.damaged_record_error(files, e) from None
     return None
 
 

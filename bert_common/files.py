@@ -214,10 +214,12 @@ def read_text(path: str) -> str:
 def read_utf8(path: str, error: Callable[[str], Exception], *, strip_bom: bool = True) -> str:
     """The text of the input file ``path`` (local or URL), strict UTF-8 (a leading BOM dropped
     with ``strip_bom``). Raises ``error(message)`` (the reader's own ``InputError`` class) with
-    one line: ``<path>: no such file``, ``<path>: cannot read (<reason>)`` or
+    one line: ``<path>: no such file``, ``<path> is a folder, not a file``,
+    ``<path>: cannot read (<reason>)`` or
     ``<path>:<line>: not valid UTF-8 (byte offset <n>)``."""
     if not isfile(path):
-        raise error("%s: no such file" % path)
+        raise error("%s is a folder, not a file" % path if isdir(path)
+                    else "%s: no such file" % path)
     try:
         with open(path, "rb") as f:
             raw = f.read()

@@ -14,11 +14,15 @@ import re
 from typing import Iterator, List, Optional
 
 from bert_common import files as io_utils
+from bert_common.errors import InputError
 from data.glue.features import _truncate_seq_pair
 from data.tokenization import special_tokens
-from data.tokenization import wordpiece as tokenization
 
 _PAIR_RE = re.compile(r"^(.*) \|\|\| (.*)$")
+
+
+class SentenceFileError(InputError):
+    """An input file of ``extract_features.py`` that cannot be read (the message names it)."""
 
 
 @dataclasses.dataclass
@@ -40,16 +44,20 @@ class InputFeatures:
 
 
 def read_examples(input_file: str) -> List[InputExample]:
-    """Reads every line (bytes, UTF-8 with errors ignored) as one example."""
+    """Reads every line as one example. The text must be UTF-8: the original (Python 3) stops
+    with a ``UnicodeDecodeError`` traceback on other bytes; here it is a ``SentenceFileError``
+    naming the file and line."""
+    text = io_utils.read_utf8(input_file, SentenceFileError, strip_bom=False)
+    lines = text.split("\n")  # lines end at "\n" only, as the original's readline
+    if lines[-1] == "":
+        lines.pop()
     examples = []
-    with io_utils.open(input_file, "rb") as reader:
-        for unique_id, raw in enumerate(reader):
-            line = tokenization.convert_to_unicode(raw).strip()
-            match = _PAIR_RE.match(line)
-            if match is None:
-                examples.append(InputExample(unique_id, line))
-            else:
-                examples.append(InputExample(unique_id, match.group(1), match.group(2)))
+    for unique_id, line in enumerate(lines):
+        match = _PAIR_RE.match(line.strip())
+        if match is None:
+            examples.append(InputExample(unique_id, line.strip()))
+        else:
+            examples.append(InputExample(unique_id, match.group(1), match.group(2)))
     return examples
 
 

@@ -153,12 +153,9 @@ class BertConfig:
     @classmethod
     def from_json_file(cls, json_file: str) -> "BertConfig":
         """Reads a Google ``bert_config.json`` (or a Hugging Face ``config.json``)."""
-        if not files.isfile(json_file):
+        if not files.exists(json_file):
             raise ConfigError("%s: config file not found" % json_file)
-        try:
-            text = files.read_text(json_file)
-        except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError("%s: cannot read config file (%s)" % (json_file, e)) from None
+        text = files.read_utf8(json_file, ConfigError)
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as e:

@@ -194,6 +194,8 @@ class DataProcessor:
         path = os.path.join(data_dir, file_name)
         if not io_utils.isdir(data_dir):
             raise ClassifierDataError("--data_dir %s: no such directory" % data_dir)
+        if io_utils.isdir(path):
+            raise ClassifierDataError("%s is a folder, not the %s split's file" % (path, split))
         if not io_utils.isfile(path):
             raise ClassifierDataError("%s: no %s split in --data_dir (expected file %s)"
                                       % (path, split, file_name))

@@ -126,6 +126,12 @@ def expand_input_patterns(patterns: Union[str, Sequence[str]]) -> List[str]:
     return files
 
 
+def name_files(files: Sequence[str], most: int = 3) -> str:
+    """``files`` for a message: ``a, b, c`` or ``a, b, c and 7 more``."""
+    shown = ", ".join(files[:most])
+    return shown if len(files) <= most else "%s and %d more" % (shown, len(files) - most)
+
+
 def _line_number(path: str, offset: int) -> int:
     """1-based number of the line that starts at byte ``offset`` of ``path``."""
     count = 1

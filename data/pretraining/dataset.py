@@ -27,6 +27,7 @@ the global stream's, cut into per-replica pieces (every global batch is split, n
 
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Optional, Sequence
 
 import tensorflow as tf
@@ -50,13 +51,40 @@ def input_files(pattern_list: str) -> List[str]:
     return files
 
 
+def op_error_reason(error: Exception) -> str:
+    """The reader's own words in a ``tf.errors.OpError`` (``corrupted record at 0``,
+    ``truncated record at 123``), without TensorFlow's op and function names."""
+    text = getattr(error, "message", None) or str(error)
+    match = re.search(r"(corrupted|truncated) record at \d+", text)
+    if match:
+        return match.group(0)
+    text = re.sub(r"\{\{[^}]*\}\}|\[Op:[^\]]*\]( name: ?\S*)?", "", text)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+def damaged_record_error(files: Sequence[str], error: Exception) -> PretrainingDataError:
+    """The error for a ``DataLossError`` met while reading ``files`` (a record file truncated
+    or corrupted part-way is only found when the reader gets there): the files are read
+    through, in order, to name the first damaged one and where."""
+    import numpy as np
+
+    for path in files:
+        try:
+            tf.data.TFRecordDataset(path).reduce(np.int64(0), lambda n, _: n + 1)
+        except tf.errors.OpError as e:
+            return PretrainingDataError("%s: damaged TFRecord file (%s): recreate it (e.g. with "
+                                        "create_pretraining_data.py)" % (path, op_error_reason(e)))
+    return PretrainingDataError("--input_file=%s: a damaged TFRecord file (%s)"
+                                % (",".join(files), op_error_reason(error)))
+
+
 def _first_example(path: str):
     try:
         for raw in tf.data.TFRecordDataset(path).take(1):
             return tf.train.Example.FromString(raw.numpy())
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
         raise PretrainingDataError("%s: not a readable TFRecord file (%s)"
-                                   % (path, e.message.splitlines()[0])) from None
+                                   % (path, op_error_reason(e))) from None
     except Exception as e:  # protobuf DecodeError and friends
         raise PretrainingDataError("%s: first record is not a tf.train.Example (%s)"
                                    % (path, type(e).__name__)) from None
@@ -74,6 +102,9 @@ def check_input_files(files: Sequence[str], max_seq_length: int,
     for path in files:
         if not tf.io.gfile.exists(path):
             raise PretrainingDataError("%s: no such file" % path)
+        if tf.io.gfile.isdir(path) and not tf.io.gfile.glob(path + ".*"):
+            # (ram:// tells a file prefix a folder: only a folder with no files beside it is)
+            raise PretrainingDataError("%s is a folder, not a TFRecord file" % path)
         example = _first_example(path)
         if example is None:
             continue

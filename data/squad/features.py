@@ -111,13 +111,14 @@ def split_doc_tokens(paragraph_text: str):
 
 def _load_squad_data(input_file: str) -> list:
     """The ``data`` list of a SQuAD JSON file, or a one-line SquadFormatError."""
+    text = io_utils.read_utf8(input_file, SquadFormatError, strip_bom=False)
+    if not text.strip():
+        raise SquadFormatError("%s: the file is empty" % input_file)
     try:
-        with io_utils.open(input_file, "r", encoding="utf-8") as reader:
-            root = json.load(reader)
-    except OSError as e:
-        raise SquadFormatError("%s: cannot read SQuAD file: %s" % (input_file, e.strerror or e)) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise SquadFormatError("%s: not valid JSON: %s" % (input_file, e)) from None
+        root = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SquadFormatError("%s:%d: not valid JSON (%s)"
+                               % (input_file, e.lineno, e.msg)) from None
     if not isinstance(root, dict) or "data" not in root:
         raise SquadFormatError("%s: not a SQuAD file: no top-level 'data' list" % input_file)
     if not isinstance(root["data"], list):

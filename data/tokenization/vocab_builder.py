@@ -340,6 +340,9 @@ def build_vocab_files(input_patterns: str | Sequence[str], output_file: str, voc
             progress.update(done["MB"], "%d lines, %d words" % (n, words))
 
     counts = count_words(lines(), do_lower_case, on_line)
+    if not counts:
+        raise VocabBuildError("the text has no words (%s): nothing to learn a vocab from"
+                              % corpus_reader.name_files(input_files))
     progress.update(megabytes, "%d lines, %d words" % (done["lines"], done["words"]),
                     force=True)
     learned = learn_vocab_from_counts(counts, vocab_size, num_unused, reserved_tokens)

@@ -189,7 +189,8 @@ def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
       VocabError: the file is missing, empty, not UTF-8, or lacks ``[UNK]``.
     """
     if not io_utils.isfile(vocab_file):
-        raise VocabError("vocab file %s: no such file" % vocab_file)
+        raise VocabError("vocab file %s: %s" % (vocab_file, "a folder, not a file" if
+                                                io_utils.isdir(vocab_file) else "no such file"))
     with io_utils.open(vocab_file, "rb") as f:
         raw = f.read()
     try:

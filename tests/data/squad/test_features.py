@@ -351,7 +351,7 @@ def test_missing_and_invalid_files_are_clear_errors(tmp_path):
         squad.read_squad_examples(str(tmp_path / "nope.json"), is_training=False)
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
-    with pytest.raises(squad.SquadFormatError, match="bad.json: not valid JSON"):
+    with pytest.raises(squad.SquadFormatError, match="bad.json:1: not valid JSON"):
         squad.read_squad_examples(str(bad), is_training=False)
 
 
