@@ -12,14 +12,22 @@ into the library; it raises ``InputError`` for bad input), and ends with::
 ``run_main`` turns an ``InputError`` (any library error type: they all subclass it) or an
 ``OSError`` into ``<tool>: error: <message>`` on stderr and exit status ``EXIT_BAD_INPUT`` (1,
 as absl's own flag errors); anything else is a bug and keeps its traceback. ``start`` lists every
-flag of the tool, the shared ones included, in ``--help``.
+flag of the tool, the shared ones included, in ``--help``. With ``BERT_TRACEBACK=1`` in the
+environment every error keeps its traceback (for a bug report about a one-line error).
+
+A successful run of a tool with ``--output_dir`` ends by writing ``run_outputs.json`` there
+(``mark_outputs``): what this run wrote, and the result files beside them that an earlier run
+left (named in a warning too), so that old scores are never taken for new ones.
 """
 
 from __future__ import annotations
 
+import datetime
+import json
 import os
+import re
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, List, Sequence
 
 from absl import app, flags
 
@@ -43,14 +51,73 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
     """``run(flag_values)``, with bad input reported as one line and exit status 1."""
     if len(argv) > 1:
         fail(tool, "unexpected arguments: %s" % " ".join(argv[1:]))
+    from bert_common import files
+
+    keep_traceback = os.environ.get("BERT_TRACEBACK", "") not in ("", "0")
     try:
-        return run(flag_values)
+        with files.recording_writes() as written:
+            result = run(flag_values)
+        output_dir = flag_values["output_dir"].value if "output_dir" in flag_values else None
+        if output_dir and _is_chief_process() and files.isdir(output_dir):
+            mark_outputs(tool, output_dir, written)
+        return result
     except (InputError, OSError) as e:
+        if keep_traceback:
+            raise
         fail(tool, e)
     except Exception as e:  # noqa: BLE001
-        if not _is_tf_error(e):
+        if keep_traceback or not _is_tf_error(e):
             raise  # a bug: the traceback is what its report needs
         fail(tool, _reason(e))  # e.g. a gs:// object not found or not readable
+
+
+RUN_OUTPUTS = "run_outputs.json"
+# Files of --output_dir that are not results: training state (checkpoints, the step log,
+# TensorBoard files), cached inputs (TFRecords), the model's files, hidden temporaries.
+_NOT_RESULTS = re.compile(r"^(checkpoint|.*\.index|.*\.data-\d{5}-of-\d{5}|.*\.tf_?record"
+                          r"|events\.out\.tfevents\..*|train_steps\.jsonl|bert_config\.json"
+                          r"|vocab\.txt|labels\.txt|%s|\..*)$" % re.escape(RUN_OUTPUTS))
+
+
+def mark_outputs(tool: str, output_dir: str, written: Sequence[str]) -> List[str]:
+    """Writes ``<output_dir>/run_outputs.json``: ``{"tool", "finished" (UTC),
+    "written": [this run's outputs in output_dir, relative], "earlier": [result files there
+    that this run did not write]}``; warns about ``earlier`` ones; returns them."""
+    from bert_common import files
+
+    root = files.abspath(output_dir)
+    mine = sorted(os.path.relpath(p, root) for p in set(written)
+                  if p.startswith(root.rstrip("/") + "/"))
+    earlier = []
+    for name in sorted(files.listdir(output_dir)):
+        path = os.path.join(root, name.rstrip("/"))
+        if (name.endswith("/") or _NOT_RESULTS.match(name) or path in written
+                or files.isdir(path)):
+            continue
+        earlier.append(name)
+    record = {"tool": tool, "finished": datetime.datetime.now(datetime.timezone.utc)
+              .strftime("%Y-%m-%dT%H:%M:%SZ"), "written": mine, "earlier": earlier}
+    with files.atomic_open(os.path.join(output_dir, RUN_OUTPUTS)) as f:
+        json.dump(record, f, indent=1)
+        f.write("\n")
+    if earlier:
+        warn(tool, "%s in %s: left by an earlier run, not written by this one (%s lists this "
+                   "run's outputs)" % (", ".join(earlier), output_dir, RUN_OUTPUTS))
+    return earlier
+
+
+def _is_chief_process() -> bool:
+    """False for the workers of a multi-worker cluster other than the chief (``TF_CONFIG``:
+    task ``chief``, else ``worker`` 0 of a cluster without one); they do not mark outputs."""
+    try:
+        config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    except ValueError:
+        return True
+    task, cluster = config.get("task") or {}, config.get("cluster") or {}
+    kind, index = task.get("type"), int(task.get("index", 0) or 0)
+    if not kind or kind == "chief":
+        return True
+    return kind == "worker" and index == 0 and "chief" not in cluster
 
 
 def _is_tf_error(e: BaseException) -> bool:

@@ -384,9 +384,27 @@ def _staging_dir(path: str) -> str:
     return staging
 
 
+_RECORDERS: List[List[str]] = []  # the lists of ``recording_writes`` blocks now open
+
+
 def _move_into_place(tmp: str, path: str) -> None:
     fault_point("commit", path)
     rename(tmp, path)
+    for written in _RECORDERS:
+        written.append(abspath(path))
+
+
+@contextlib.contextmanager
+def recording_writes() -> Iterator[List[str]]:
+    """Yields a list that collects the final path (absolute) of every output this process
+    puts in place through this module while the block runs (``atomic_*`` writers, several
+    outputs written together)."""
+    written: List[str] = []
+    _RECORDERS.append(written)
+    try:
+        yield written
+    finally:
+        _RECORDERS.remove(written)
 
 
 def _remove_quietly(path: str) -> None:

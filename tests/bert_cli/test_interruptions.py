@@ -1,7 +1,11 @@
 """kill -9 at several points of create_pretraining_data, run_classifier and run_squad: never a
 partial output under a final name (each output is absent, or equal to an uninterrupted run's),
 and a rerun into the same folder removes the killed run's temporaries and gives the same outputs
-as the uninterrupted run. (Resuming a killed training run is tested in test_run_classifier.py.)"""
+as the uninterrupted run. (Resuming a killed training run is tested in test_run_classifier.py.)
+
+The uninterrupted run and the killed ones are processes (the kill points are fractions of a
+process's wall time); the reruns run the tool's ``main`` in this process (another pid: the
+killed process's temporaries are those of a dead process, as for a rerun from a shell)."""
 
 import os
 import signal
@@ -11,9 +15,11 @@ import time
 
 import pytest
 
+from bert_cli import create_pretraining_data, run_classifier, run_squad
 from tests import paths
 from tests.bert_cli.test_run_classifier import MRPC, _slice as slice_glue
 from tests.bert_cli.test_run_squad import SQUAD, _slice as slice_squad
+from tests.support.tools import run_tool
 
 ROOT = paths.ROOT
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
@@ -23,8 +29,19 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
 FRACTIONS = (0.5, 0.85, 0.97)
 
 
-def _command(script, argv):
-    return [sys.executable, os.path.join(ROOT, script)] + list(argv)
+class Tool:
+    """One tool's command: ``command(out)`` (argv of a process) and ``rerun(out)`` (its
+    ``main`` in this process, on the same flags)."""
+
+    def __init__(self, script, module, make_argv):
+        self.script, self.module, self.make_argv = script, module, make_argv
+
+    def command(self, out):
+        return [sys.executable, os.path.join(ROOT, self.script)] + list(self.make_argv(out))
+
+    def rerun(self, out):
+        result = run_tool(self.module, self.make_argv(out))
+        assert result.code == 0, result.stderr[-3000:]
 
 
 def _run(command):
@@ -64,20 +81,20 @@ def _temporaries(folder):
     return [n for n in os.listdir(folder) if n.startswith(".") and n.endswith(".tmp")]
 
 
-def _check_interrupted_then_rerun(make_command, outputs, tmp_path):
-    """``make_command(out_dir)``; ``outputs``: file names (relative to out_dir) a run writes."""
+def _check_interrupted_then_rerun(tool, outputs, tmp_path):
+    """``tool``: a ``Tool``; ``outputs``: file names (relative to out_dir) a run writes."""
     reference = tmp_path / "reference"
     reference.mkdir()
-    seconds = _run(make_command(str(reference)))
+    seconds = _run(tool.command(str(reference)))
     expected = {name: _read(reference / name) for name in outputs}
     for i, fraction in enumerate(FRACTIONS):
         out = tmp_path / ("killed_%d" % i)
         out.mkdir()
-        _kill_after(make_command(str(out)), seconds * fraction)
+        _kill_after(tool.command(str(out)), seconds * fraction)
         for name in outputs:  # absent, or complete: never partial under the final name
             if (out / name).exists():
                 assert _read(out / name) == expected[name], (fraction, name)
-        _run(make_command(str(out)))
+        tool.rerun(str(out))
         assert {name: _read(out / name) for name in outputs} == expected, fraction
         assert _temporaries(out) == [], (fraction, _temporaries(out))
 
@@ -85,27 +102,29 @@ def _check_interrupted_then_rerun(make_command, outputs, tmp_path):
 def test_create_pretraining_data(tmp_path):
     corpus = os.path.join(paths.DATA, "pretrain", "derived_pretrain_corpus.txt")
 
-    def command(out):
-        return _command("create_pretraining_data.py", [
+    def argv(out):
+        return [
             "--input_file=" + corpus, "--output_file=%s/a.tfrecord,%s/b.tfrecord" % (out, out),
             "--vocab_file=" + paths.GOLDEN_VOCAB, "--max_seq_length=128",
-            "--max_predictions_per_seq=20", "--dupe_factor=2", "--random_seed=7"])
+            "--max_predictions_per_seq=20", "--dupe_factor=2", "--random_seed=7",
+                "--show_progress=false"]
 
-    _check_interrupted_then_rerun(command, ["a.tfrecord", "b.tfrecord"], tmp_path)
+    tool = Tool("create_pretraining_data.py", create_pretraining_data, argv)
+    _check_interrupted_then_rerun(tool, ["a.tfrecord", "b.tfrecord"], tmp_path)
 
 
 def test_run_classifier_eval_and_predict(tmp_path):
     data_dir = slice_glue(MRPC, tmp_path / "mrpc", {"dev": 24, "test": 24})
 
-    def command(out):
-        return _command("run_classifier.py", [
+    def argv(out):
+        return [
             "--task_name=mrpc", "--data_dir=" + data_dir, "--vocab_file=" + paths.GOLDEN_VOCAB,
             "--bert_config_file=" + os.path.join(TINY, "bert_config.json"),
             "--init_checkpoint=" + os.path.join(TINY, "bert_model.ckpt"), "--output_dir=" + out,
-            "--max_seq_length=64", "--do_eval", "--do_predict"])
+            "--max_seq_length=64", "--do_eval", "--do_predict"]
 
     _check_interrupted_then_rerun(
-        command, ["eval.tf_record", "predict.tf_record", "eval_results.txt", "test_results.tsv",
+        Tool("run_classifier.py", run_classifier, argv), ["eval.tf_record", "predict.tf_record", "eval_results.txt", "test_results.tsv",
                   "MRPC.tsv"], tmp_path)
 
 
@@ -114,13 +133,13 @@ def test_run_squad_predict(tmp_path, version):
     predict = slice_squad(os.path.join(SQUAD, version, "input_dev_slice.json"),
                           tmp_path / "dev.json", 12)
 
-    def command(out):
-        return _command("run_squad.py", [
+    def argv(out):
+        return [
             "--bert_config_file=" + os.path.join(TINY, "bert_config.json"),
             "--vocab_file=" + paths.GOLDEN_VOCAB, "--output_dir=" + out,
             "--init_checkpoint=" + os.path.join(TINY, "bert_model.ckpt"),
             "--max_seq_length=64", "--doc_stride=24", "--max_query_length=16",
-            "--do_predict", "--predict_file=" + predict, "--version_2_with_negative"])
+            "--do_predict", "--predict_file=" + predict, "--version_2_with_negative"]
 
     _check_interrupted_then_rerun(
-        command, ["predictions.json", "nbest_predictions.json", "null_odds.json"], tmp_path)
+        Tool("run_squad.py", run_squad, argv), ["predictions.json", "nbest_predictions.json", "null_odds.json"], tmp_path)

@@ -1,0 +1,90 @@
+"""``bert_cli.runner``: a successful run marks what it wrote (``run_outputs.json``) and names
+the results an earlier run left beside them; ``BERT_TRACEBACK=1`` keeps tracebacks."""
+
+import json
+import os
+
+import pytest
+from absl import flags
+
+from bert_cli import run_classifier, runner
+from bert_common import files
+from bert_common.errors import InputError
+from tests import paths
+from tests.bert_cli.test_run_classifier import MRPC, _slice as slice_glue
+from tests.support.tools import run_tool
+
+TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
+
+
+def _classifier(data_dir, out, *modes):
+    return ["--task_name=mrpc", "--data_dir=%s" % data_dir, "--vocab_file=%s" % paths.GOLDEN_VOCAB,
+            "--bert_config_file=%s" % os.path.join(TINY, "bert_config.json"),
+            "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"),
+            "--output_dir=%s" % out, "--max_seq_length=32", *modes]
+
+
+def test_a_rerun_names_the_results_an_earlier_run_left(tmp_path):
+    data_dir = slice_glue(MRPC, tmp_path / "mrpc", {"dev": 8, "test": 8})
+    out = tmp_path / "out"
+    first = run_tool(run_classifier, _classifier(data_dir, out, "--do_eval", "--do_predict"))
+    assert first.code == 0, first.stderr[-3000:]
+    marked = json.loads((out / runner.RUN_OUTPUTS).read_text())
+    assert marked["tool"] == "run_classifier.py" and marked["earlier"] == []
+    assert {"eval_results.txt", "test_results.tsv", "MRPC.tsv"} <= set(marked["written"])
+    assert "warning: " not in first.stderr
+
+    second = run_tool(run_classifier, _classifier(data_dir, out, "--do_predict"))
+    assert second.code == 0, second.stderr[-3000:]
+    marked = json.loads((out / runner.RUN_OUTPUTS).read_text())
+    assert marked["earlier"] == ["eval_results.txt"]
+    assert {"test_results.tsv", "MRPC.tsv"} <= set(marked["written"])
+    assert "eval_results.txt" not in marked["written"]
+    warnings = [line for line in second.stderr.splitlines()
+                if line.startswith("run_classifier.py: warning: ")]
+    assert len(warnings) == 1 and "eval_results.txt in %s" % out in warnings[0], warnings
+    assert (out / "eval_results.txt").exists()  # named, never removed
+
+
+def test_mark_outputs_skips_training_state_and_folders(tmp_path):
+    for name in ("checkpoint", "model.ckpt-3.index", "model.ckpt-3.data-00000-of-00001",
+                 "train.tf_record", "train_steps.jsonl", "labels.txt", ".x.tmp",
+                 "events.out.tfevents.1.host", "old_scores.txt"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "export").mkdir()
+    written = [files.abspath(str(tmp_path / "new.txt"))]
+    (tmp_path / "new.txt").write_text("x")
+    assert runner.mark_outputs("tool.py", str(tmp_path), written) == ["old_scores.txt"]
+    marked = json.loads((tmp_path / runner.RUN_OUTPUTS).read_text())
+    assert marked["written"] == ["new.txt"] and marked["earlier"] == ["old_scores.txt"]
+
+
+@pytest.mark.parametrize("tf_config, chief", [
+    (None, True),
+    ({"cluster": {"worker": ["a", "b"]}, "task": {"type": "worker", "index": 0}}, True),
+    ({"cluster": {"worker": ["a", "b"]}, "task": {"type": "worker", "index": 1}}, False),
+    ({"cluster": {"chief": ["c"], "worker": ["a"]}, "task": {"type": "worker", "index": 0}},
+     False),
+    ({"cluster": {"chief": ["c"], "worker": ["a"]}, "task": {"type": "chief", "index": 0}},
+     True),
+])
+def test_only_the_chief_marks_outputs(monkeypatch, tf_config, chief):
+    if tf_config is None:
+        monkeypatch.delenv("TF_CONFIG", raising=False)
+    else:
+        monkeypatch.setenv("TF_CONFIG", json.dumps(tf_config))
+    assert runner._is_chief_process() is chief
+
+
+def test_bert_traceback_keeps_the_traceback(monkeypatch, capsys):
+    def run(fv):
+        raise InputError("bad thing")
+
+    values = flags.FlagValues()
+    values(["tool"])
+    with pytest.raises(SystemExit):
+        runner.run_main("tool.py", run, values, ["tool"])
+    assert capsys.readouterr().err == "tool.py: error: bad thing\n"
+    monkeypatch.setenv("BERT_TRACEBACK", "1")
+    with pytest.raises(InputError, match="bad thing"):
+        runner.run_main("tool.py", run, values, ["tool"])
