@@ -194,10 +194,18 @@ _URL_FILE = None
 
 
 def _url_file_class():
-    """``tf.io.gfile.GFile`` with the file methods it lacks (``writelines``)."""
+    """``tf.io.gfile.GFile`` with the file methods it lacks (``writelines``), that creates
+    the file it opens for writing even when nothing is written: TensorFlow's GCS file
+    uploads an object only after a write, so an empty output would be missing (and its
+    rename into place fail with a 404)."""
     global _URL_FILE
     if _URL_FILE is None:
         class UrlFile(_gfile().GFile):
+            def __init__(self, name, mode="r"):
+                super().__init__(name, mode)
+                if "w" in mode:
+                    self.write(b"" if "b" in mode else "")
+
             def writelines(self, lines) -> None:
                 for line in lines:
                     self.write(line)
@@ -588,6 +596,10 @@ class AtomicTFRecordWriters(AtomicWriter):
     def close(self) -> None:
         for w in self._writers:
             w.close()
+        for tmp in self._tmps:
+            if is_url(tmp) and not exists(tmp):  # no record written: GCS made no object
+                with open(tmp, "wb"):
+                    pass
         for tmp, path in zip(self._tmps, self.paths):
             _move_into_place(tmp, path)
 

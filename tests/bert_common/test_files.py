@@ -261,3 +261,22 @@ def test_read_utf8_one_line_errors_and_bom(tmp_path):
         io_utils.read_utf8(str(path), Bad)
     with pytest.raises(Bad, match=r"missing.txt: no such file$"):
         io_utils.read_utf8(str(tmp_path / "missing.txt"), Bad)
+
+
+def test_empty_outputs_exist_on_gcs(gcs):
+    """TensorFlow's GCS file uploads an object only after a write: an output with nothing
+    written (a step log truncated to no line, a shard with no record) must still be created,
+    or its rename into place fails with a 404 (found by a resumed run_pretraining on gs://)."""
+    prefix = gcs.unique_prefix("empty")
+    root = gcs.url(prefix)
+    with io_utils.atomic_open(root + "/empty.txt"):
+        pass
+    with io_utils.atomic_open(root + "/empty.bin", "wb"):
+        pass
+    with io_utils.AtomicTFRecordWriters([root + "/a.tfrecord", root + "/b.tfrecord"]) as w:
+        w.write(b"one record")  # round-robin: b.tfrecord gets none
+    objects = [name for name in gcs.list_objects(prefix) if not name.endswith("/")]
+    assert objects == [prefix + "/" + n for n in
+                       ("a.tfrecord", "b.tfrecord", "empty.bin", "empty.txt")]
+    assert gcs.read_object(prefix + "/empty.txt") == b""
+    assert gcs.read_object(prefix + "/b.tfrecord") == b""
