@@ -24,8 +24,11 @@ install-dev: $(VENV)/.installed-dev
 demo: $(VENV)/.installed
 	$(PY) -m demo.run_demo --output_dir demo_output
 
+# Two pytest workers (pytest-xdist): CI's 2 cores; much of a test is Python (tracing, process
+# start-up) that one core runs while the other computes. `TEST_WORKERS=0 make test` runs serially.
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed-dev
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) tests
 
 # Cloud TPU VM: tensorflow-tpu 2.20.0 instead of requirements.txt's tensorflow (see
 # requirements-tpu.txt for why tensorflow-text and the package go in with --no-deps). Marks the
