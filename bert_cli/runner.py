@@ -17,7 +17,8 @@ environment every error keeps its traceback (for a bug report about a one-line e
 
 A successful run of a tool with ``--output_dir`` ends by writing ``run_outputs.json`` there
 (``mark_outputs``): what this run wrote, and the result files beside them that an earlier run
-left (named in a warning too), so that old scores are never taken for new ones.
+left (named in a warning too), so that old scores are never taken for new ones. A run that
+fails after some of its results were put in place writes it too, with its error line.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import json
 import os
 import re
 import sys
-from typing import Any, Callable, List, Sequence
+from typing import Any, Callable, List, Optional, Sequence
 
 from absl import app, flags
 
@@ -54,21 +55,27 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
     from bert_common import files
 
     keep_traceback = os.environ.get("BERT_TRACEBACK", "") not in ("", "0")
+    output_dir = flag_values["output_dir"].value if "output_dir" in flag_values else None
+    written: List[str] = []
     try:
         with files.recording_writes() as written:
             result = run(flag_values)
-        output_dir = flag_values["output_dir"].value if "output_dir" in flag_values else None
         if output_dir and _is_chief_process() and files.isdir(output_dir):
             mark_outputs(tool, output_dir, written)
         return result
-    except (InputError, OSError) as e:
-        if keep_traceback:
-            raise
-        fail(tool, e)
     except Exception as e:  # noqa: BLE001
-        if keep_traceback or not _is_tf_error(e):
+        one_line = isinstance(e, (InputError, OSError)) or _is_tf_error(e)
+        if keep_traceback or not one_line:
             raise  # a bug: the traceback is what its report needs
-        fail(tool, _reason(e))  # e.g. a gs:// object not found or not readable
+        message = str(e) if isinstance(e, (InputError, OSError)) else _reason(e)
+        if output_dir and _is_chief_process() and any(
+                not _NOT_RESULTS.match(os.path.basename(p)) for p in written):
+            # Results of the steps that finished are in place: say which, beside older ones.
+            try:
+                mark_outputs(tool, output_dir, written, error=message)
+            except Exception:  # noqa: BLE001 - the run's own error is the one to report
+                pass
+        fail(tool, message)  # e.g. a gs:// object not found or not readable
 
 
 RUN_OUTPUTS = "run_outputs.json"
@@ -79,10 +86,12 @@ _NOT_RESULTS = re.compile(r"^(checkpoint|.*\.index|.*\.data-\d{5}-of-\d{5}|.*\.t
                           r"|vocab\.txt|labels\.txt|%s|\..*)$" % re.escape(RUN_OUTPUTS))
 
 
-def mark_outputs(tool: str, output_dir: str, written: Sequence[str]) -> List[str]:
+def mark_outputs(tool: str, output_dir: str, written: Sequence[str],
+                 error: Optional[str] = None) -> List[str]:
     """Writes ``<output_dir>/run_outputs.json``: ``{"tool", "finished" (UTC),
     "written": [this run's outputs in output_dir, relative], "earlier": [result files there
-    that this run did not write]}``; warns about ``earlier`` ones; returns them."""
+    that this run did not write], "error": the failed run's error line, or null}``; warns
+    about ``earlier`` ones (after a success); returns them."""
     from bert_common import files
 
     root = files.abspath(output_dir)
@@ -96,11 +105,12 @@ def mark_outputs(tool: str, output_dir: str, written: Sequence[str]) -> List[str
             continue
         earlier.append(name)
     record = {"tool": tool, "finished": datetime.datetime.now(datetime.timezone.utc)
-              .strftime("%Y-%m-%dT%H:%M:%SZ"), "written": mine, "earlier": earlier}
+              .strftime("%Y-%m-%dT%H:%M:%SZ"), "written": mine, "earlier": earlier,
+              "error": error}
     with files.atomic_open(os.path.join(output_dir, RUN_OUTPUTS)) as f:
         json.dump(record, f, indent=1)
         f.write("\n")
-    if earlier:
+    if earlier and error is None:
         warn(tool, "%s in %s: left by an earlier run, not written by this one (%s lists this "
                    "run's outputs)" % (", ".join(earlier), output_dir, RUN_OUTPUTS))
     return earlier

@@ -402,6 +402,13 @@ def _move_into_place(tmp: str, path: str) -> None:
         written.append(abspath(path))
 
 
+def _unrecord(path: str) -> None:
+    """Takes ``path`` out of the open ``recording_writes`` lists (an output taken back)."""
+    for written in _RECORDERS:
+        while abspath(path) in written:
+            written.remove(abspath(path))
+
+
 @contextlib.contextmanager
 def recording_writes() -> Iterator[List[str]]:
     """Yields a list that collects the final path (absolute) of every output this process
@@ -490,6 +497,7 @@ def _commit_together(moves: Sequence[Any]) -> None:
             _move_into_place(tmp, path)
     except BaseException:
         for path, previous in reversed(done):
+            _unrecord(path)
             try:
                 if exists(path) if is_url(path) else os.path.lexists(path):
                     if isdir(path):

@@ -88,3 +88,26 @@ def test_bert_traceback_keeps_the_traceback(monkeypatch, capsys):
     monkeypatch.setenv("BERT_TRACEBACK", "1")
     with pytest.raises(InputError, match="bad thing"):
         runner.run_main("tool.py", run, values, ["tool"])
+
+
+def test_a_run_that_fails_part_way_marks_what_it_wrote(tmp_path):
+    """--do_eval --do_predict on a disk that fills while the predictions are written: the
+    error line, the eval results this run put in place, and run_outputs.json saying so."""
+    import errno
+
+    data_dir = slice_glue(MRPC, tmp_path / "mrpc", {"dev": 8, "test": 8})
+    out = tmp_path / "out"
+
+    def disk_full(event, path):
+        if event == "write" and path.endswith("test_results.tsv"):
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    with files.inject_faults(disk_full):
+        run = run_tool(run_classifier, _classifier(data_dir, out, "--do_eval", "--do_predict"))
+    assert run.code == 1
+    errors = [line for line in run.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and "No space left on device" in errors[0], run.stderr[-2000:]
+    marked = json.loads((out / runner.RUN_OUTPUTS).read_text())
+    assert "eval_results.txt" in marked["written"]
+    assert not {"test_results.tsv", "MRPC.tsv"} & set(marked["written"] + os.listdir(out))
+    assert marked["error"] == errors[0].split(": error: ", 1)[1]

@@ -115,3 +115,27 @@ def test_temporaries_are_named_by_host_and_pid(tmp_path):
             f.write("x")
     temps = [n for n in seen if n.endswith(".tmp")]
     assert temps and all(files._TEMP_RE.match(n).group("pid") == str(os.getpid()) for n in temps)
+
+
+def test_recording_writes_lists_what_is_in_place(tmp_path):
+    """``recording_writes``: the outputs put in place, not those a failed group took back."""
+    a, b = str(tmp_path / "a.txt"), str(tmp_path / "b.txt")
+    with files.recording_writes() as written:
+        with files.atomic_paths([a, b]) as (ta, tb):
+            for t in (ta, tb):
+                with open(t, "w") as f:
+                    f.write("new")
+    assert written == [a, b]
+
+    def fail_b(event, path):
+        if event == "commit" and path == b:
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    with files.recording_writes() as written:
+        with files.inject_faults(fail_b), pytest.raises(OSError):
+            with files.atomic_paths([a, b]) as (ta, tb):
+                for t in (ta, tb):
+                    with open(t, "w") as f:
+                        f.write("newer")
+    assert written == []  # a.txt was put back as it was
+    assert open(a).read() == "new"
