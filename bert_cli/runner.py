@@ -68,8 +68,7 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
         if keep_traceback or not one_line:
             raise  # a bug: the traceback is what its report needs
         message = str(e) if isinstance(e, (InputError, OSError)) else _reason(e)
-        if output_dir and _is_chief_process() and any(
-                not _NOT_RESULTS.match(os.path.basename(p)) for p in written):
+        if output_dir and _is_chief_process() and _results_in(output_dir, written):
             # Results of the steps that finished are in place: say which, beside older ones.
             try:
                 mark_outputs(tool, output_dir, written, error=message)
@@ -84,6 +83,16 @@ RUN_OUTPUTS = "run_outputs.json"
 _NOT_RESULTS = re.compile(r"^(checkpoint|.*\.index|.*\.data-\d{5}-of-\d{5}|.*\.tf_?record"
                           r"|events\.out\.tfevents\..*|train_steps\.jsonl|bert_config\.json"
                           r"|vocab\.txt|labels\.txt|%s|\..*)$" % re.escape(RUN_OUTPUTS))
+
+
+def _results_in(output_dir: str, written: Sequence[str]) -> List[str]:
+    """The paths of ``written`` that are result files of ``output_dir`` (not training state,
+    not files elsewhere, such as the compiled-kernel cache)."""
+    from bert_common import files
+
+    root = files.abspath(output_dir).rstrip("/") + "/"
+    return [p for p in written if p.startswith(root) and "/" not in p[len(root):]
+            and not _NOT_RESULTS.match(os.path.basename(p))]
 
 
 def mark_outputs(tool: str, output_dir: str, written: Sequence[str],

@@ -204,10 +204,17 @@ class BertFeatureTagger(EncoderTask):
         features = encoder_features(encoder, feature_mode, dtype)  # [B, S, F]
         mask = PaddingMask(name="padding_mask")(encoder.input["input_mask"])  # [B, S] bool
         x = features
+        # The LSTMs given to Bidirectional are kept alive until every layer is made: under
+        # keras.saving.load_model, Bidirectional's copies go through Keras' object-sharing
+        # scope, keyed by id(); a freed LSTM's id taken by the next one made both copies of the
+        # next layer one shared object ("forward and backward layer should have different
+        # go_backwards"), depending on where the allocator put it.
+        lstms = []
         for index in range(lstm_layers):
-            x = keras.layers.Bidirectional(
-                keras.layers.LSTM(lstm_units, return_sequences=True, dtype=dtype),
-                dtype=dtype, name="bilstm_%d" % index)(x, mask=mask)  # [B, S, 2U]
+            lstms.append(keras.layers.LSTM(lstm_units, return_sequences=True, dtype=dtype))
+            x = keras.layers.Bidirectional(lstms[-1], dtype=dtype,
+                                           name="bilstm_%d" % index)(x, mask=mask)  # [B, S, 2U]
+        del lstms
         super().__init__(inputs=encoder.input,
                          outputs=tag_outputs(x, num_labels, dropout_rate, dtype),
                          name=name, **kwargs)

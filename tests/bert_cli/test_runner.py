@@ -111,3 +111,17 @@ def test_a_run_that_fails_part_way_marks_what_it_wrote(tmp_path):
     assert "eval_results.txt" in marked["written"]
     assert not {"test_results.tsv", "MRPC.tsv"} & set(marked["written"] + os.listdir(out))
     assert marked["error"] == errors[0].split(": error: ", 1)[1]
+
+
+def test_only_results_in_the_output_dir_count_for_a_failed_run(tmp_path):
+    """A failed run writes run_outputs.json only when it put a result file in --output_dir
+    (not for training state, nor for files elsewhere such as the compiled-kernel cache)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    elsewhere = files.abspath(str(tmp_path / "cache" / "kernel.so"))
+    assert runner._results_in(str(out), [elsewhere]) == []
+    state = [files.abspath(str(out / n)) for n in ("train_steps.jsonl", "model.ckpt-2.index")]
+    assert runner._results_in(str(out), state) == []
+    result = files.abspath(str(out / "eval_results.txt"))
+    assert runner._results_in(str(out), state + [result]) == [result]
+    assert runner._results_in(str(out), [files.abspath(str(out / "export" / "x.txt"))]) == []
