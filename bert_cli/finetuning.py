@@ -167,5 +167,6 @@ def train(flag_values, model, dataset, per_example_loss: Callable, num_examples:
         steps_per_loop=flag_values.iterations_per_loop,
         save_checkpoints_steps=flag_values.save_checkpoints_steps,
         keep_checkpoint_max=flag_values.keep_checkpoint_max,
-        use_xla=flag_values.use_xla, loss_weights=loss_weights)
+        use_xla=flag_values.use_xla, loss_weights=loss_weights,
+        fuse_optimizer=flag_values.xla_optimizer, fused_kernels=flag_values.xla_kernels)
     return result.global_step

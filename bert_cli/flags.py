@@ -83,11 +83,22 @@ def define_distribution_flags(flag_values: FlagValues = flags.FLAGS) -> None:
 
 
 def define_precision_flags(flag_values: FlagValues = flags.FLAGS) -> None:
-    """``--mixed_precision`` (bf16|fp16, unset = float32) and ``--use_xla``."""
+    """``--mixed_precision`` (bf16|fp16, unset = float32), ``--use_xla`` and the fast path of
+    one replica: ``--xla_optimizer``, ``--xla_kernels`` (every training tool)."""
     define(flag_values, "enum", "mixed_precision", None, "Mixed precision: bf16 or fp16 "
            "(dynamic loss scaling). Unset = float32.", enum_values=list(MIXED_PRECISIONS))
     define(flag_values, "bool", "use_xla", False, "Compile the train step with XLA "
            "(jit_compile).")
+    define(flag_values, "bool", "xla_optimizer", True, "One replica: compile the clipping + "
+           "update with XLA (one memory pass per variable; rounding within ~1e-6 relative of "
+           "the original), unless --xla_kernels runs it as a CPU kernel (AdamWeightDecay, fp32 "
+           "variables, no loss scaling). Off with run_pretraining's --deterministic.")
+    define(flag_values, "bool", "xla_kernels", True, "One replica on a CPU: fused training "
+           "kernels: the GELU of the intermediate layers as XLA kernels with a hand-written "
+           "gradient (modeling/kernels/gelu_dense.py); dropout, LayerNorm and the "
+           "AdamWeightDecay clipping + update as one-pass CPU kernels compiled on first use "
+           "(modeling/kernels/cpu_ops.py). Values within float rounding of the op-by-op graph, "
+           "other dropout masks. Off with run_pretraining's --deterministic.")
 
 
 def define_checkpoint_flags(flag_values: FlagValues = flags.FLAGS) -> None:

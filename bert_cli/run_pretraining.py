@@ -109,16 +109,6 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("bool", "deterministic", False, "Records in file order, no shuffling, fixed seeds, "
            "TensorFlow's op determinism, the original's op-by-op optimizer rounding (no "
            "--xla_optimizer).")
-    define("bool", "xla_optimizer", True, "One replica: compile the clipping + update with "
-           "XLA (one memory pass per variable; rounding within ~1e-6 relative of the "
-           "original), unless --xla_kernels runs it as a CPU kernel (AdamWeightDecay, fp32 "
-           "variables, no loss scaling). Off with --deterministic.")
-    define("bool", "xla_kernels", True, "One replica on a CPU: fused training kernels: the GELU of the "
-           "intermediate layers as XLA kernels with a hand-written gradient "
-           "(modeling/kernels/gelu_dense.py); dropout, LayerNorm and the AdamWeightDecay clipping + "
-           "update as one-pass CPU kernels compiled on first use (modeling/kernels/cpu_ops.py). Values "
-           "within float rounding of the op-by-op graph, other dropout masks. Off with "
-           "--deterministic.")
     define("integer", "random_seed", 12345, "Seed of the initialisation, dropout and shuffles.")
     define("integer", "num_cpu_devices", 0, "Split the CPU into this many logical devices "
            "(for --strategy=mirrored on a machine without accelerators; 0 = off).")

@@ -52,7 +52,8 @@ def finetune(model, optimizer, dataset: tf.data.Dataset, per_example_loss: PerEx
              strategy: Optional[tf.distribute.Strategy] = None, steps_per_loop: int = 100,
              save_checkpoints_steps: int = 1000, keep_checkpoint_max: int = 5,
              use_xla: bool = False, progress: bool = True,
-             loss_weights: Optional[str] = None) -> training_loop.TrainResult:
+             loss_weights: Optional[str] = None, fuse_optimizer: bool = False,
+             fused_kernels: bool = False) -> training_loop.TrainResult:
     """Trains ``model`` to ``num_train_steps`` (resuming from ``model_dir``); see the module.
 
     ``dataset``: global batches of dicts holding ``input_ids``/``input_mask``/``segment_ids``
@@ -63,6 +64,9 @@ def finetune(model, optimizer, dataset: tf.data.Dataset, per_example_loss: PerEx
     ``loss_weights``: a feature of the batch with the shape of the losses (e.g. per-token
     losses [B, S] and ``label_weights`` [B, S]): the loss is then Σ w·ℓ / Σ w over the global
     batch instead of the mean over examples.
+    ``fuse_optimizer`` / ``fused_kernels``: the trainer's fast path for one local replica
+    (``TrainerConfig``; the tools' ``--xla_optimizer`` / ``--xla_kernels``, on by default):
+    values within float rounding of the op-by-op step, other dropout masks.
     """
     if loss_weights:
         objective = training_loop.WeightedMeanLossObjective(per_example_loss, loss_weights,
@@ -72,7 +76,8 @@ def finetune(model, optimizer, dataset: tf.data.Dataset, per_example_loss: PerEx
     config = training_loop.TrainerConfig(
         model_dir=model_dir, num_train_steps=num_train_steps, steps_per_loop=steps_per_loop,
         save_checkpoints_steps=save_checkpoints_steps, keep_checkpoint_max=keep_checkpoint_max,
-        use_xla=use_xla, progress=progress, checkpoint_name=CHECKPOINT_NAME)
+        use_xla=use_xla, progress=progress, checkpoint_name=CHECKPOINT_NAME,
+        fuse_optimizer=fuse_optimizer, fused_kernels=fused_kernels)
     trainer = training_loop.Trainer(model, optimizer, objective, strategy, config)
     return trainer.train(dataset)
 

@@ -133,3 +133,27 @@ def test_load_checkpoint_reads_the_model_out_of_a_finetuning_checkpoint(tmp_path
     assert len(report.loaded) == len(fresh.weights)
     for a, b in zip(_weights(trained), _weights(fresh)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_fused_path_follows_the_op_by_op_steps(tmp_path, monkeypatch):
+    """``finetune(fused_kernels=True, fuse_optimizer=True)`` on one CPU replica (the tools'
+    default): the fused kernels are on while the step is traced, and the losses and weights
+    equal the op-by-op run's up to float32 rounding (dropout 0: the same masks)."""
+    from modeling.kernels import switch
+
+    seen = []
+    real = switch.training_kernels_enabled
+
+    def spy():
+        seen.append(real())
+        return seen[-1]
+
+    monkeypatch.setattr(switch, "training_kernels_enabled", spy)
+    plain_model, plain = _train(tmp_path / "plain", 6)
+    assert seen and not any(seen)
+    seen.clear()
+    fused_model, fused = _train(tmp_path / "fused", 6, fused_kernels=True, fuse_optimizer=True)
+    assert any(seen)
+    np.testing.assert_allclose(fused.step_losses, plain.step_losses, rtol=1e-5)
+    for a, b in zip(_weights(fused_model), _weights(plain_model)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
