@@ -342,8 +342,21 @@ class Trainer:
                 files.rmtree(os.path.join(self._write_dir, name.rstrip("/")), ignore_errors=True)
 
     def latest_checkpoint(self) -> Optional[str]:
-        """The newest checkpoint of this loop in ``model_dir`` (None if there is none)."""
-        return tf.train.latest_checkpoint(self.config.model_dir)
+        """The newest checkpoint of this loop in ``model_dir`` whose files are there (None if
+        there is none): one whose files were removed (say a damaged one) is skipped for the
+        one before, where TensorFlow's ``latest_checkpoint`` would find none."""
+        state = tf.train.get_checkpoint_state(self.config.model_dir)
+        if state is None:
+            return None
+        paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
+        if state.model_checkpoint_path and state.model_checkpoint_path not in paths:
+            paths.append(state.model_checkpoint_path)
+        for path in reversed(paths):
+            if not os.path.isabs(path) and not files.is_url(path):
+                path = os.path.join(self.config.model_dir, path)
+            if files.exists(path + ".index"):
+                return path
+        return None
 
     def restore(self, iterator=None) -> int:
         """Restores the newest checkpoint in ``model_dir`` (model, optimizer, data position,
@@ -367,6 +380,8 @@ class Trainer:
             checkpoint = tf.train.Checkpoint(**objects)
             status = checkpoint.restore(path)
             status.assert_existing_objects_matched()
+        except (IndexError, tf.errors.DataLossError) as e:
+            raise _damaged(path, e) from None
         except (AssertionError, ValueError, tf.errors.OpError) as e:
             # E.g. a checkpoint of another model or of an older version in the same folder.
             raise InputError("%s: cannot resume from this checkpoint, it does not fit the model "
@@ -569,7 +584,10 @@ class Trainer:
             name.startswith("iterator/") for name in reader.get_variable_to_shape_map()))
         consumed = 0
         if reader is not None and not saved:
-            consumed = int(reader.get_tensor("batches_consumed/.ATTRIBUTES/VARIABLE_VALUE"))
+            try:
+                consumed = int(reader.get_tensor("batches_consumed/.ATTRIBUTES/VARIABLE_VALUE"))
+            except (IndexError, tf.errors.DataLossError) as e:
+                raise _damaged(path, e) from None
         iterator = self._distributed_iterator(dataset, consumed)
         start_step = self.restore(iterator if saved else None)
         self._make_checkpoint(iterator if self._can_save_iterator() else None)
@@ -639,6 +657,15 @@ class Trainer:
             parts += ["%s %.4f" % (n, v) for n, v in sorted(logs.items()) if n != "loss"]
             parts += ["lr %.3g" % lr, "%.1f examples/s" % rate, "ETA %s" % format_eta(eta)]
             print(" ".join(parts), file=sys.stderr, flush=True)
+
+
+def _damaged(path: str, error: BaseException) -> InputError:
+    """The one-line error for a checkpoint of this loop that cannot be read (a data file cut
+    short or corrupted on disk: TensorFlow's own saves are put in place whole)."""
+    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return InputError("%s: cannot resume from this checkpoint: its data file is damaged or "
+                      "truncated (%s); remove its files to resume from the one before"
+                      % (path, reason))
 
 
 def _truncate_step_log(path: str, keep_through_step: int) -> None:

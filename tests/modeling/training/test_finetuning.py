@@ -157,3 +157,25 @@ def test_fused_path_follows_the_op_by_op_steps(tmp_path, monkeypatch):
     np.testing.assert_allclose(fused.step_losses, plain.step_losses, rtol=1e-5)
     for a, b in zip(_weights(fused_model), _weights(plain_model)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_damaged_checkpoint_is_one_line_and_the_one_before_resumes(tmp_path):
+    """The newest checkpoint's data file cut short (on disk; saves themselves are put in place
+    whole): resuming is one InputError naming it; with its files removed, the run resumes
+    from the checkpoint before (TensorFlow's latest_checkpoint would find none)."""
+    import glob
+
+    from bert_common.errors import InputError
+
+    _train(tmp_path, 4)
+    data = glob.glob(str(tmp_path / "model.ckpt-4.data-*"))[0]
+    with open(data, "r+b") as f:
+        f.truncate(os.path.getsize(data) // 2)
+    with pytest.raises(InputError, match=r"model\.ckpt-4: cannot resume from this checkpoint: "
+                                         r"its data file is damaged or truncated") as info:
+        _train(tmp_path, 6)
+    assert "\n" not in str(info.value)
+    for name in glob.glob(str(tmp_path / "model.ckpt-4.*")):
+        os.remove(name)
+    _, result = _train(tmp_path, 6)
+    assert result.global_step == 6 and len(result.step_losses) == 4  # steps 3..6: from ckpt-2
