@@ -403,10 +403,13 @@ def _move_into_place(tmp: str, path: str) -> None:
 
 
 def _unrecord(path: str) -> None:
-    """Takes ``path`` out of the open ``recording_writes`` lists (an output taken back)."""
+    """Takes the last record of ``path`` out of the open ``recording_writes`` lists (an output
+    this process had just put in place, taken back)."""
     for written in _RECORDERS:
-        while abspath(path) in written:
-            written.remove(abspath(path))
+        for i in range(len(written) - 1, -1, -1):
+            if written[i] == abspath(path):
+                del written[i]
+                break
 
 
 @contextlib.contextmanager
@@ -459,6 +462,7 @@ def _staged(paths: Sequence[str], suffixes: Sequence[str],
             makedirs(os.path.dirname(path))
         check_output_folder(path)
     staging: List[str] = []
+    kept: List[str] = []  # staging folders holding a previous output that could not be put back
     try:
         for path in finals:
             staging.append(_staging_dir(path))
@@ -471,35 +475,43 @@ def _staged(paths: Sequence[str], suffixes: Sequence[str],
                    if not (exists(t) if is_url(t) else os.path.lexists(t))]
         if missing:
             raise FileNotFoundError("the writer did not create %s" % ", ".join(missing))
-        _commit_together(moves)
+        try:
+            _commit_together(moves)
+        except BaseException as e:
+            kept = _kept_asides(e)
+            raise
     finally:
         for d in staging:
-            rmtree(d, ignore_errors=True)
+            if d not in kept:
+                rmtree(d, ignore_errors=True)
 
 
 def _commit_together(moves: Sequence[Any]) -> None:
-    """Renames each ``(tmp, path, staging folder)`` of ``moves`` into place, all or none: with
-    several outputs the previous ones are first set aside in their staging folders, and if a
-    rename fails the new ones already moved are taken out again and the previous ones put back
-    (the staging folders, removed afterwards, take the set-aside files of a success). One
-    output: a plain rename, atomic by itself."""
-    if len(moves) == 1:
+    """Renames each ``(tmp, path, aside folder)`` of ``moves`` into place, all or none. Each
+    previous output (file or folder) is first set aside in its aside folder, which the caller
+    removes afterwards. If a step fails, the new outputs already moved are taken out again and
+    the previous ones put back; one that cannot be put back stays in its aside folder (named in
+    the exception's notes), which the caller must then keep: ``_kept_asides(exception)``.
+    One file alone: a plain rename, atomic by itself."""
+    if len(moves) == 1 and not isdir(moves[0][1]):
         _move_into_place(*moves[0][:2])
         return
-    done = []  # (path, its previous version set aside or None), in order
+    done = []  # [path, its previous version set aside or None, new one moved in?], in order
     try:
         for tmp, path, folder in moves:
             previous = None
             if exists(path) if is_url(path) else os.path.lexists(path):
                 previous = os.path.join(folder, ".previous." + os.path.basename(path))
                 rename(path, previous)
-            done.append((path, previous))
+            done.append([path, previous, False])
             _move_into_place(tmp, path)
-    except BaseException:
-        for path, previous in reversed(done):
-            _unrecord(path)
+            done[-1][2] = True
+    except BaseException as e:
+        kept = []
+        for path, previous, moved in reversed(done):
             try:
-                if exists(path) if is_url(path) else os.path.lexists(path):
+                if moved:
+                    _unrecord(path)
                     if isdir(path):
                         rmtree(path)
                     else:
@@ -507,8 +519,16 @@ def _commit_together(moves: Sequence[Any]) -> None:
                 if previous is not None:
                     rename(previous, path)
             except Exception:  # noqa: BLE001 - restoring what it can; the first error is raised
-                pass
+                if previous is not None:
+                    kept.append(os.path.dirname(previous))
+                    e.add_note("the previous %s is kept in %s" % (path, previous))
+        e._kept_asides = kept  # type: ignore[attr-defined]
         raise
+
+
+def _kept_asides(error: BaseException) -> List[str]:
+    """The aside folders a failed ``_commit_together`` could not empty (never removed)."""
+    return list(getattr(error, "_kept_asides", []))
 
 
 @contextlib.contextmanager
@@ -650,42 +670,11 @@ def check_saved_model_destination(path: str, flag: Optional[str] = None) -> None
                          "not replaced%s" % (path, _examples(names), hint))
 
 
-def _aside_and_commit(moves: Sequence[Any]) -> None:
-    """Renames each ``(staged folder, final folder)`` of ``moves`` into place, all or none: a
-    previous final folder is first set aside in a staging folder of its own, and removed only
-    once every new folder is in place; when a step fails, the new folders already moved are
-    taken out again and the previous ones put back."""
-    done: List[List[Any]] = []  # [final, its aside folder or None, new one moved in?]
-    try:
-        for tmp, path in moves:
-            aside = None
-            if exists(path) if is_url(path) else os.path.lexists(path):
-                aside = _staging_dir(path)
-                rename(path, os.path.join(aside, "previous"))
-            done.append([path, aside, False])
-            _move_into_place(tmp, path)
-            done[-1][2] = True
-    except BaseException:
-        for path, aside, moved in reversed(done):
-            if moved:
-                rmtree(path, ignore_errors=True)
-            if aside is not None:
-                try:
-                    rename(os.path.join(aside, "previous"), path)
-                except Exception:  # noqa: BLE001 - restoring what it can; the first error is
-                    continue  # raised, and the previous folder stays in its aside folder
-                rmtree(aside, ignore_errors=True)
-        raise
-    for _, aside, _ in done:
-        if aside is not None:
-            rmtree(aside, ignore_errors=True)
-
-
 def save_saved_models(exports: Sequence[Any]) -> List[str]:
     """Writes several SavedModels that belong together, all new or all as they were: each
     ``(module, export_dir, signatures)`` is saved with ``tf.saved_model.save(module, ...,
     signatures=signatures())`` into a hidden staging folder beside its ``export_dir``; once
-    all are written they are renamed into place together (``_aside_and_commit``).
+    all are written they are renamed into place together (``_commit_together``).
 
     Replace semantics: an ``export_dir`` may be new, an empty folder or an existing SavedModel
     (a folder holding ``saved_model.pb``), which is replaced: set aside, then removed once the
@@ -702,19 +691,24 @@ def save_saved_models(exports: Sequence[Any]) -> List[str]:
         raise ValueError("the same SavedModel folder is given twice: %s" % finals)
     for export_dir in finals:  # every destination before the first write
         check_saved_model_destination(export_dir)
-    staged = []
+    staged, asides, kept = [], [], []
     try:
         for (module, _, signatures), export_dir in zip(exports, finals):
             makedirs(os.path.dirname(export_dir) or ".")
             # The staging folder itself becomes the SavedModel (not atomic_path, where TF
-            # would create it with its own mode).
+            # would create it with its own mode); the aside folder takes the previous one.
             staged.append(_staging_dir(export_dir))
+            asides.append(_staging_dir(export_dir))
             tf.saved_model.save(module, staged[-1], signatures=signatures())
             fault_point("write", export_dir)
-        _aside_and_commit(list(zip(staged, finals)))
+        try:
+            _commit_together(list(zip(staged, finals, asides)))
+        except BaseException as e:
+            kept = _kept_asides(e)
+            raise
     finally:
-        for tmp in staged:
-            if exists(tmp):
+        for tmp in staged + asides:
+            if tmp not in kept and exists(tmp):
                 rmtree(tmp, ignore_errors=True)
     return [d for _, d, _ in exports]
 

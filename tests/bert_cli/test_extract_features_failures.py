@@ -9,10 +9,11 @@ import pytest
 
 from bert_cli import extract_features
 from tests import paths
+from tests.support.catalogue import assert_one_error_line
 from tests.support.tools import run_tool
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
-ERROR = "extract_features.py: error:"
+TOOL = extract_features.TOOL
 
 
 def _argv(input_file, output_file, vocab_file=paths.GOLDEN_VOCAB):
@@ -38,15 +39,6 @@ def no_model(monkeypatch):
     monkeypatch.setattr(modeling.encoder, "BertModel", refuse)
 
 
-def _assert_one_error_line(run, *expected):
-    assert run.code == 1, run.stderr[-3000:]
-    assert "Traceback" not in run.stderr, run.stderr[-3000:]
-    errors = [line for line in run.stderr.splitlines() if line.startswith(ERROR)]
-    assert len(errors) == 1, run.stderr[-3000:]
-    for text in expected:
-        assert text in errors[0], errors[0]
-
-
 @pytest.mark.parametrize("content,reason", [("", "an empty file"),
                                             ("\n  \n\t\n", "blank lines only")],
                          ids=["empty", "blank_lines"])
@@ -55,7 +47,7 @@ def test_input_without_text_is_one_line(tmp_path, no_model, content, reason):
     input_file.write_text(content, encoding="utf-8")
     before = _listing(tmp_path)
     run = run_tool(extract_features, _argv(input_file, tmp_path / "out.jsonl"))
-    _assert_one_error_line(run, "--input_file=%s" % input_file, reason)
+    assert_one_error_line(run, TOOL, "--input_file=%s" % input_file, reason)
     assert _listing(tmp_path) == before
 
 
@@ -72,7 +64,7 @@ def test_unusable_output_file_fails_before_any_work(tmp_path, no_model, case):
         expected = "does not exist"
     before = _listing(tmp_path)
     run = run_tool(extract_features, _argv(input_file, output))
-    _assert_one_error_line(run, "--output_file=%s" % output, expected)
+    assert_one_error_line(run, TOOL, "--output_file=%s" % output, expected)
     assert ".tmp" not in run.stderr  # names the flag, not an internal temporary
     assert _listing(tmp_path) == before
 
@@ -86,7 +78,7 @@ def test_vocab_without_cls_or_sep_is_one_line(tmp_path, no_model, token):
         vocab.write_text("".join(line for line in f if line.strip() != token), encoding="utf-8")
     before = _listing(tmp_path)
     run = run_tool(extract_features, _argv(input_file, tmp_path / "out.jsonl", vocab))
-    _assert_one_error_line(run, str(vocab), token)
+    assert_one_error_line(run, TOOL, str(vocab), token)
     assert _listing(tmp_path) == before
 
 

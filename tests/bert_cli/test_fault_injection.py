@@ -12,7 +12,8 @@ import pytest
 from bert_cli import create_pretraining_data, run_classifier
 from bert_common import files
 from tests import paths
-from tests.bert_cli.test_run_classifier import MRPC, TINY, _base_flags, _slice
+from tests.bert_cli.test_run_classifier import MRPC, TINY, _base_flags
+from tests.support.slices import glue_slice
 from tests.support.tools import run_tool
 
 SAMPLE = os.path.join(paths.GOLDEN, "inputs", "sample_text.txt")
@@ -75,7 +76,7 @@ def test_tfrecords_disk_full_mid_stream_keeps_the_previous_file(tmp_path):
 
 @pytest.fixture(scope="module")
 def mrpc(tmp_path_factory):
-    return _slice(MRPC, tmp_path_factory.mktemp("mrpc"), {"train": 32, "dev": 8, "test": 8})
+    return glue_slice(MRPC, tmp_path_factory.mktemp("mrpc"), {"train": 32, "dev": 8, "test": 8})
 
 
 def test_checkpoint_save_fails_then_the_rerun_resumes(mrpc, tmp_path):

@@ -17,8 +17,9 @@ import pytest
 
 from bert_cli import create_pretraining_data, run_classifier, run_squad
 from tests import paths
-from tests.bert_cli.test_run_classifier import MRPC, _slice as slice_glue
-from tests.bert_cli.test_run_squad import SQUAD, _slice as slice_squad
+from tests.bert_cli.test_run_classifier import MRPC
+from tests.bert_cli.test_run_squad import SQUAD
+from tests.support.slices import glue_slice, squad_slice
 from tests.support.tools import run_tool
 
 ROOT = paths.ROOT
@@ -114,7 +115,7 @@ def test_create_pretraining_data(tmp_path):
 
 
 def test_run_classifier_eval_and_predict(tmp_path):
-    data_dir = slice_glue(MRPC, tmp_path / "mrpc", {"dev": 24, "test": 24})
+    data_dir = glue_slice(MRPC, tmp_path / "mrpc", {"dev": 24, "test": 24})
 
     def argv(out):
         return [
@@ -130,7 +131,7 @@ def test_run_classifier_eval_and_predict(tmp_path):
 
 @pytest.mark.parametrize("version", ["v2.0_short"])
 def test_run_squad_predict(tmp_path, version):
-    predict = slice_squad(os.path.join(SQUAD, version, "input_dev_slice.json"),
+    predict = squad_slice(os.path.join(SQUAD, version, "input_dev_slice.json"),
                           tmp_path / "dev.json", 12)
 
     def argv(out):

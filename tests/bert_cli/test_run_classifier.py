@@ -13,6 +13,7 @@ import pytest
 
 from bert_cli import run_classifier
 from tests import paths
+from tests.support.slices import glue_slice
 from tests.support.tools import (KilledAfterFirstCheckpoint, check_fp16_training,
                                  run_tool)
 
@@ -21,16 +22,6 @@ TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
 MRPC = os.path.join(paths.DATA, "glue", "MRPC")
 SEQ = 64
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
-
-
-def _slice(src_dir, dst_dir, lines):
-    os.makedirs(dst_dir, exist_ok=True)
-    for split, n in lines.items():
-        with open(os.path.join(src_dir, split + ".tsv"), encoding="utf-8") as f:
-            head = [next(f) for _ in range(n + 1)]
-        with open(os.path.join(dst_dir, split + ".tsv"), "w", encoding="utf-8") as f:
-            f.writelines(head)
-    return str(dst_dir)
 
 
 def _base_flags(data_dir, output_dir):
@@ -44,7 +35,7 @@ def trained(tmp_path_factory):
     """One CLI run (``main`` in this process, fresh flags): train (4 steps) + eval + predict +
     export."""
     tmp = tmp_path_factory.mktemp("run_classifier")
-    data_dir = _slice(MRPC, tmp / "mrpc", {"train": 32, "dev": 24, "test": 20})
+    data_dir = glue_slice(MRPC, tmp / "mrpc", {"train": 32, "dev": 24, "test": 20})
     out = tmp / "out"
     base = tmp / "models" / "mrpc"  # TF Serving's model base path: the export is version 1
     code, err = _run_in_process(_base_flags(data_dir, out) + [
@@ -186,7 +177,7 @@ def test_kill_9_after_a_checkpoint_then_resume_equals_uninterrupted(tmp_path):
 
     from modeling.training import trainer as training_loop
 
-    data_dir = _slice(MRPC, tmp_path / "mrpc", {"train": 32})
+    data_dir = glue_slice(MRPC, tmp_path / "mrpc", {"train": 32})
 
     def argv(out):  # 32 steps of 4 examples, a checkpoint every 4
         return _base_flags(data_dir, out) + [
@@ -247,14 +238,14 @@ def test_bad_task_name(tmp_path):
 
 
 def test_missing_split(tmp_path):
-    data_dir = _slice(MRPC, tmp_path / "d", {"train": 3})
+    data_dir = glue_slice(MRPC, tmp_path / "d", {"train": 3})
     out = str(tmp_path / "out")
     _expect_error(_base_flags(data_dir, out) + ["--do_eval"],
                   r"dev.tsv: no dev split in --data_dir", out)
 
 
 def test_label_outside_list_and_missing_columns(tmp_path):
-    data_dir = _slice(MRPC, tmp_path / "d", {"train": 3})
+    data_dir = glue_slice(MRPC, tmp_path / "d", {"train": 3})
     with open(os.path.join(data_dir, "train.tsv"), "a", encoding="utf-8") as f:
         f.write("7\t1\t2\tA sentence.\tAnother one.\n")
     out = str(tmp_path / "out")
@@ -289,7 +280,7 @@ def test_bad_flags(tmp_path):
 def test_fp16_trains_with_dynamic_loss_scaling(tmp_path):
     """--mixed_precision=fp16 (once crashed on the first step): two steps, exit 0, finite
     losses, the loss scale in the checkpoint."""
-    data_dir = _slice(MRPC, tmp_path / "mrpc", {"train": 16})
+    data_dir = glue_slice(MRPC, tmp_path / "mrpc", {"train": 16})
     out = tmp_path / "out"
     check_fp16_training(run_classifier, _base_flags(data_dir, out) + [
         "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"), "--do_train",

@@ -14,6 +14,7 @@ from bert_cli import run_ner
 from bert_common.results import read_eval_results
 from data.ner import conll, conlleval
 from tests import paths
+from tests.support.slices import conll_sentences
 from tests.support.tools import run_tool
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
@@ -21,25 +22,12 @@ CONLL = os.path.join(paths.DATA, "conll2003")
 TINY_CKPT = os.path.join(TINY, "bert_model.ckpt")
 
 
-def _first_sentences(src, dst, count):
-    """The first ``count`` sentences of a CoNLL file (with its -DOCSTART- lines)."""
-    out, seen = [], 0
-    with open(src, encoding="utf-8") as f:
-        for line in f:
-            out.append(line)
-            if not line.strip():
-                seen += 1
-                if seen >= count:
-                    break
-    dst.write_text("".join(out), encoding="utf-8")
-
-
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("conll")
-    _first_sentences(os.path.join(CONLL, "train.txt"), folder / "train.txt", 60)
-    _first_sentences(os.path.join(CONLL, "valid.txt"), folder / "valid.txt", 40)
-    _first_sentences(os.path.join(CONLL, "train.txt"), folder / "test.txt", 30)  # seen
+    conll_sentences(os.path.join(CONLL, "train.txt"), folder / "train.txt", 60)
+    conll_sentences(os.path.join(CONLL, "valid.txt"), folder / "valid.txt", 40)
+    conll_sentences(os.path.join(CONLL, "train.txt"), folder / "test.txt", 30)  # seen
     return folder
 
 

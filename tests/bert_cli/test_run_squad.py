@@ -11,6 +11,7 @@ import tensorflow_text  # noqa: F401  (registers the ops the exported signature 
 from bert_cli import run_squad
 from data.squad import features as squad
 from tests import paths
+from tests.support.slices import squad_slice
 from tests.support.tools import check_fp16_training, run_tool
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
@@ -36,25 +37,10 @@ def _run(tmp_path, *extra, out="out"):
     return _Proc(run.code, run.stdout, run.stderr)
 
 
-def _slice(src, dst, num_questions):
-    """The first ``num_questions`` questions of a SQuAD file (whole layout kept)."""
-    with open(src, encoding="utf-8") as f:
-        root = json.load(f)
-    left = num_questions
-    for article in root["data"]:
-        for paragraph in article["paragraphs"]:
-            paragraph["qas"] = paragraph["qas"][:max(left, 0)]
-            left -= len(paragraph["qas"])
-        article["paragraphs"] = [p for p in article["paragraphs"] if p["qas"]]
-    root["data"] = [a for a in root["data"] if a["paragraphs"]]
-    dst.write_text(json.dumps(root), encoding="utf-8")
-    return str(dst)
-
-
 def test_train_predict_export_v2(tmp_path):
-    train = _slice(os.path.join(SQUAD, "v2.0_short", "input_train_style_slice.json"),
+    train = squad_slice(os.path.join(SQUAD, "v2.0_short", "input_train_style_slice.json"),
                    tmp_path / "train.json", 16)
-    predict = _slice(os.path.join(SQUAD, "v2.0_short", "input_dev_slice.json"),
+    predict = squad_slice(os.path.join(SQUAD, "v2.0_short", "input_dev_slice.json"),
                      tmp_path / "dev.json", 12)
     export = tmp_path / "export"
     proc = _run(tmp_path, "--do_train", "--do_predict", "--version_2_with_negative",
@@ -95,7 +81,7 @@ def test_train_predict_export_v2(tmp_path):
 
 
 def test_predict_only_from_checkpoint_v1(tmp_path):
-    predict = _slice(os.path.join(SQUAD, "v1.1_short", "input_dev_slice.json"),
+    predict = squad_slice(os.path.join(SQUAD, "v1.1_short", "input_dev_slice.json"),
                      tmp_path / "dev.json", 8)
     proc = _run(tmp_path, "--do_predict", "--predict_file=%s" % predict,
                 "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"))
@@ -117,7 +103,7 @@ def test_bad_input_is_one_line_error_and_writes_nothing(tmp_path, case, expected
         predict.write_text(json.dumps({"version": "1.1"}))
         extra = []
     else:
-        _slice(os.path.join(SQUAD, "v1.1_short", "input_dev_slice.json"), predict, 2)
+        squad_slice(os.path.join(SQUAD, "v1.1_short", "input_dev_slice.json"), predict, 2)
         extra = ["--max_seq_length=20", "--max_query_length=17"]
     proc = _run(tmp_path, "--do_predict", "--predict_file=%s" % predict,
                 "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"), *extra)
@@ -148,7 +134,7 @@ def test_script_entry_point_reports_flag_errors(tmp_path):
 def test_fp16_trains_with_dynamic_loss_scaling(tmp_path):
     """--mixed_precision=fp16 (once crashed on the first step): two steps, exit 0, finite
     losses, the loss scale in the checkpoint."""
-    train = _slice(os.path.join(SQUAD, "v2.0_short", "input_train_style_slice.json"),
+    train = squad_slice(os.path.join(SQUAD, "v2.0_short", "input_train_style_slice.json"),
                    tmp_path / "train.json", 8)
     check_fp16_training(run_squad, _argv(
         tmp_path, "--do_train", "--version_2_with_negative", "--train_file=%s" % train,

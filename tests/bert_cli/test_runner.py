@@ -11,7 +11,8 @@ from bert_cli import run_classifier, runner
 from bert_common import files
 from bert_common.errors import InputError
 from tests import paths
-from tests.bert_cli.test_run_classifier import MRPC, _slice as slice_glue
+from tests.bert_cli.test_run_classifier import MRPC
+from tests.support.slices import glue_slice
 from tests.support.tools import run_tool
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
@@ -25,7 +26,7 @@ def _classifier(data_dir, out, *modes):
 
 
 def test_a_rerun_names_the_results_an_earlier_run_left(tmp_path):
-    data_dir = slice_glue(MRPC, tmp_path / "mrpc", {"dev": 8, "test": 8})
+    data_dir = glue_slice(MRPC, tmp_path / "mrpc", {"dev": 8, "test": 8})
     out = tmp_path / "out"
     first = run_tool(run_classifier, _classifier(data_dir, out, "--do_eval", "--do_predict"))
     assert first.code == 0, first.stderr[-3000:]
@@ -95,7 +96,7 @@ def test_a_run_that_fails_part_way_marks_what_it_wrote(tmp_path):
     error line, the eval results this run put in place, and run_outputs.json saying so."""
     import errno
 
-    data_dir = slice_glue(MRPC, tmp_path / "mrpc", {"dev": 8, "test": 8})
+    data_dir = glue_slice(MRPC, tmp_path / "mrpc", {"dev": 8, "test": 8})
     out = tmp_path / "out"
 
     def disk_full(event, path):

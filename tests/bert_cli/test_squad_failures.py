@@ -4,7 +4,6 @@ written (the output folder as it was); prediction files written together or not 
 Predict-only runs on the tiny golden checkpoint (no training); a few questions each."""
 
 import errno
-import hashlib
 import json
 import os
 
@@ -14,12 +13,13 @@ from bert_cli import run_squad
 from bert_common import files
 from data.squad import postprocess
 from tests import paths
+from tests.support.catalogue import assert_one_error_line, snapshot
 from tests.support.tools import run_tool
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
 CKPT = os.path.join(TINY, "bert_model.ckpt")
 SQUAD = os.path.join(paths.GOLDEN, "squad")
-ERROR = "run_squad.py: error:"
+TOOL = run_squad.TOOL
 
 
 def _squad(version_dir: str, num_questions: int) -> dict:
@@ -50,27 +50,6 @@ def _write(path, content) -> str:
         with open(path, "w", encoding="utf-8") as f:
             f.write(content if isinstance(content, str) else json.dumps(content))
     return str(path)
-
-
-def _snapshot(folder) -> dict:
-    """Every file under ``folder`` (hidden ones included) -> sha256 of its bytes."""
-    found = {}
-    for root, _, names in os.walk(folder):
-        for name in names:
-            path = os.path.join(root, name)
-            with open(path, "rb") as f:
-                found[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
-    return found
-
-
-def _assert_one_error_line(run, *expected):
-    assert run.code == 1, run.stderr[-3000:]
-    assert "Traceback" not in run.stderr, run.stderr[-3000:]
-    errors = [line for line in run.stderr.splitlines() if line.startswith(ERROR)]
-    assert len(errors) == 1, run.stderr[-3000:]
-    for text in expected:
-        assert text in errors[0], errors[0]
-    return errors[0]
 
 
 _DIRECTORY = object()
@@ -119,15 +98,15 @@ def test_bad_squad_file_is_one_line_and_writes_nothing(tmp_path, mode, content, 
     out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("an earlier file\n")
-    before = _snapshot(out)
+    before = snapshot(out)
     if mode == "predict":
         extra = ["--do_predict", "--predict_file=%s" % path]
     else:  # --do_train --do_predict: the train file is checked before anything is written
         extra = ["--do_train", "--train_file=%s" % path, "--do_predict",
                  "--predict_file=%s" % _write(tmp_path / "dev.json", _v1())]
-    line = _assert_one_error_line(run_tool(run_squad, _argv(out, *extra)), *expected)
+    line = assert_one_error_line(run_tool(run_squad, _argv(out, *extra)), TOOL, *expected)
     assert path in line  # names the file
-    assert _snapshot(out) == before
+    assert snapshot(out) == before
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +142,7 @@ def test_full_disk_leaves_the_previous_prediction_files(tmp_path, predicted, mon
     # Different previous contents, so that any new file under an old name would show.
     (out / "predictions.json").write_text('{"old": "prediction"}\n')
     (out / "eval_results.json").write_text('{"exact_match": -1}\n')
-    before = _snapshot(out)
+    before = snapshot(out)
     done = []
     real_write = postprocess._write_text
 
@@ -185,10 +164,10 @@ def test_full_disk_leaves_the_previous_prediction_files(tmp_path, predicted, mon
     monkeypatch.setattr(postprocess, "_write_text", write_text)
     with files.inject_faults(commit_fault):
         run = run_tool(run_squad, _argv(out, "--do_predict", "--predict_file=%s" % predict))
-    line = _assert_one_error_line(run, os.strerror(errno.ENOSPC), str(out / failing))
+    line = assert_one_error_line(run, TOOL, os.strerror(errno.ENOSPC), str(out / failing))
     assert ".tmp" not in line  # the output, not an internal temporary
     assert "predictions.json" in done  # the failure came after a file of the group
-    assert _snapshot(out) == before  # same names (no temporary), same bytes
+    assert snapshot(out) == before  # same names (no temporary), same bytes
 
 
 def test_v2_null_odds_written_with_the_predictions(tmp_path, monkeypatch):
@@ -198,7 +177,7 @@ def test_v2_null_odds_written_with_the_predictions(tmp_path, monkeypatch):
     out.mkdir()
     for name in ("predictions.json", "nbest_predictions.json", "null_odds.json"):
         (out / name).write_text('{"old": 1}\n')
-    before = _snapshot(out)
+    before = snapshot(out)
     real_write = postprocess._write_text
 
     def write_text(path, text):
@@ -209,8 +188,8 @@ def test_v2_null_odds_written_with_the_predictions(tmp_path, monkeypatch):
     monkeypatch.setattr(postprocess, "_write_text", write_text)
     run = run_tool(run_squad, _argv(out, "--do_predict", "--version_2_with_negative",
                                     "--predict_file=%s" % predict))
-    _assert_one_error_line(run, os.strerror(errno.ENOSPC), str(out / "null_odds.json"))
-    after = _snapshot(out)
+    assert_one_error_line(run, TOOL, os.strerror(errno.ENOSPC), str(out / "null_odds.json"))
+    after = snapshot(out)
     after.pop("eval.tf_record")  # the features file of this run (written before the group)
     assert after == before
 
@@ -245,11 +224,11 @@ def test_vocab_without_cls_or_sep_is_one_line(tmp_path, token):
     predict = _write(tmp_path / "dev.json", _v1())
     out = tmp_path / "out"
     out.mkdir()
-    before = _snapshot(out)
+    before = snapshot(out)
     argv = [a for a in _argv(out, "--do_predict", "--predict_file=%s" % predict)
             if not a.startswith("--vocab_file=")] + ["--vocab_file=%s" % vocab]
-    _assert_one_error_line(run_tool(run_squad, argv), str(vocab), token)
-    assert _snapshot(out) == before
+    assert_one_error_line(run_tool(run_squad, argv), TOOL, str(vocab), token)
+    assert snapshot(out) == before
 
 
 def test_scorer_v1_question_without_answers_is_one_line(tmp_path, capsys):

@@ -4,12 +4,11 @@ removed by the next write of the same output, those of live processes never."""
 
 import errno
 import os
-import subprocess
-import sys
 
 import pytest
 
 from bert_common import files
+from tests.support.tools import dead_pid
 
 
 def _disk_full_at(event, target):
@@ -76,16 +75,10 @@ def test_no_hook_outside_the_block(tmp_path):
     assert (tmp_path / "x").read_text() == "fine"
 
 
-def _dead_pid():
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
-
-
 def test_leftovers_of_killed_processes_are_removed_and_only_those(tmp_path):
     out = tmp_path / "train.tf_record"
     host = files._HOST
-    dead = _dead_pid()
+    dead = dead_pid()
     stale_file = tmp_path / (".train.tf_record.%s-%d.abc123.tmp" % (host, dead))
     stale_dir = tmp_path / (".train.tf_record.%s-%d.def456.tmp" % (host, dead))
     live = tmp_path / (".train.tf_record.%s-%d.ghi789.tmp" % (host, os.getppid()))
@@ -139,3 +132,35 @@ def test_recording_writes_lists_what_is_in_place(tmp_path):
                         f.write("newer")
     assert written == []  # a.txt was put back as it was
     assert open(a).read() == "new"
+
+
+def test_a_previous_output_that_cannot_be_put_back_is_kept(tmp_path, monkeypatch):
+    """A group fails and putting a previous output back fails too: that previous output is
+    not deleted with the staging folders; the error names where it is."""
+    a, b = str(tmp_path / "a.txt"), str(tmp_path / "b.txt")
+    for path in (a, b):
+        with open(path, "w") as f:
+            f.write("old")
+
+    def fail_b(event, path):
+        if event == "commit" and path == b:
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    real_rename = files.rename
+
+    def rename(src, dst):
+        if ".previous." in src and dst == a:
+            raise OSError(errno.EIO, "I/O error", src)
+        real_rename(src, dst)
+
+    monkeypatch.setattr(files, "rename", rename)
+    with files.inject_faults(fail_b), pytest.raises(OSError) as info:
+        with files.atomic_paths([a, b]) as (ta, tb):
+            for t in (ta, tb):
+                with open(t, "w") as f:
+                    f.write("new")
+    kept = [n for n in info.value.__notes__ if "the previous %s is kept in " % a in n]
+    assert len(kept) == 1
+    previous = kept[0].rsplit(" is kept in ", 1)[1]
+    assert open(previous).read() == "old"
+    assert open(b).read() == "old"  # put back

@@ -5,13 +5,12 @@ holding anything else (``check_export_base``); a failed write leaves what was th
 
 import errno
 import os
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
 
 from bert_common import files
+from tests.support.tools import dead_pid
 from bert_common.errors import InputError
 
 
@@ -58,12 +57,6 @@ def _disk_full(event, under):
         if ev == event and os.path.abspath(path).startswith(os.path.abspath(str(under))):
             raise OSError(errno.ENOSPC, "No space left on device", path)
     return hook
-
-
-def _dead_pid():
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
 
 
 # ------------------------------------------------------------------------ save_saved_model
@@ -175,7 +168,7 @@ def test_a_failed_version_leaves_the_base_as_it_was(tmp_path, event):
 
 def test_leftovers_of_killed_exports_do_not_block_and_are_removed(tmp_path):
     base = tmp_path / "plus"
-    dead = base / (".1.%s-%d.abc123.tmp" % (files._HOST, _dead_pid()))
+    dead = base / (".1.%s-%d.abc123.tmp" % (files._HOST, dead_pid()))
     live = base / (".1.%s-%d.def456.tmp" % (files._HOST, os.getppid()))
     for leftover in (dead, live):
         leftover.mkdir(parents=True)

@@ -14,6 +14,7 @@ import shutil
 from typing import Callable, List, NamedTuple, Optional, Sequence
 
 from tests import paths
+from tests.support.slices import conll_sentences, glue_slice, head_lines, squad_slice
 from tests.support.tools import run_tool
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
@@ -32,43 +33,6 @@ def _vocab_without(src: str, dst: str, token: str) -> str:
         lines = [line for line in f if line.strip() != token]
     with open(dst, "w", encoding="utf-8") as f:
         f.writelines(lines)
-    return dst
-
-
-def _head_lines(src: str, dst: str, count: int) -> str:
-    with open(src, encoding="utf-8") as f:
-        lines = [next(f) for _ in range(count)]
-    with open(dst, "w", encoding="utf-8") as f:
-        f.writelines(lines)
-    return dst
-
-
-def _first_sentences(src: str, dst: str, count: int) -> str:
-    out, seen = [], 0
-    with open(src, encoding="utf-8") as f:
-        for line in f:
-            out.append(line)
-            if not line.strip():
-                seen += 1
-                if seen >= count:
-                    break
-    with open(dst, "w", encoding="utf-8") as f:
-        f.writelines(out)
-    return dst
-
-
-def _squad_slice(src: str, dst: str, num_questions: int) -> str:
-    with open(src, encoding="utf-8") as f:
-        root = json.load(f)
-    left = num_questions
-    for article in root["data"]:
-        for paragraph in article["paragraphs"]:
-            paragraph["qas"] = paragraph["qas"][:max(left, 0)]
-            left -= len(paragraph["qas"])
-        article["paragraphs"] = [p for p in article["paragraphs"] if p["qas"]]
-    root["data"] = [a for a in root["data"] if a["paragraphs"]]
-    with open(dst, "w", encoding="utf-8") as f:
-        json.dump(root, f)
     return dst
 
 
@@ -93,26 +57,22 @@ def build_work(root: str) -> dict:
     def path(*names):
         return os.path.join(root, *names)
 
-    os.makedirs(path("mrpc"))
-    for split, n in (("train", 16), ("dev", 8), ("test", 8)):
-        _head_lines(os.path.join(paths.DATA, "glue", "MRPC", split + ".tsv"),
-                    path("mrpc", split + ".tsv"), n + 1)
-    w["mrpc"] = path("mrpc")
+    w["mrpc"] = glue_slice(os.path.join(paths.DATA, "glue", "MRPC"), path("mrpc"),
+                           {"train": 16, "dev": 8, "test": 8})
     os.makedirs(path("swag"))
-    _head_lines(os.path.join(paths.DATA, "swag", "val.first91rows.csv"),
-                path("swag", "train.csv"), 9)
-    _head_lines(os.path.join(paths.DATA, "swag", "val.first91rows.csv"),
-                path("swag", "val.csv"), 5)
+    swag = os.path.join(paths.DATA, "swag", "val.first91rows.csv")
+    head_lines(swag, path("swag", "train.csv"), 9)
+    head_lines(swag, path("swag", "val.csv"), 5)
     w["swag"] = path("swag")
     squad = os.path.join(paths.GOLDEN, "squad", "v1.1_short")
-    w["squad_train"] = _squad_slice(os.path.join(squad, "input_train_style_slice.json"),
-                                    path("squad_train.json"), 4)
-    w["squad_dev"] = _squad_slice(os.path.join(squad, "input_dev_slice.json"),
-                                  path("squad_dev.json"), 4)
+    w["squad_train"] = squad_slice(os.path.join(squad, "input_train_style_slice.json"),
+                                   path("squad_train.json"), 4)
+    w["squad_dev"] = squad_slice(os.path.join(squad, "input_dev_slice.json"),
+                                 path("squad_dev.json"), 4)
     os.makedirs(path("conll"))
     conll = os.path.join(paths.DATA, "conll2003")
-    _first_sentences(os.path.join(conll, "train.txt"), path("conll", "train.txt"), 12)
-    _first_sentences(os.path.join(conll, "valid.txt"), path("conll", "valid.txt"), 6)
+    conll_sentences(os.path.join(conll, "train.txt"), path("conll", "train.txt"), 12)
+    conll_sentences(os.path.join(conll, "valid.txt"), path("conll", "valid.txt"), 6)
     w["conll"] = path("conll")
     with open(path("sentences.txt"), "w", encoding="utf-8") as f:
         f.write("Hello world.\nThe cat sat ||| on the mat.\n")
@@ -236,6 +196,19 @@ def write_file(name, text_key=None, text=None):
     return setup
 
 
+def assert_one_error_line(result, tool: str, *expected: str) -> str:
+    """``result`` (a ``ToolRun``) failed with exit status 1, no traceback and exactly one
+    ``<tool>: error:`` line holding every ``expected`` text; returns that line."""
+    assert result.code == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines()
+              if line.startswith("%s: error:" % tool)]
+    assert len(errors) == 1, result.stderr[-3000:]
+    for text in expected:
+        assert text in errors[0], errors[0]
+    return errors[0]
+
+
 def check_case(case: Case, work: dict, run: str) -> None:
     """Runs ``case`` in the folder ``run`` and asserts the catalogue's contract."""
     if case.setup:
@@ -244,13 +217,8 @@ def check_case(case: Case, work: dict, run: str) -> None:
     result = run_tool(case.module, case.argv(work, run))
     after = snapshot(run)
 
-    errors = [line for line in result.stderr.splitlines()
-              if line.startswith("%s: error:" % case.module.TOOL)]
-    assert result.code == 1, result.stderr[-3000:]
-    assert len(errors) == 1, result.stderr[-3000:]
-    for expected in case.expect:
-        assert expected.format(**work, run=run) in errors[0], errors[0]
-    assert "Traceback" not in result.stderr
+    assert_one_error_line(result, case.module.TOOL,
+                          *[expected.format(**work, run=run) for expected in case.expect])
     changed = {name for name in before if after.get(name) != before[name]}
     assert not changed, changed  # nothing overwritten or removed
     new = {name for name in after if name not in before}

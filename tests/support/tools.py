@@ -8,6 +8,7 @@ import io
 import os
 import signal
 import subprocess
+import sys
 import threading
 from typing import List, NamedTuple, Sequence
 
@@ -18,6 +19,13 @@ class ToolRun(NamedTuple):
     code: int
     stdout: str
     stderr: str
+
+
+def dead_pid() -> int:
+    """The pid of a process that has finished (a killed run's temporaries name one)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
 
 
 def run_tool(module, argv: Sequence[str]) -> ToolRun:
