@@ -99,8 +99,11 @@ def run(fv: flags.FlagValues) -> str:
     if fv.output_format == "tfhub":
         from bert_tasks.hub import export_hub
 
+        if fv.model not in ("auto", "bert") or labels or regression:
+            raise cli_flags.FlagError("--output_format=tfhub exports the encoder: --model=%s, --labels "
+                            "and --task_name do not apply" % fv.model)
         summary = export_hub(fv.input, fv.output, fv.bert_config_file, fv.vocab_file,
-                             do_lower_case, fv.seq_length)
+                             do_lower_case, fv.seq_length, hidden_act=fv.hidden_act)
     else:
         from modeling.checkpoints.convert import convert
 

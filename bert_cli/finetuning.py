@@ -89,11 +89,9 @@ def split_file(flag_values, split: str, names: Sequence[str]) -> str:
 
 def latest_checkpoint(output_dir: str) -> Optional[str]:
     """The newest TF1 checkpoint in ``output_dir``; None when there is none (or no folder)."""
-    import tensorflow as tf
+    from modeling.checkpoints.tf1 import latest_checkpoint as newest
 
-    from bert_common import files
-
-    return tf.train.latest_checkpoint(output_dir) if files.isdir(output_dir) else None
+    return newest(output_dir)
 
 
 def restore_checkpoint(model, flag_values, without_training: str,

@@ -56,25 +56,32 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
 
     keep_traceback = os.environ.get("BERT_TRACEBACK", "") not in ("", "0")
     output_dir = flag_values["output_dir"].value if "output_dir" in flag_values else None
+    chief = _is_chief_process(flag_values)
     written: List[str] = []
     try:
         with files.recording_writes() as written:
             result = run(flag_values)
-        if output_dir and _is_chief_process() and files.isdir(output_dir):
-            mark_outputs(tool, output_dir, written)
-        return result
     except Exception as e:  # noqa: BLE001
         one_line = isinstance(e, (InputError, OSError)) or _is_tf_error(e)
         if keep_traceback or not one_line:
             raise  # a bug: the traceback is what its report needs
         message = str(e) if isinstance(e, (InputError, OSError)) else _reason(e)
-        if output_dir and _is_chief_process() and _results_in(output_dir, written):
+        if output_dir and chief and _results_in(output_dir, written):
             # Results of the steps that finished are in place: say which, beside older ones.
             try:
                 mark_outputs(tool, output_dir, written, error=message)
             except Exception:  # noqa: BLE001 - the run's own error is the one to report
                 pass
         fail(tool, message)  # e.g. a gs:// object not found or not readable
+    if output_dir and chief and files.isdir(output_dir):
+        try:
+            mark_outputs(tool, output_dir, written)
+        except Exception as e:  # noqa: BLE001 - the run itself succeeded: say so, exit 0
+            if keep_traceback:
+                raise
+            warn(tool, "could not write %s in %s (%s)" % (RUN_OUTPUTS, output_dir,
+                                                          _reason(e)))
+    return result
 
 
 RUN_OUTPUTS = "run_outputs.json"
@@ -125,15 +132,19 @@ def mark_outputs(tool: str, output_dir: str, written: Sequence[str],
     return earlier
 
 
-def _is_chief_process() -> bool:
-    """False for the workers of a multi-worker cluster other than the chief (``TF_CONFIG``:
-    task ``chief``, else ``worker`` 0 of a cluster without one); they do not mark outputs."""
+def _is_chief_process(flag_values: flags.FlagValues) -> bool:
+    """False for the workers of a ``--strategy=multi_worker`` cluster other than its chief
+    (``TF_CONFIG``: task ``chief``, else ``worker`` 0 of a cluster without one, as
+    ``MultiWorkerMirroredStrategy`` picks it); they do not mark outputs. Other strategies
+    ignore ``TF_CONFIG``."""
+    if "strategy" not in flag_values or flag_values["strategy"].value != "multi_worker":
+        return True
     try:
         config = json.loads(os.environ.get("TF_CONFIG") or "{}")
-    except ValueError:
-        return True
-    task, cluster = config.get("task") or {}, config.get("cluster") or {}
-    kind, index = task.get("type"), int(task.get("index", 0) or 0)
+        task, cluster = config.get("task") or {}, config.get("cluster") or {}
+        kind, index = task.get("type"), int(task.get("index", 0) or 0)
+    except (ValueError, TypeError, AttributeError):
+        return True  # the strategy reports a malformed TF_CONFIG itself
     if not kind or kind == "chief":
         return True
     return kind == "worker" and index == 0 and "chief" not in cluster

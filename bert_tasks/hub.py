@@ -55,7 +55,7 @@ def _vocab_file(input_path: str, vocab_file: Optional[str]) -> str:
 
 def export_hub(input_path: str, output_dir: str, config_file: Optional[str] = None,
                vocab_file: Optional[str] = None, do_lower_case: bool = True,
-               seq_length: int = 128) -> str:
+               seq_length: int = 128, hidden_act: Optional[str] = None) -> str:
     """Writes ``<output_dir>/encoder`` and ``<output_dir>/preprocessor``; returns a one-line
     summary.
 
@@ -75,6 +75,7 @@ def export_hub(input_path: str, output_dir: str, config_file: Optional[str] = No
       do_lower_case: whether the preprocessor lower-cases (the model's casing).
       seq_length: the preprocessor's default output length (``preprocessor(text)`` and its
         signatures), 3 to the model's ``max_position_embeddings``.
+      hidden_act: overrides the config's activation (``convert_checkpoint --hidden_act``).
     Raises:
       InputError (or its subclasses ``CheckpointError``, ``ConfigError``, ``VocabError``):
         one line naming the file or the flag, before anything is written.
@@ -89,7 +90,7 @@ def export_hub(input_path: str, output_dir: str, config_file: Optional[str] = No
                          "and preprocessor/ in it)" % output_dir)
     for destination in (encoder_dir, preprocessor_dir):  # both, before writing either
         files.check_saved_model_destination(destination, "--output")
-    config = convert.config_for(input_path, config_file)
+    config = convert.config_for(input_path, config_file, hidden_act)
     if isinstance(seq_length, bool) or not isinstance(seq_length, numbers.Integral) or not (
             3 <= seq_length <= config.max_position_embeddings):
         raise InputError("--seq_length must be an integer from 3 to the model's "

@@ -220,15 +220,35 @@ def assign_tf1_values(model, source: _Source) -> LoadReport:
     return report
 
 
-def _resolve_tf1_prefix(path: str) -> str:
-    """A TF1 checkpoint prefix from a prefix or a folder with a ``checkpoint`` state file."""
+def latest_checkpoint(folder: str) -> Optional[str]:
+    """The newest checkpoint listed in ``folder``'s ``checkpoint`` state file whose files are
+    there (None if there is none): one whose files were removed (say a damaged one) is skipped
+    for the one before, where TensorFlow's ``latest_checkpoint`` finds none. The one rule for
+    every reader of a run's own folder (the trainer's resume, eval-only runs, a folder given as
+    a checkpoint)."""
     import tensorflow as tf
 
+    if not files.isdir(folder):
+        return None
+    state = tf.train.get_checkpoint_state(folder)
+    if state is None:
+        return None
+    paths = list(state.all_model_checkpoint_paths)
+    if state.model_checkpoint_path and state.model_checkpoint_path not in paths:
+        paths.append(state.model_checkpoint_path)
+    for path in reversed(paths):  # get_checkpoint_state gives them joined to ``folder``
+        if files.exists(path + ".index"):
+            return path
+    return None
+
+
+def _resolve_tf1_prefix(path: str) -> str:
+    """A TF1 checkpoint prefix from a prefix or a folder with a ``checkpoint`` state file."""
     # The prefix test first: TF's ram:// filesystem also calls a checkpoint prefix a folder.
     if files.exists(path + ".index"):
         return path
     if files.isdir(path):
-        latest = tf.train.latest_checkpoint(path)
+        latest = latest_checkpoint(path)
         if latest is None:
             raise CheckpointError(_no_checkpoint_in_folder(path))
         return latest

@@ -112,7 +112,7 @@ from absl import logging
 from bert_common import files
 from bert_common.errors import InputError
 from bert_common.progress import Progress, format_eta
-from modeling.checkpoints.tf1 import checkpoint_reader
+from modeling.checkpoints.tf1 import checkpoint_reader, latest_checkpoint
 from modeling.training import distributed_input, distribution
 from modeling.training.distributed_input import DatasetFn
 from modeling.kernels import switch as training_kernels
@@ -342,21 +342,9 @@ class Trainer:
                 files.rmtree(os.path.join(self._write_dir, name.rstrip("/")), ignore_errors=True)
 
     def latest_checkpoint(self) -> Optional[str]:
-        """The newest checkpoint of this loop in ``model_dir`` whose files are there (None if
-        there is none): one whose files were removed (say a damaged one) is skipped for the
-        one before, where TensorFlow's ``latest_checkpoint`` would find none."""
-        state = tf.train.get_checkpoint_state(self.config.model_dir)
-        if state is None:
-            return None
-        paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
-        if state.model_checkpoint_path and state.model_checkpoint_path not in paths:
-            paths.append(state.model_checkpoint_path)
-        for path in reversed(paths):
-            if not os.path.isabs(path) and not files.is_url(path):
-                path = os.path.join(self.config.model_dir, path)
-            if files.exists(path + ".index"):
-                return path
-        return None
+        """The newest checkpoint of this loop in ``model_dir`` (None if there is none; one
+        whose files were removed is skipped: ``checkpoints.tf1.latest_checkpoint``)."""
+        return latest_checkpoint(self.config.model_dir)
 
     def restore(self, iterator=None) -> int:
         """Restores the newest checkpoint in ``model_dir`` (model, optimizer, data position,

@@ -164,6 +164,12 @@ CASES += [
     Case("convert_checkpoint-empty_input_folder", convert_checkpoint,
          with_flags(convert, "--input={empty}", "--bert_config_file="),
          ["{empty}", "holds no checkpoint", "empty"]),
+    Case("convert_checkpoint-tfhub_with_a_head", convert_checkpoint,
+         with_flags(convert, "--output={run}/hub", "--output_format=tfhub",
+                    "--model=pretraining"), ["--output_format=tfhub", "--model=pretraining"]),
+    Case("convert_checkpoint-tfhub_with_labels", convert_checkpoint,
+         with_flags(convert, "--output={run}/hub", "--output_format=tfhub", "--labels=a,b"),
+         ["--output_format=tfhub", "--labels"]),
     Case("convert_checkpoint-truncated_checkpoint", convert_checkpoint,
          with_flags(convert, "--input={truncated_ckpt}"), ["{truncated_ckpt}", "truncated"]),
 ]

@@ -250,3 +250,9 @@ def test_valid_requests_are_served_as_before(serving_default):
     inputs["input_mask"] = tf.constant([[1] * 7, [1] * 3 + [0] * 4])
     out = serving_default(**inputs)
     np.testing.assert_allclose(out["probabilities"].numpy().sum(-1), 1.0, atol=1e-5)
+    # The padded row is served as its 3 real positions alone (the mask is applied).
+    alone = serving_default(**_ids(1, 3))
+    np.testing.assert_allclose(out["probabilities"].numpy()[1], alone["probabilities"].numpy()[0],
+                               atol=1e-5)
+    assert not np.allclose(out["probabilities"].numpy()[0], alone["probabilities"].numpy()[0],
+                           atol=1e-6)  # the full row differs: the check can tell

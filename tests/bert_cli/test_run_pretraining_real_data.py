@@ -1,11 +1,12 @@
 """run_pretraining.py lowers the MLM loss of a tiny model on real text within a few hundred steps.
 
-Records come from ../shared/data/pretrain/derived_pretrain_corpus.txt. create_pretraining_data.py
-is not in the project yet, so ``write_records`` below makes the records the same way in brief
-(documents of one-sentence lines, A/B segments with 50% random next, 15% masking 80/10/10,
-[CLS] A [SEP] B [SEP], max_seq_length 64, 10 predictions) with a small WordPiece vocab learned
-from the same text (data/tokenization/vocab_builder, 2200 tokens, no [unusedN]) so that the tiny
-model trains fast on 2 CPU cores.
+Records come from ../shared/data/pretrain/derived_pretrain_corpus.txt. ``write_records`` below
+makes them in brief, a simplified second copy of create_pretraining_data.py's rules written
+before that tool existed (the loss bounds were measured on these records; moving the test onto
+the tool means measuring them again): documents of one-sentence lines, A/B segments with 50%
+random next, 15% masking 80/10/10, [CLS] A [SEP] B [SEP], max_seq_length 64, 10 predictions,
+with a small WordPiece vocab learned from the same text (data/tokenization/vocab_builder, 2200
+tokens, no [unusedN]) so that the tiny model trains fast on 2 CPU cores.
 """
 
 import json

@@ -60,21 +60,48 @@ def test_mark_outputs_skips_training_state_and_folders(tmp_path):
     assert marked["written"] == ["new.txt"] and marked["earlier"] == ["old_scores.txt"]
 
 
-@pytest.mark.parametrize("tf_config, chief", [
-    (None, True),
-    ({"cluster": {"worker": ["a", "b"]}, "task": {"type": "worker", "index": 0}}, True),
-    ({"cluster": {"worker": ["a", "b"]}, "task": {"type": "worker", "index": 1}}, False),
-    ({"cluster": {"chief": ["c"], "worker": ["a"]}, "task": {"type": "worker", "index": 0}},
-     False),
-    ({"cluster": {"chief": ["c"], "worker": ["a"]}, "task": {"type": "chief", "index": 0}},
+_WORKER_1 = {"cluster": {"worker": ["a", "b"]}, "task": {"type": "worker", "index": 1}}
+
+
+@pytest.mark.parametrize("strategy, tf_config, chief", [
+    ("multi_worker", None, True),
+    ("multi_worker", {"cluster": {"worker": ["a", "b"]}, "task": {"type": "worker", "index": 0}},
      True),
+    ("multi_worker", _WORKER_1, False),
+    ("multi_worker", {"cluster": {"chief": ["c"], "worker": ["a"]},
+                      "task": {"type": "worker", "index": 0}}, False),
+    ("multi_worker", {"cluster": {"chief": ["c"], "worker": ["a"]},
+                      "task": {"type": "chief", "index": 0}}, True),
+    ("multi_worker", "not json", True),
+    ("multi_worker", ["a list"], True),
+    ("default", _WORKER_1, True),  # TF_CONFIG means nothing to other strategies
 ])
-def test_only_the_chief_marks_outputs(monkeypatch, tf_config, chief):
+def test_only_the_chief_marks_outputs(monkeypatch, strategy, tf_config, chief):
     if tf_config is None:
         monkeypatch.delenv("TF_CONFIG", raising=False)
     else:
-        monkeypatch.setenv("TF_CONFIG", json.dumps(tf_config))
-    assert runner._is_chief_process() is chief
+        monkeypatch.setenv("TF_CONFIG", tf_config if isinstance(tf_config, str)
+                           else json.dumps(tf_config))
+    values = flags.FlagValues()
+    flags.DEFINE_string("strategy", strategy, "", flag_values=values)
+    values(["tool"])
+    assert runner._is_chief_process(values) is chief
+
+
+def test_a_marker_that_cannot_be_written_is_a_warning(tmp_path, monkeypatch, capsys):
+    """The run succeeded: a failure to write run_outputs.json is one warning, exit 0."""
+    values = flags.FlagValues()
+    flags.DEFINE_string("output_dir", str(tmp_path), "", flag_values=values)
+    values(["tool"])
+
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runner, "mark_outputs", broken)
+    assert runner.run_main("tool.py", lambda fv: 7, values, ["tool"]) == 7
+    err = capsys.readouterr().err
+    assert err.startswith("tool.py: warning: could not write run_outputs.json in %s" % tmp_path)
+    assert err.count("\n") == 1
 
 
 def test_bert_traceback_keeps_the_traceback(monkeypatch, capsys):

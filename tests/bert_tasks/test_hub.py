@@ -327,3 +327,21 @@ def test_both_saved_models_are_replaced_together_or_not_at_all(exported, tmp_pat
 
     preprocessor = tf.saved_model.load(str(out / hub.PREPROCESSOR_DIR))
     assert preprocessor(tf.constant(["hello"]))["input_word_ids"].shape == (1, SEQ + 1)
+
+
+def test_hidden_act_reaches_the_exported_encoder(tmp_path, monkeypatch):
+    """``convert_checkpoint --output_format=tfhub --hidden_act`` builds the encoder with it."""
+    built = []
+
+    class Stop(Exception):
+        pass
+
+    def capture(config, *args, **kwargs):
+        built.append(config.hidden_act)
+        raise Stop()
+
+    monkeypatch.setattr(hub, "BertModel", capture)
+    with pytest.raises(Stop):
+        hub.export_hub(CKPT, str(tmp_path / "out"), config_file=CONFIG,
+                       vocab_file=paths.GOLDEN_VOCAB, hidden_act="gelu_exact")
+    assert built == ["gelu_exact"]

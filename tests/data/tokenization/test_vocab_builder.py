@@ -106,10 +106,12 @@ def test_size_is_exact_and_every_character_is_covered(vocab_size, tmp_path):
 
 
 def test_learned_pieces_follow_frequency():
-    # "the" is the most frequent word of the text: it is learned before any rare word.
+    # "the" is the most frequent word of the text: among the first words learned (after the
+    # layout and the characters), before any rare word.
     lines = _sample_lines()
     tokens = vocab_builder.learn_vocab(lines, 300, num_unused=0)
-    assert "the" in tokens and tokens.index("the") < 300
+    words = [t for t in tokens if len(t) > 1 and not t.startswith(("##", "["))]
+    assert "the" in words[:3], words[:10]
     small = vocab_builder.learn_vocab(lines, 140, num_unused=0)
     assert "the" in small and "gratitude" not in small
 
