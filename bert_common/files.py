@@ -26,9 +26,9 @@ run never leaves a half-written file under the final name:
 
 Temporaries always live in the destination folder under hidden names
 (``.<name>.<host>-<pid>.<random>.tmp``) and are removed when the block fails; a process killed
-before it could remove them leaves them behind, and the next write of the same output on the
-same machine removes those of dead processes (``remove_stale_temps``), never another live
-run's.
+before it could remove them leaves them behind, and the next process writing the same output on
+the same machine removes those of dead processes (``remove_stale_temps``, at its first write of
+that output), never another live run's.
 
 Faults: every write step of this layer passes through ``fault_point(event, path)`` (``"write"``:
 data going into the temporary of ``path``; ``"commit"``: the rename into ``path``), where tests
@@ -345,10 +345,22 @@ def remove_stale_temps(path: str) -> List[str]:
     return removed
 
 
+_CLEANED: set = set()  # outputs whose stale temporaries this process already looked for
+
+
+def _remove_stale_temps_once(path: str) -> None:
+    """``remove_stale_temps(path)`` the first time this process writes ``path`` only: a
+    folder listing per output, not per write (many shards, or a step log appended on gs://)."""
+    key = abspath(path)
+    if key not in _CLEANED:
+        remove_stale_temps(path)
+        _CLEANED.add(key)
+
+
 def _temp_name(path: str) -> str:
     directory = os.path.dirname(abspath(path)) or "."
     base = os.path.basename(path)
-    remove_stale_temps(path)
+    _remove_stale_temps_once(path)
     if is_url(path):
         return os.path.join(directory, ".%s.%s.%s.tmp" % (base, _owner(), uuid.uuid4().hex[:12]))
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".%s.%s." % (base, _owner()), suffix=".tmp")
@@ -380,7 +392,7 @@ def _staging_dir(path: str) -> str:
     """A new empty hidden folder beside ``path``: ``<folder>/.<name>.<host>-<pid>.<random>.tmp``
     (stale ones of killed processes are removed first)."""
     directory = os.path.dirname(path) or "."
-    remove_stale_temps(path)
+    _remove_stale_temps_once(path)
     if is_url(path):
         staging = os.path.join(directory, ".%s.%s.%s.tmp" % (os.path.basename(path), _owner(),
                                                             uuid.uuid4().hex[:12]))
