@@ -21,7 +21,7 @@ import tensorflow_text  # noqa: F401  (the raw-text signatures' ops)
 from bert_cli import run_classifier, run_ner, run_squad
 from bert_common import files
 from tests import paths
-from tests.support.tools import run_tool
+from tests.support.tools import run_tool, snapshot
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
 MRPC = os.path.join(paths.DATA, "glue", "MRPC")
@@ -42,19 +42,9 @@ def _export(output_dir, export_dir, *extra):
     return run_tool(run_classifier, _flags(output_dir, export_dir, *extra))
 
 
-def _snapshot(root):
-    """{relative path: (bytes or None for a folder, mode, mtime)} of everything under root."""
-    found = {}
-    for folder, dirs, names in os.walk(root):
-        for name in dirs + names:
-            path = os.path.join(folder, name)
-            data = None
-            if name in names:
-                with open(path, "rb") as f:
-                    data = f.read()
-            st = os.lstat(path)
-            found[os.path.relpath(path, root)] = (data, st.st_mode, st.st_mtime_ns)
-    return found
+def _state(root):
+    """Everything under ``root``, folders too, with each entry's bytes, mode and mtime."""
+    return snapshot(root, folders=True, stat=True)
 
 
 def _one_error_line(run, tool="run_classifier.py"):
@@ -98,12 +88,12 @@ def test_a_folder_holding_other_files_is_refused_before_any_work(tmp_path):
     (base / "train" / "events.out.tfevents.1").write_bytes(b"\x00" * 100)
     (base / "1").mkdir()
     (base / "1" / "saved_model.pb").write_bytes(b"an earlier export")
-    before = _snapshot(tmp_path)
+    before = _state(tmp_path)
     out = tmp_path / "out"
     line = _one_error_line(_export(out, base, "--do_train", "--data_dir=%s" % MRPC))
     assert ("--export_dir=%s holds other files than SavedModel versions "
             "(model.ckpt-4.index, notes.txt, train)" % base) in line
-    assert _snapshot(tmp_path) == before  # byte for byte, and no --output_dir made
+    assert _state(tmp_path) == before  # byte for byte, and no --output_dir made
     assert not out.exists()
 
 
@@ -112,20 +102,20 @@ def test_export_dir_equal_to_output_dir_is_refused(tmp_path):
     out.mkdir()
     (out / "model.ckpt-4.index").write_bytes(b"checkpoint")
     (out / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-4"\n')
-    before = _snapshot(tmp_path)
+    before = _state(tmp_path)
     for base in (out, tmp_path):  # the output folder, or a folder holding it
         line = _one_error_line(_export(out, base))
         assert "--export_dir=%s is --output_dir=%s or holds it" % (base, out) in line, line
-        assert _snapshot(tmp_path) == before
+        assert _state(tmp_path) == before
 
 
 def test_export_dir_that_is_a_file_is_refused(tmp_path):
     base = tmp_path / "mrpc"
     base.write_bytes(b"\x89PNG not a folder")
-    before = _snapshot(tmp_path)
+    before = _state(tmp_path)
     line = _one_error_line(_export(tmp_path / "out", base))
     assert "--export_dir=%s is a file" % base in line
-    assert _snapshot(tmp_path) == before
+    assert _state(tmp_path) == before
 
 
 @pytest.mark.parametrize("module,tool,extra", [
@@ -134,7 +124,7 @@ def test_squad_and_ner_refuse_before_any_work(tmp_path, module, tool, extra):
     base = tmp_path / "models"
     base.mkdir()
     (base / "predictions.json").write_text("{}")
-    before = _snapshot(tmp_path)
+    before = _state(tmp_path)
     out = tmp_path / "out"
     run = run_tool(module, ["--vocab_file=%s" % paths.GOLDEN_VOCAB,
                             "--bert_config_file=%s" % os.path.join(TINY, "bert_config.json"),
@@ -144,7 +134,7 @@ def test_squad_and_ner_refuse_before_any_work(tmp_path, module, tool, extra):
     line = _one_error_line(run, tool)
     assert ("--export_dir=%s holds other files than SavedModel versions (predictions.json)"
             % base) in line
-    assert _snapshot(tmp_path) == before and not out.exists()
+    assert _state(tmp_path) == before and not out.exists()
 
 
 # ------------------------------------------------------------------------------- versions
@@ -152,13 +142,13 @@ def test_squad_and_ner_refuse_before_any_work(tmp_path, module, tool, extra):
 
 def test_two_exports_are_versions_1_and_2_side_by_side(version_1, tmp_path, caplog):
     base = _copy(version_1, tmp_path)
-    first = _snapshot(base / "1")
+    first = _state(base / "1")
     with caplog.at_level(logging.INFO):
         run = _export(tmp_path / "out", base)
     assert run.code == 0, run.stderr[-3000:]
     assert sorted(os.listdir(base)) == ["1", "2"]
     assert "exported SavedModel version 2 to %s" % (base / "2") in caplog.text
-    assert _snapshot(base / "1") == first  # version 1 untouched
+    assert _state(base / "1") == first  # version 1 untouched
     # Both load and serve; the same checkpoint and seed give the same model.
     np.testing.assert_allclose(_probabilities(base / "1"), _probabilities(base / "2"), atol=1e-6)
 
@@ -182,7 +172,7 @@ def test_leftover_of_a_killed_export_does_not_block_the_next(version_1, tmp_path
 @pytest.mark.parametrize("event", ["write", "commit"])
 def test_a_failed_export_is_one_line_and_leaves_version_1(version_1, tmp_path, event):
     base = _copy(version_1, tmp_path)
-    before = _snapshot(base)
+    before = _state(base)
 
     def disk_full(ev, path):
         if ev == event and os.path.abspath(path).startswith(str(base)):
@@ -192,7 +182,7 @@ def test_a_failed_export_is_one_line_and_leaves_version_1(version_1, tmp_path, e
         run = _export(tmp_path / "out", base)
     line = _one_error_line(run)
     assert "No space left on device" in line and str(base / "2") in line, line
-    assert _snapshot(base) == before  # version 1 as it was, no temporary left
+    assert _state(base) == before  # version 1 as it was, no temporary left
     assert os.listdir(base) == ["1"]
 
 

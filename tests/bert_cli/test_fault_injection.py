@@ -14,7 +14,7 @@ from bert_common import files
 from tests import paths
 from tests.bert_cli.test_run_classifier import MRPC, TINY, _base_flags
 from tests.support.slices import glue_slice
-from tests.support.tools import run_tool
+from tests.support.tools import run_tool, snapshot
 
 SAMPLE = os.path.join(paths.GOLDEN, "inputs", "sample_text.txt")
 
@@ -33,17 +33,6 @@ class DiskFull:
                 raise OSError(errno.ENOSPC, "No space left on device", path)
 
 
-def _snapshot(folder):
-    """Every file under ``folder``: relative path -> bytes (temporaries included)."""
-    out = {}
-    for root, _, names in os.walk(folder):
-        for name in names:
-            full = os.path.join(root, name)
-            with open(full, "rb") as f:
-                out[os.path.relpath(full, folder)] = f.read()
-    return out
-
-
 def _one_error_line(run, tool, *words):
     lines = [l for l in run.stderr.splitlines() if l.startswith(tool + ": error:")]
     assert run.code == 1 and len(lines) == 1, run.stderr[-2000:]
@@ -53,7 +42,7 @@ def _one_error_line(run, tool, *words):
 
 
 def _no_temporaries(folder):
-    leftovers = [p for p in _snapshot(folder) if ".tmp" in p or "_temp" in p]
+    leftovers = [p for p in snapshot(folder) if ".tmp" in p or "_temp" in p]
     assert not leftovers, leftovers
 
 
@@ -64,13 +53,13 @@ def test_tfrecords_disk_full_mid_stream_keeps_the_previous_file(tmp_path):
             "--max_predictions_per_seq=10", "--dupe_factor=2", "--random_seed=1"]
     first = run_tool(create_pretraining_data, argv)
     assert first.code == 0, first.stderr
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path)
     with files.inject_faults(DiskFull("write", "pretraining.tfrecord")):
         failed = run_tool(create_pretraining_data, argv[:-1] + ["--random_seed=2"])
     _one_error_line(failed, "create_pretraining_data.py", "pretraining.tfrecord")
-    assert _snapshot(tmp_path) == before
+    assert snapshot(tmp_path) == before
     again = run_tool(create_pretraining_data, argv[:-1] + ["--random_seed=2"])
-    assert again.code == 0 and _snapshot(tmp_path) != before
+    assert again.code == 0 and snapshot(tmp_path) != before
     _no_temporaries(tmp_path)
 
 
@@ -106,13 +95,13 @@ def test_predictions_disk_full_keeps_both_previous_files(mrpc, tmp_path):
     for name in ("test_results.tsv", "MRPC.tsv"):  # marked, so a rewrite would show
         with open(out / name, "a") as f:
             f.write("# from the previous run\n")
-    before = {k: v for k, v in _snapshot(out).items() if k.endswith(".tsv")}
+    before = {k: v for k, v in snapshot(out).items() if k.endswith(".tsv")}
     assert sorted(before) == ["MRPC.tsv", "test_results.tsv"]
     # The second of the two files fails: the first must not be left new beside an old second.
     with files.inject_faults(DiskFull("commit", "MRPC.tsv")):
         failed = run_tool(run_classifier, argv)
     _one_error_line(failed, "run_classifier.py", "MRPC.tsv")
-    assert {k: v for k, v in _snapshot(out).items() if k.endswith(".tsv")} == before
+    assert {k: v for k, v in snapshot(out).items() if k.endswith(".tsv")} == before
     _no_temporaries(out)
 
 
@@ -129,9 +118,9 @@ def test_tf1_checkpoint_export_is_all_new_or_all_old(tmp_path):
     assert run_tool(convert_checkpoint, argv).code == 0
     with open(out / "bert_model.ckpt.index", "ab") as f:
         f.write(b"marker of the previous export")  # a rewrite would show
-    before = _snapshot(out)
+    before = snapshot(out)
     with files.inject_faults(DiskFull("commit", "bert_model.ckpt.index")):
         failed = run_tool(convert_checkpoint, argv)
     _one_error_line(failed, "convert_checkpoint.py", "bert_model.ckpt.index")
-    assert _snapshot(out) == before
+    assert snapshot(out) == before
     _no_temporaries(out)

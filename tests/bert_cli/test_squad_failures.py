@@ -13,7 +13,8 @@ from bert_cli import run_squad
 from bert_common import files
 from data.squad import postprocess
 from tests import paths
-from tests.support.catalogue import assert_one_error_line, snapshot
+from tests.support.catalogue import assert_one_error_line
+from tests.support.tools import snapshot
 from tests.support.tools import run_tool
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")

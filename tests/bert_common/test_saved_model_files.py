@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from bert_common import files
-from tests.support.tools import dead_pid
+from tests.support.tools import dead_pid, snapshot
 from bert_common.errors import InputError
 
 
@@ -40,18 +40,6 @@ def _served(path):
     return loaded.signatures["serving_default"](tf.constant([1.0]))["y"].numpy().tolist()
 
 
-def _snapshot(root):
-    """{relative path: bytes (files) or None (folders)} of everything under ``root``."""
-    found = {}
-    for folder, dirs, names in os.walk(root):
-        for name in dirs:
-            found[os.path.relpath(os.path.join(folder, name), root)] = None
-        for name in names:
-            with open(os.path.join(folder, name), "rb") as f:
-                found[os.path.relpath(os.path.join(folder, name), root)] = f.read()
-    return found
-
-
 def _disk_full(event, under):
     def hook(ev, path):
         if ev == event and os.path.abspath(path).startswith(os.path.abspath(str(under))):
@@ -78,45 +66,45 @@ def test_refuses_anything_but_a_saved_model_and_leaves_it(tmp_path, kind):
         (out / "model.ckpt-4.index").write_bytes(b"\x00checkpoint")
     else:
         out.write_bytes(b"not a folder")
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path, folders=True)
     with pytest.raises(InputError, match="not a SavedModel") as error:
         _save(out)
     assert "\n" not in str(error.value) and str(out) in str(error.value)
     if kind == "folder":
         assert "model.ckpt-4.index" in str(error.value)
-    assert _snapshot(tmp_path) == before
+    assert snapshot(tmp_path, folders=True) == before
 
 
 @pytest.mark.parametrize("event", ["write", "commit"])
 def test_a_failed_replace_keeps_the_previous_saved_model(tmp_path, event):
     out = tmp_path / "model"
     _save(out, 1.0)
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path, folders=True)
     with files.inject_faults(_disk_full(event, out)):
         with pytest.raises(OSError, match="No space left"):
             _save(out, 5.0)
-    assert _snapshot(tmp_path) == before and _served(out) == [2.0]
+    assert snapshot(tmp_path, folders=True) == before and _served(out) == [2.0]
 
 
 def test_several_saved_models_are_all_new_or_all_old(tmp_path):
     a, b = tmp_path / "encoder", tmp_path / "preprocessor"
     _save(a, 1.0)
     _save(b, 1.0)
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path, folders=True)
     modules = [Plus(7.0), Plus(7.0)]
     exports = [(m, str(p), (lambda m=m: {"serving_default": m.serve}))
                for m, p in zip(modules, (a, b))]
     with files.inject_faults(_disk_full("commit", b)):  # a is already in place by then
         with pytest.raises(OSError, match="No space left"):
             files.save_saved_models(exports)
-    assert _snapshot(tmp_path) == before
+    assert snapshot(tmp_path, folders=True) == before
     # A destination that is not a SavedModel: refused before either is written.
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
     with pytest.raises(InputError, match="other exists and is not a SavedModel"):
         files.save_saved_models(exports[:1] + [(modules[1], str(tmp_path / "other"),
                                                 exports[1][2])])
-    assert {k: v for k, v in _snapshot(tmp_path).items() if not k.startswith("other")} == before
+    assert {k: v for k, v in snapshot(tmp_path, folders=True).items() if not k.startswith("other")} == before
     files.save_saved_models(exports)
     assert _served(a) == _served(b) == [8.0]
     assert sorted(os.listdir(tmp_path)) == ["encoder", "other", "preprocessor"]
@@ -159,11 +147,11 @@ def test_a_version_taken_meanwhile_is_never_replaced(tmp_path):
 def test_a_failed_version_leaves_the_base_as_it_was(tmp_path, event):
     base = tmp_path / "plus"
     _version(base)
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path, folders=True)
     with files.inject_faults(_disk_full(event, base)):
         with pytest.raises(OSError, match="No space left"):
             _version(base)
-    assert _snapshot(tmp_path) == before
+    assert snapshot(tmp_path, folders=True) == before
 
 
 def test_leftovers_of_killed_exports_do_not_block_and_are_removed(tmp_path):
@@ -191,14 +179,14 @@ def test_a_base_holding_other_files_is_refused_and_left(tmp_path, content, shown
     for name, data in content.items():
         (base / name).parent.mkdir(parents=True, exist_ok=True)
         (base / name).write_bytes(data)
-    before = _snapshot(tmp_path)
+    before = snapshot(tmp_path, folders=True)
     with pytest.raises(InputError) as error:
         _version(base, flag="--export_dir")
     message = str(error.value)
     assert message.startswith("--export_dir=%s holds other files than SavedModel versions (%s)"
                               % (base, shown)), message
     assert "\n" not in message
-    assert _snapshot(tmp_path) == before
+    assert snapshot(tmp_path, folders=True) == before
 
 
 def test_check_export_base(tmp_path):

@@ -20,6 +20,7 @@ from data.glue.processors import InputExample
 from data.tokenization import wordpiece as tokenization
 from modeling.checkpoints import CheckpointError
 from tests import paths
+from tests.support.tools import snapshot
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
 CKPT = os.path.join(TINY, "bert_model.ckpt")  # a pre-training checkpoint: cls/* is unused
@@ -269,30 +270,17 @@ def test_encoder_serves_valid_inputs_with_padding(loaded_encoder, bert_model):
 # ------------------------------------------------------- what --output_format=tfhub replaces
 
 
-def _tree(root):
-    found = {}
-    for folder, dirs, names in os.walk(root):
-        for name in dirs + names:
-            path = os.path.join(folder, name)
-            if name in names:
-                with open(path, "rb") as f:
-                    found[os.path.relpath(path, root)] = f.read()
-            else:
-                found[os.path.relpath(path, root)] = None
-    return found
-
-
 @pytest.mark.parametrize("blocked", [hub.ENCODER_DIR, hub.PREPROCESSOR_DIR])
 def test_a_destination_that_is_not_a_saved_model_is_refused(tmp_path, blocked):
     out = tmp_path / "out"
     (out / blocked).mkdir(parents=True)
     (out / blocked / "notes.txt").write_text("the user's\n")
-    before = _tree(tmp_path)
+    before = snapshot(tmp_path, folders=True)
     with pytest.raises(InputError, match="not a SavedModel") as error:
         hub.export_hub(CKPT, str(out), config_file=CONFIG, vocab_file=paths.GOLDEN_VOCAB)
     message = str(error.value)
     assert "\n" not in message and str(out / blocked) in message and "--output" in message
-    assert _tree(tmp_path) == before  # neither SavedModel written
+    assert snapshot(tmp_path, folders=True) == before  # neither SavedModel written
 
 
 def test_output_that_is_a_file_is_refused(tmp_path):
@@ -310,7 +298,7 @@ def test_both_saved_models_are_replaced_together_or_not_at_all(exported, tmp_pat
 
     out = tmp_path / "out"
     shutil.copytree(exported[0], out)
-    before = _tree(tmp_path)
+    before = snapshot(tmp_path, folders=True)
 
     def disk_full(event, path):  # the preprocessor's rename fails, after the encoder's
         if event == "commit" and path.endswith(hub.PREPROCESSOR_DIR):
@@ -320,7 +308,7 @@ def test_both_saved_models_are_replaced_together_or_not_at_all(exported, tmp_pat
     with files.inject_faults(disk_full):
         with pytest.raises(OSError, match="No space left"):
             hub.export_hub(CKPT, str(out), **args)
-    assert _tree(tmp_path) == before  # both previous SavedModels, nothing staged left
+    assert snapshot(tmp_path, folders=True) == before  # both previous SavedModels, nothing staged left
     hub.export_hub(CKPT, str(out), **args)  # existing SavedModels are replaced
     assert sorted(os.listdir(out)) == [hub.ENCODER_DIR, hub.PREPROCESSOR_DIR]
     import tensorflow as tf

@@ -6,7 +6,6 @@ traceback, and the run's folder as it was (no new or changed file but what the c
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -15,7 +14,7 @@ from typing import Callable, List, NamedTuple, Optional, Sequence
 
 from tests import paths
 from tests.support.slices import conll_sentences, glue_slice, head_lines, squad_slice
-from tests.support.tools import run_tool
+from tests.support.tools import run_tool, snapshot
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
 TINY_CONFIG = os.path.join(TINY, "bert_config.json")
@@ -108,17 +107,6 @@ def build_work(root: str) -> dict:
 
 
 # ---------------------------------------------------------------------------------- the runs
-
-
-def snapshot(folder: str) -> dict:
-    """Relative path -> sha256 of every file under ``folder``."""
-    out = {}
-    for base, _, names in os.walk(folder):
-        for name in names:
-            full = os.path.join(base, name)
-            with open(full, "rb") as f:
-                out[os.path.relpath(full, folder)] = hashlib.sha256(f.read()).hexdigest()
-    return out
 
 
 class Case(NamedTuple):

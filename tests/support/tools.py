@@ -4,6 +4,7 @@ killed with SIGKILL right after its first checkpoint."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import signal
@@ -19,6 +20,25 @@ class ToolRun(NamedTuple):
     code: int
     stdout: str
     stderr: str
+
+
+def snapshot(root, folders: bool = False, stat: bool = False) -> dict:
+    """Everything under ``root`` (hidden files included): relative path -> sha256 of the bytes
+    of a file (None for a folder, listed with ``folders``); with ``stat`` each value is
+    ``(digest, mode, mtime_ns)``, to tell that nothing was touched."""
+    found = {}
+    for folder, dirs, names in os.walk(root):
+        for name in (dirs if folders else []) + names:
+            path = os.path.join(folder, name)
+            digest = None
+            if name in names:
+                with open(path, "rb") as f:
+                    digest = hashlib.sha256(f.read()).hexdigest()
+            if stat:
+                st = os.lstat(path)
+                digest = (digest, st.st_mode, st.st_mtime_ns)
+            found[os.path.relpath(path, root)] = digest
+    return found
 
 
 def dead_pid() -> int:
