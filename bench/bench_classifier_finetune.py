@@ -13,10 +13,14 @@ learning rate from {2e-5, 3e-5, 5e-5} (``--learning_rates``):
   ``bench/bench_classifier_finetune_hf.py``;
 * ``hf_bert_adam`` (optional side, ``--sides ours,hf,hf_bert_adam``): the same HF model with the
   original BERT update (no Adam bias correction), as this port's optimizer: a like-for-like
-  check that separates optimizer effects from model/pipeline effects.
+  check that separates optimizer effects from model/pipeline effects;
+* ``ours_opbyop`` (optional side): ``run_classifier.py`` with ``--noxla_kernels
+  --noxla_optimizer``, TensorFlow's ops instead of the fused CPU kernels and the fused update:
+  the speed path must not change quality beyond seed noise.
 
 Prints every run and then, per task and learning rate, the mean over seeds side by side with
-the gap and the training times (target: ours within 1.0 point of HF). Tasks: mrpc, rte,
+the gap to HF (``hf_bert_adam`` when run, else ``hf``) and the training times (target: ours
+within 1.0 point of HF). Tasks: mrpc, rte,
 sts-b, cola. Runs are cached in ``--work_dir`` (a finished run is not repeated).
 
     .venv/bin/python bench/bench_classifier_finetune.py --tasks mrpc,rte --seeds 1,2,3
@@ -86,7 +90,8 @@ def score(task: str, logits: np.ndarray, labels: np.ndarray) -> dict:
     return {k: 100.0 * v for k, v in glue_metrics.task_metrics(task, preds, labels).items()}
 
 
-def run_ours(task: str, seed: int, lr: float, epochs: float, run_dir: str) -> dict:
+def run_ours(task: str, seed: int, lr: float, epochs: float, run_dir: str,
+             fused: bool = True) -> dict:
     result_file = os.path.join(run_dir, "result.json")
     if os.path.exists(result_file):
         return json.load(open(result_file))
@@ -100,6 +105,8 @@ def run_ours(task: str, seed: int, lr: float, epochs: float, run_dir: str) -> di
            "--eval_batch_size=32", "--learning_rate=%g" % lr, "--num_train_epochs=%g" % epochs,
            "--save_checkpoints_steps=1000000", "--random_seed=%d" % seed,
            "--iterations_per_loop=20"]
+    if not fused:
+        cmd += ["--noxla_kernels", "--noxla_optimizer"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     start = time.time()
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
@@ -172,9 +179,11 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     rates = [float(r) for r in args.learning_rates.split(",")]
     sides = args.sides.split(",")
-    unknown = sorted(set(sides) - {"ours", "hf", "hf_bert_adam"})
+    unknown = sorted(set(sides) - {"ours", "ours_opbyop", "hf", "hf_bert_adam"})
     if unknown:
-        sys.exit("--sides: unknown %s (ours, hf, hf_bert_adam)" % ",".join(unknown))
+        sys.exit("--sides: unknown %s (ours, ours_opbyop, hf, hf_bert_adam)" % ",".join(unknown))
+    if "ours" not in sides or not {"hf", "hf_bert_adam"} & set(sides):
+        sys.exit("--sides: ours and hf or hf_bert_adam")
     if any(side.startswith("hf") for side in sides) and not os.path.exists(HF_PYTHON):
         sys.exit("missing %s: create the PyTorch venv (see the module docstring)" % HF_PYTHON)
     print("load average at start: %.2f %.2f %.2f" % os.getloadavg(), file=sys.stderr)
@@ -188,8 +197,8 @@ def main() -> None:
                 tag = "lr%g_seed%d_ep%g" % (lr, seed, args.epochs)
                 for side in sides:
                     run_dir = os.path.join(task_dir, "%s_%s" % (side, tag))
-                    if side == "ours":
-                        r = run_ours(task, seed, lr, args.epochs, run_dir)
+                    if side.startswith("ours"):
+                        r = run_ours(task, seed, lr, args.epochs, run_dir, side == "ours")
                     else:
                         r = run_hf(task, seed, lr, args.epochs, data, run_dir,
                                    "adamw" if side == "hf" else "bert_adam")
@@ -202,7 +211,8 @@ def main() -> None:
     print("\nall-MiniLM-L6-v2, batch 32, %g epochs, seq %d, warmup 10%%; dev scores x100, mean "
           "over %d seed(s); load average now %.2f" % (args.epochs, SEQ, len(seeds),
                                                     os.getloadavg()[0]))
-    shown = ["ours", "hf"] + (["hf_bert_adam"] if "hf_bert_adam" in sides else [])
+    shown = sides
+    hf = "hf_bert_adam" if "hf_bert_adam" in sides else "hf"
     header = "%-6s %-8s %-10s" % ("task", "lr", "metric")
     header += "".join(" %12s" % side for side in shown) + " %8s" % "ours-hf"
     header += "".join(" %12s" % (side + " s") for side in shown)
@@ -222,9 +232,16 @@ def main() -> None:
                 summary.append(row)
                 line = "%-6s %-8g %-10s" % (task, lr, metric)
                 line += "".join(" %12.2f" % row[side] for side in shown)
-                line += " %+8.2f" % (row["ours"] - row["hf"])
+                row["ours_minus_hf"] = row["ours"] - row[hf]
+                line += " %+8.2f" % row["ours_minus_hf"]
                 line += "".join(" %12.0f" % row[side + "_train_s"] for side in shown)
                 print(line)
+                if "ours_opbyop" in sides:
+                    per_seed = [runs[(task, lr, s, side)]["metrics"][metric]
+                                for side in ("ours", "ours_opbyop") for s in seeds]
+                    print("%-26s ours seeds %s, ours_opbyop seeds %s" % (
+                        "", " ".join("%.2f" % v for v in per_seed[:len(seeds)]),
+                        " ".join("%.2f" % v for v in per_seed[len(seeds):])))
     with open(os.path.join(args.work_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
 

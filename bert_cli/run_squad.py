@@ -8,7 +8,7 @@ Flags are the original's (``--bert_config_file``, ``--vocab_file``, ``--output_d
 ``--max_answer_length=30``, ``--verbose_logging``, ``--version_2_with_negative``,
 ``--null_score_diff_threshold=0.0``, TPU flags) plus the shared ``--strategy``,
 ``--mixed_precision`` (bf16|fp16) and ``--use_xla`` (``bert_cli/flags.py``), ``--export_dir``,
-``--fast_tokenizer`` and ``--random_seed``.
+``--length_aware_batching``, ``--fast_tokenizer`` and ``--random_seed``.
 
 ``--do_train`` writes ``train.tf_record`` and fine-tunes on the one trainer: checkpoints
 ``model.ckpt-<step>`` in ``--output_dir`` (weights, optimizer state, data position: a rerun
@@ -80,6 +80,10 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("string", "export_dir", None, "TF Serving model base path, e.g. models/squad: "
            "writes a raw-text SavedModel (question, context -> answer text and span) as its "
            "next version <export_dir>/1, 2, ... (the folder may hold only version folders).")
+    define("bool", "length_aware_batching", True, "Run each batch at its longest window "
+           "(predict: windows grouped by length first). Padding positions are then not "
+           "computed: they leave the training loss's softmax and the n-best search. "
+           "--nolength_aware_batching: the original's padded path exactly. Off on TPU.")
     define("bool", "fast_tokenizer", True, "Use FastFullTokenizer (same output as FullTokenizer).")
     define("integer", "random_seed", 12345, "Seed of the training-example shuffle and the TF ops.")
 
@@ -130,7 +134,7 @@ def _options(fv: flags.FlagValues):
         n_best_size=fv.n_best_size, max_answer_length=fv.max_answer_length,
         do_lower_case=fv.do_lower_case, version_2_with_negative=fv.version_2_with_negative,
         null_score_diff_threshold=fv.null_score_diff_threshold,
-        verbose_logging=fv.verbose_logging)
+        verbose_logging=fv.verbose_logging, length_aware_batching=fv.length_aware_batching)
 
 
 def _print_scores(scores: dict, predict_file: str) -> None:
@@ -147,6 +151,7 @@ def run(fv: flags.FlagValues) -> None:
     from data.squad import features as squad
     from modeling.config import BertConfig
     from modeling.heads import squad as squad_head
+    from modeling.training import distribution
 
     logging.set_verbosity(logging.INFO)
     bert_config = BertConfig.from_json_file(fv.bert_config_file)
@@ -171,8 +176,10 @@ def run(fv: flags.FlagValues) -> None:
     tokenizer = cli_finetuning.init_run(fv)  # --output_dir, --random_seed
     strategy = cli_flags.strategy_from_flags(fv)  # before any other TF op
     precision = cli_flags.precision_from_flags(fv)  # sets the Keras dtype policy
-    with strategy.scope():
-        model = squad_head.build_squad_model(bert_config, seq_length=fv.max_seq_length)
+    tpu = distribution.is_tpu(strategy)
+    with strategy.scope():  # static shapes on TPU; any window length elsewhere
+        model = squad_head.build_squad_model(bert_config,
+                                             seq_length=fv.max_seq_length if tpu else None)
     cli_finetuning.restore_checkpoint(model, fv, "predict or export")
 
     if fv.do_train:
@@ -181,7 +188,8 @@ def run(fv: flags.FlagValues) -> None:
                                                 seed=fv.random_seed)
         logging.info("  Num split examples = %d", num_features)
         dataset = task.dataset(train_file, fv.max_seq_length, fv.train_batch_size, True,
-                               seed=fv.random_seed)
+                               seed=fv.random_seed,
+                               length_aware=fv.length_aware_batching and not tpu)
         cli_finetuning.train(fv, model, dataset, task.per_example_loss, len(train_examples),
                              strategy, precision)
 

@@ -3,7 +3,8 @@
 * ``write_train_records(examples, tokenizer, path, options, seed)``: the examples shuffled
   (as the original, so that a small shuffle buffer suffices) and written as training features;
   returns the number of features (windows).
-* ``dataset(record_file, seq_length, batch_size, is_training)``: batches of SQuAD records.
+* ``dataset(record_file, seq_length, batch_size, is_training, length_aware=...)``: batches of
+  SQuAD records (``length_aware``: each cut to its longest window; see ``data.squad.dataset``).
 * ``predict_raw_results(model, eval_file, ...)``: one ``RawResult`` per eval feature.
 * ``predict(model, examples, tokenizer, output_dir, options)``: ``eval.tf_record``,
   ``predictions.json``, ``nbest_predictions.json``, ``null_odds.json`` (v2.0) and, with
@@ -37,7 +38,9 @@ from data.squad import dataset as squad_dataset
 from data.squad import evaluate as squad_eval
 from data.squad import features as squad
 from data.squad import postprocess
+from data.squad import schema as squad_schema
 from modeling.heads.squad import per_example_squad_loss
+from modeling.training import distribution
 from modeling.training import finetuning
 
 per_example_loss = per_example_squad_loss  # (start + end cross-entropy) / 2 [B]
@@ -57,6 +60,9 @@ class SquadOptions:
     version_2_with_negative: bool = False
     null_score_diff_threshold: float = 0.0
     verbose_logging: bool = False
+    # This port's: group the windows by length and run each batch at its longest window
+    # (ignored under a TPU strategy: static shapes). False: the original's padded path exactly.
+    length_aware_batching: bool = True
 
 
 def write_train_records(examples: List, tokenizer, path: str, options: SquadOptions,
@@ -73,25 +79,46 @@ def write_train_records(examples: List, tokenizer, path: str, options: SquadOpti
 
 
 def dataset(record_file: str, seq_length: int, batch_size: int, is_training: bool,
-            seed: Optional[int] = None) -> tf.data.Dataset:
-    """Training: repeated, shuffled full batches; else every record once, in file order."""
+            seed: Optional[int] = None, length_aware: bool = False) -> tf.data.Dataset:
+    """Training: repeated, shuffled full batches; else every record once (in file order unless
+    ``length_aware``, which also cuts every batch to its longest window)."""
     return squad_dataset.make_dataset(record_file, seq_length, is_training, batch_size,
-                                      drop_remainder=is_training, seed=seed)
+                                      drop_remainder=is_training, seed=seed,
+                                      length_aware=length_aware)
+
+
+SEQUENCE_LENGTH = "sequence_length"
 
 
 def predict_raw_results(model, eval_file: str, seq_length: int, batch_size: int,
-                        strategy: Optional[tf.distribute.Strategy] = None) -> List:
-    """``RawResult``s (float32 logits as python floats) for every record of an eval TFRecord."""
-    batches = dataset(eval_file, seq_length, batch_size, False)
+                        strategy: Optional[tf.distribute.Strategy] = None,
+                        length_aware: bool = False) -> List:
+    """``RawResult``s (float32 logits as python floats) for every record of an eval TFRecord.
+
+    Padded (the original): every window runs at ``seq_length`` and its logits cover every
+    position, padding included; padding positions cannot be an answer, but they still take
+    part in choosing the ``n_best_size`` best start and end positions. ``length_aware``:
+    windows of similar length are batched together, each batch runs at its longest window, and
+    each result's logits cover the window's real positions only (the same for any batching):
+    the answer can differ from the padded path only where the original let a padding
+    position take one of those ``n_best_size`` slots.
+    """
+    batches = dataset(eval_file, seq_length, batch_size, False, length_aware=length_aware)
+    if length_aware:
+        batches = batches.map(lambda b: dict(b, **{SEQUENCE_LENGTH: tf.reduce_sum(
+            b[squad_schema.INPUT_MASK], axis=-1)}))
     total = sum(1 for _ in tf.data.TFRecordDataset(eval_file))
     if total == 0:  # e.g. questions on empty contexts only: no window to run
         return []
     out = finetuning.predict(model, batches, ["start_logits", "end_logits"], total=total,
                              strategy=strategy)
-    start_logits = out["start_logits"].astype(np.float32)  # [N, S]
+    start_logits = out["start_logits"].astype(np.float32)  # [N, S] (S: longest batch)
     end_logits = out["end_logits"].astype(np.float32)  # [N, S]
-    return [squad.RawResult(unique_id=int(u), start_logits=s.tolist(), end_logits=e.tolist())
-            for u, s, e in zip(out["unique_ids"], start_logits, end_logits)]
+    lengths = (out[SEQUENCE_LENGTH] if length_aware
+               else np.full(len(start_logits), start_logits.shape[1]))  # [N]
+    return [squad.RawResult(unique_id=int(u), start_logits=s[:n].tolist(),
+                            end_logits=e[:n].tolist())
+            for u, s, e, n in zip(out["unique_ids"], start_logits, end_logits, lengths)]
 
 
 @dataclasses.dataclass
@@ -178,8 +205,11 @@ def predict(model, examples: List, tokenizer, output_dir: str, options: SquadOpt
     logging.info("  Num split examples = %d", len(eval_features))
     logging.info("  Batch size = %d", options.predict_batch_size)
 
+    length_aware = (options.length_aware_batching
+                    and not (strategy is not None and distribution.is_tpu(strategy)))
     all_results = predict_raw_results(model, writer.filename, options.max_seq_length,
-                                      options.predict_batch_size, strategy=strategy)
+                                      options.predict_batch_size, strategy=strategy,
+                                      length_aware=length_aware)
     prediction_file = os.path.join(output_dir, "predictions.json")
     null_odds_file = os.path.join(output_dir, "null_odds.json")
     triple = postprocess.compute_predictions(

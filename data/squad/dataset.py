@@ -4,7 +4,17 @@ As the original ``input_fn_builder``: training repeats the file and shuffles
 with a buffer of 100, eval reads it once in order; records are parsed with
 ``data.squad.schema.feature_spec`` and every int64 becomes int32. Batches are
 dicts of int32 tensors: ``unique_ids`` [B], ``input_ids``/``input_mask``/
-``segment_ids`` [B, S] and, in training, ``start_positions``/``end_positions`` [B].
+``segment_ids`` [B, S] and, in training, ``start_positions``/``end_positions`` [B];
+eval batches also carry ``example_index`` [B] (the record number).
+
+``length_aware`` (the pipeline of ``data.glue.dataset.make_dataset``, shared by every
+fine-tuning task): every batch is cut to its longest window (rounded up to a multiple of 8),
+and eval windows are first grouped by length (out of file order; SQuAD results are matched by
+``unique_ids``). Training batches stay the same batches. What this changes for SQuAD, unlike
+a classifier: the span head's softmax runs over the positions the model sees, so in training
+the padding positions cut away no longer add to the loss's denominator (the original's
+``[B, max_seq_length]`` logits include every padding position), and at prediction time
+padding positions are not scored at all (see ``bert_tasks.squad.predict_raw_results``).
 """
 
 from __future__ import annotations
@@ -13,21 +23,19 @@ from typing import Optional, Sequence, Union
 
 import tensorflow as tf
 
+from data.glue import dataset as length_aware_dataset
 from data.squad import schema as squad_schema
 
 SHUFFLE_BUFFER = 100
 
 
 def make_dataset(input_files: Union[str, Sequence[str]], seq_length: int, is_training: bool,
-                 batch_size: int, drop_remainder: bool, seed: Optional[int] = None) -> tf.data.Dataset:
+                 batch_size: int, drop_remainder: bool, seed: Optional[int] = None,
+                 length_aware: bool = False) -> tf.data.Dataset:
     """Batched dataset of parsed SQuAD features (see the module docstring)."""
     spec = squad_schema.feature_spec(seq_length, is_training)
-    d = tf.data.TFRecordDataset(input_files)
-    if is_training:
-        d = d.repeat()
-        d = d.shuffle(buffer_size=SHUFFLE_BUFFER, seed=seed)
-    d = d.map(lambda record: squad_schema.decode_record(record, spec),
-              num_parallel_calls=tf.data.AUTOTUNE)
-    d = d.batch(batch_size, drop_remainder=drop_remainder)
-    return d.prefetch(tf.data.AUTOTUNE)
-
+    return length_aware_dataset.make_dataset(
+        input_files, lambda record: squad_schema.decode_record(record, spec), batch_size,
+        is_training, drop_remainder=drop_remainder, trim=length_aware,
+        bucket=length_aware and not is_training, max_seq_length=seq_length, seed=seed,
+        shuffle_buffer=SHUFFLE_BUFFER)
