@@ -31,6 +31,7 @@ Example (a classifier on your own records; ``make_dataset`` from ``data.glue.dat
 
 from __future__ import annotations
 
+import weakref
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -101,12 +102,16 @@ class Predictor:
     """
 
     def __init__(self, model, output_names: Sequence[str], strategy=None):
-        self.model = model
+        self._model = model
         self.output_names = list(output_names)
         self.strategy = strategy or tf.distribute.get_strategy()
         self.distributed = (self.strategy.num_replicas_in_sync > 1
                             or distribution.is_tpu(self.strategy))
         self._steps = {}
+
+    @property
+    def model(self):
+        return self._model
 
     def _forward(self, batch):
         outputs = self.model(model_inputs(batch), training=False)
@@ -161,8 +166,33 @@ def concatenate_padded(parts: Sequence[np.ndarray]) -> np.ndarray:
     return np.concatenate(padded, axis=0)
 
 
+class _CachedPredictor(Predictor):
+    """A Predictor kept in ``_PREDICTORS``: it holds its model weakly (the cache entry must not
+    keep the model, its key, alive)."""
+
+    def __init__(self, model, output_names: Sequence[str], strategy=None):
+        super().__init__(model, output_names, strategy)
+        self._model = weakref.ref(model)
+
+    @property
+    def model(self):
+        return self._model()
+
+
+# model -> {(output names, strategy id): predictor}: one traced step per model and outputs, so
+# that predicting again (an eval per epoch, a benchmark's passes) does not trace the model again.
+_PREDICTORS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def predict(model, dataset: tf.data.Dataset, output_names: Sequence[str],
             total: Optional[int] = None, strategy=None,
             label: str = "predict") -> Dict[str, np.ndarray]:
-    """``Predictor(model, output_names, strategy).run(dataset, total, label)`` (one-off)."""
-    return Predictor(model, output_names, strategy).run(dataset, total, label)
+    """``Predictor(model, output_names, strategy).run(dataset, total, label)``, the Predictor
+    kept with the model for the next call."""
+    strategy = strategy or tf.distribute.get_strategy()
+    per_model = _PREDICTORS.setdefault(model, {})
+    key = (tuple(output_names), id(strategy))
+    predictor = per_model.get(key)
+    if predictor is None or predictor.strategy is not strategy:
+        predictor = per_model[key] = _CachedPredictor(model, output_names, strategy)
+    return predictor.run(dataset, total, label)

@@ -121,6 +121,29 @@ def test_predictor_returns_dataset_order_and_extra_features():
     np.testing.assert_allclose(out["probabilities"], direct, atol=1e-6)
 
 
+def test_predict_traces_once_per_model_and_does_not_keep_the_model_alive():
+    import gc
+    import weakref
+
+    model = _model()
+    data = dict(_examples(10), example_index=np.arange(10, dtype=np.int32))
+    short = tf.data.Dataset.from_tensor_slices(data).batch(4)
+    longer = short.map(lambda b: dict(b, **{k: tf.pad(b[k], [[0, 0], [0, 8]])
+                                            for k in finetuning.MODEL_INPUT_NAMES}))
+    first = finetuning.predict(model, short, ["probabilities"])
+    predictor = finetuning._PREDICTORS[model][(("probabilities",), id(tf.distribute.get_strategy()))]
+    again = finetuning.predict(model, longer, ["probabilities"])  # other lengths, same trace
+    np.testing.assert_allclose(again["probabilities"], first["probabilities"], atol=1e-6)
+    step = next(iter(predictor._steps.values()))
+    assert len(predictor._steps) == 1 and step.experimental_get_tracing_count() == 1
+    finetuning.predict(model, short, ["logits"])  # other outputs: their own step
+    assert len(finetuning._PREDICTORS[model]) == 2
+    ref = weakref.ref(model)
+    del model, predictor, step
+    gc.collect()
+    assert ref() is None  # the cache let the model go
+
+
 def test_load_checkpoint_reads_the_model_out_of_a_finetuning_checkpoint(tmp_path):
     from modeling import checkpoints
 
