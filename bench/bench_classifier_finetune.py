@@ -119,8 +119,11 @@ def run_ours(task: str, seed: int, lr: float, epochs: float, run_dir: str,
     if proc.wait() != 0:
         raise RuntimeError("run_classifier failed for %s seed %d" % (task, seed))
     wall = time.time() - start
-    match = re.match(r"train step (\d+)/\d+, ([\d.]+)/s", last)
-    train_seconds = int(match.group(1)) / float(match.group(2)) if match else float("nan")
+    # "train step 343/343 loss 0.41 lr 1.5e-07 27.1 examples/s ETA 0m00s": the rate of the
+    # last host loop, so the training time is approximate.
+    match = re.match(r"train step (\d+)/\d+ .* ([\d.]+) examples/s", last)
+    train_seconds = (int(match.group(1)) * 32 / float(match.group(2)) if match
+                     else float("nan"))
     results = dict(line.split(" = ") for line in
                    open(os.path.join(run_dir, "eval_results.txt")).read().splitlines())
     metrics = {k[len("eval_"):]: 100.0 * float(v) for k, v in results.items()

@@ -7,7 +7,7 @@ does not change the cost), batch ``--batch_size``; examples/second of a full pas
 dev set, classifier head included:
 
 * ``ours length-aware``: ``run_classifier``'s eval pipeline: ``eval.tf_record`` parsed by
-  ``tf.data``, grouped by length (``bucket_by_sequence_length``) and every batch cut to its
+  ``tf.data``, sorted by length in windows (``data/glue/dataset.py``) and every batch cut to its
   longest example (``data/glue/dataset.py``), model in a ``tf.function``;
 * ``ours padded 128``: the same model and records, every example padded to 128 (the original);
 * ``keras-hub padded 128``: ``keras_hub.models.BertBackbone`` + a dense head on the pooled
@@ -90,8 +90,7 @@ def _ours_engines(work_dir: str, batch_size: int):
 
     def engine(length_aware: bool):
         dataset = classifier_input.make_dataset(record, decode, batch_size, False,
-                                                trim=length_aware, bucket=length_aware,
-                                                max_seq_length=SEQ)
+                                                trim=length_aware, sort_by_length=length_aware)
         predictor = finetuning.Predictor(model, ["probabilities"])
 
         def run():

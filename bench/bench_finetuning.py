@@ -414,12 +414,20 @@ def _hf_engines(w: dict, work_dir: str):
 
 
 def worker(kind: str, workload: str, work_dir: str, quick: bool) -> None:
+    import time
+
     w = workload_config(workload, quick)
     builders = {"ours": _ours_engines, "kerashub": _kerashub_engines, "hf": _hf_engines}
+    start = time.perf_counter()
     engines, check = builders[kind](w, work_dir)
+    print("%s %s: built in %.0fs" % (workload, kind, time.perf_counter() - start),
+          file=sys.stderr, flush=True)
     if kind != "ours":  # ours warmed up while building (its check needs it)
-        for engine in engines.values():
+        for name, engine in engines.items():
+            start = time.perf_counter()
             engine(1)
+            print("%s %s: warm-up %.0fs" % (workload, name, time.perf_counter() - start),
+                  file=sys.stderr, flush=True)
     harness.serve(engines, warmup=(), info={"check": check} if check else {})
 
 

@@ -17,7 +17,10 @@ update). Engines:
   ``torch.optim.AdamW`` + ``clip_grad_norm_(1.0)``, eager (separate venv ``bench/.venvs/hf``:
   ``torch==2.13.0`` CPU + transformers);
 * "GEMM peak": a 2048^3 float32 ``tf.matmul`` (and bfloat16), measured in the same rounds: the
-  MFU column is achieved GFLOP/s / this float32 peak.
+  MFU column is achieved GFLOP/s / this float32 peak;
+* "attention core": the attention proper of every layer (``SelfAttention.attend``: scores,
+  softmax, dropout, weighted sum; forward and backward, not the projections) timed alone at
+  the step's shapes: its time over the ours fp32 default step time is the attention's share.
 
 Each engine kind runs in its own long-lived worker process; after set-up (compilation), engines
 are measured in interleaved rounds, one at a time, so that a shared noisy CPU affects all alike.
@@ -28,6 +31,8 @@ at the 20 positions (69.9 GFLOP for BERT-base at 128). Results also go to
 
     .venv/bin/python bench/bench_pretraining.py               # full run (several minutes)
     .venv/bin/python bench/bench_pretraining.py --rounds 3 --skip_hf --layers 4
+    # the paper's phase 2 (90% of steps at 128, the last 10% at 512 with 80 predictions):
+    .venv/bin/python bench/bench_pretraining.py --seq_length 512 --predictions 80 --batch_size 2
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from bench import harness  # noqa: E402
 
 REFERENCE = "keras-hub fit fp32 XLA"
 PEAK = "GEMM peak fp32"
+ATTENTION = "attention core fp32"
 
 
 # ---------------------------------------------------------------------------------- shapes
@@ -134,8 +140,45 @@ def _ours_engines(d, iters_hint):
 
     engines[PEAK] = gemm(tf.float32)
     engines["GEMM peak bf16"] = gemm(tf.bfloat16)
+    engines[ATTENTION] = _attention_core(d)
     del np
     return engines
+
+
+def _attention_core(d):
+    """An engine timing, per unit, one step's worth of the attention proper in float32: for
+    each of the ``layers`` layers, forward and backward of ``SelfAttention.attend`` (scores,
+    softmax, dropout, weighted sum; not the projections) at the step's shapes, with the fused
+    training kernels on as in the default step. Its time over the step time is the attention's
+    share."""
+    import tensorflow as tf
+
+    from modeling.kernels import switch
+    from modeling.layers.attention import SelfAttention, attention_bias_from_mask
+
+    layer = SelfAttention(d["heads"], d["hidden"] // d["heads"], dropout_rate=0.1)
+    shape = (d["batch"], d["seq"], d["hidden"])
+    qkv = [tf.Variable(tf.random.normal(shape)) for _ in range(3)]
+    bias = attention_bias_from_mask(tf.ones((d["batch"], d["seq"]), tf.int32), tf.float32)
+
+    def one_layer():
+        with tf.GradientTape() as tape:
+            context = layer.attend(*qkv, bias, training=True)  # [B, S, H]
+            total = tf.reduce_sum(context * context)
+        return tape.gradient(total, qkv)
+
+    def step():
+        grads = [one_layer() for _ in range(d["layers"])]
+        return tf.add_n([tf.reduce_sum(g[0]) for g in grads])
+
+    with switch.fused_training_kernels():
+        fn = tf.function(step)
+        fn()  # traced with the switch on
+
+    def run(n):
+        for _ in range(n):
+            fn().numpy()
+    return run
 
 
 def _kerashub_engines(d, iters_hint):
@@ -223,7 +266,7 @@ def main() -> None:
     def rate(name: str, seconds: float) -> float:  # seq/s, or GFLOP/s for the GEMM peaks
         if name.startswith("GEMM"):
             return args.iters * 2 * 2048 ** 3 / seconds / 1e9
-        return args.iters * d["batch"] / seconds
+        return args.iters * d["batch"] / seconds  # the attention core: "seq/s" of its part
 
     rates = harness.run_rounds(workers, engines, args.rounds, args.iters, rate, digits=2)
     peak = statistics.median(rates[PEAK])
@@ -239,7 +282,7 @@ def main() -> None:
                                           "x keras-hub"))
     results = {}
     for name, _ in engines:
-        if name.startswith("GEMM"):
+        if name.startswith("GEMM") or name == ATTENTION:
             continue
         median, best, ratio = harness.summarize(rates[name], reference)
         mfu = median * gflop / peak
@@ -248,7 +291,14 @@ def main() -> None:
                          "ratio_vs_keras_hub": ratio, "rounds": rates[name]}
         print("%-24s %8.2f %8.2f %9.1f %7.0f%% %12.2f" % (name, median, best, median * gflop,
                                                          100 * mfu, ratio))
+    share = None
+    if ATTENTION in rates and "ours fp32 default" in rates:  # time ratio = inverse rate ratio
+        share = statistics.median(s / a for s, a in zip(rates["ours fp32 default"],
+                                                         rates[ATTENTION]))
+        print("attention proper (scores, softmax, dropout, weighted sum; fwd + bwd, all "
+              "layers) measured alone: %.0f%% of the ours fp32 default step time" % (100 * share))
     harness.write_json("bench_pretraining.json", {
+        "attention_share_of_ours_fp32_default": share,
         "dims": d, "gflop_per_sequence": gflop,
         "gemm_peak_gflop_s": {k: rates[k] for k in rates if k.startswith("GEMM")},
         "reference": REFERENCE, "results": results})

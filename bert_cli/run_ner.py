@@ -90,7 +90,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("string", "export_dir", None, "TF Serving model base path, e.g. models/ner: "
            "writes the SavedModel (words or text in, a tag per word out) as its next version "
            "<export_dir>/1, 2, ... (the folder may hold only version folders).")
-    define("bool", "length_aware_batching", True, "Group eval/predict windows by length and "
+    define("bool", "length_aware_batching", True, "Sort eval/predict windows by length and "
            "cut every batch to its longest (off on TPU).")
     define("bool", "fast_tokenizer", True, "Use FastFullTokenizer (same output).")
     define("integer", "random_seed", 12345, "Seed of the shuffle, dropout and head init.")

@@ -81,7 +81,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
            "writes a raw-text SavedModel (question, context -> answer text and span) as its "
            "next version <export_dir>/1, 2, ... (the folder may hold only version folders).")
     define("bool", "length_aware_batching", True, "Run each batch at its longest window "
-           "(predict: windows grouped by length first). Padding positions are then not "
+           "(predict: windows sorted by length first). Padding positions are then not "
            "computed: they leave the training loss's softmax and the n-best search. "
            "--nolength_aware_batching: the original's padded path exactly. Off on TPU.")
     define("bool", "fast_tokenizer", True, "Use FastFullTokenizer (same output as FullTokenizer).")

@@ -61,7 +61,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("float", "learning_rate", 2e-5, "The initial learning rate for Adam.")
     define("float", "num_train_epochs", 3.0, "Total number of training epochs to perform.")
     define("float", "warmup_proportion", 0.1, "Proportion of training for linear warmup.")
-    define("bool", "length_aware_batching", True, "Group eval/predict examples by length and "
+    define("bool", "length_aware_batching", True, "Sort eval/predict examples by length and "
            "cut every batch to its longest sequence (off on TPU).")
     define("bool", "fast_tokenizer", True, "Use FastFullTokenizer (same output).")
     define("integer", "random_seed", 12345, "Seed of the shuffle, dropout and head init.")

@@ -42,7 +42,7 @@ def dataset(record_file: str, max_seq_length: int, batch_size: int, is_training:
     decode = functools.partial(glue_dataset.decode_classifier_record,
                                max_seq_length=max_seq_length, regression=regression)
     return glue_dataset.task_dataset(record_file, decode, batch_size, is_training,
-                                     max_seq_length=max_seq_length, length_aware=length_aware,
+                                     length_aware=length_aware,
                                      static_shapes=static_shapes, seed=seed)
 
 

@@ -49,7 +49,7 @@ def dataset(record_file: str, max_seq_length: int, batch_size: int, is_training:
     ``shuffle_buffer``: run_ner passes the number of windows (a full shuffle, see there)."""
     decode = functools.partial(ner_features.parse_example, max_seq_length=max_seq_length)
     return glue_dataset.task_dataset(record_file, decode, batch_size, is_training,
-                                     max_seq_length=max_seq_length, length_aware=length_aware,
+                                     length_aware=length_aware,
                                      static_shapes=static_shapes, seed=seed,
                                      sequence_names=ner_features.SEQUENCE_FEATURES,
                                      shuffle_buffer=shuffle_buffer)

@@ -60,7 +60,7 @@ class SquadOptions:
     version_2_with_negative: bool = False
     null_score_diff_threshold: float = 0.0
     verbose_logging: bool = False
-    # This port's: group the windows by length and run each batch at its longest window
+    # This port's: sort the windows by length and run each batch at its longest window
     # (ignored under a TPU strategy: static shapes). False: the original's padded path exactly.
     length_aware_batching: bool = True
 

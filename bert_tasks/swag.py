@@ -32,7 +32,7 @@ def dataset(record_file: str, max_seq_length: int, batch_size: int, is_training:
     ``label_ids`` [B], ``is_real_example`` [B], ``example_index`` [B] off training."""
     decode = functools.partial(swag.parse_example, max_seq_length=max_seq_length)
     return glue_dataset.task_dataset(record_file, decode, batch_size, is_training,
-                                     max_seq_length=max_seq_length, length_aware=length_aware,
+                                     length_aware=length_aware,
                                      static_shapes=static_shapes, seed=seed)
 
 

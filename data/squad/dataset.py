@@ -9,7 +9,7 @@ eval batches also carry ``example_index`` [B] (the record number).
 
 ``length_aware`` (the pipeline of ``data.glue.dataset.make_dataset``, shared by every
 fine-tuning task): every batch is cut to its longest window (rounded up to a multiple of 8),
-and eval windows are first grouped by length (out of file order; SQuAD results are matched by
+and eval windows are first sorted by length (out of file order; SQuAD results are matched by
 ``unique_ids``). Training batches stay the same batches. What this changes for SQuAD, unlike
 a classifier: the span head's softmax runs over the positions the model sees, so in training
 the padding positions cut away no longer add to the loss's denominator (the original's
@@ -37,5 +37,5 @@ def make_dataset(input_files: Union[str, Sequence[str]], seq_length: int, is_tra
     return length_aware_dataset.make_dataset(
         input_files, lambda record: squad_schema.decode_record(record, spec), batch_size,
         is_training, drop_remainder=drop_remainder, trim=length_aware,
-        bucket=length_aware and not is_training, max_seq_length=seq_length, seed=seed,
+        sort_by_length=length_aware and not is_training, seed=seed,
         shuffle_buffer=SHUFFLE_BUFFER)

@@ -70,9 +70,15 @@ class SelfAttention(keras.layers.Layer):
                               self.size_per_head])  # [B, S, N, D]
 
     def call(self, hidden, attention_bias, training=None):
-        q = self._split_heads(self.query(hidden))  # [B, F, N, D]
-        k = self._split_heads(self.key(hidden))  # [B, T, N, D]
-        v = self._split_heads(self.value(hidden))  # [B, T, N, D]
+        return self.attend(self.query(hidden), self.key(hidden), self.value(hidden),
+                           attention_bias, training=training)
+
+    def attend(self, query, key, value, attention_bias, training=None):
+        """The attention proper, after the projections: query/key/value [B, S, H] -> context
+        [B, S, H] (scores, softmax, dropout, weighted sum; benchmarks time it alone)."""
+        q = self._split_heads(query)  # [B, F, N, D]
+        k = self._split_heads(key)  # [B, T, N, D]
+        v = self._split_heads(value)  # [B, T, N, D]
         q = tf.transpose(q, [0, 2, 1, 3])  # [B, N, F, D]
         k = tf.transpose(k, [0, 2, 1, 3])  # [B, N, T, D]
         # (q k^T) * 1/sqrt(D) + bias: the original's order (BatchMatMul on [B, N, S, D]).

@@ -42,7 +42,7 @@ def test_restore_order():
         classifier_input.restore_order([0, 0, 1], values)
 
 
-def test_bucketed_predictions_identical(tmp_path):
+def test_length_sorted_predictions_identical(tmp_path):
     examples = classifier.get_processor("mrpc").get_dev_examples(
         os.path.join(paths.DATA, "glue", "MRPC"))[:45]
     examples += [classifier.InputExample("s", "Short.", None, "0")]  # a very short one
@@ -56,20 +56,46 @@ def test_bucketed_predictions_identical(tmp_path):
     decode = lambda r: classifier_input.decode_classifier_record(r, 128)  # noqa: E731
 
     def run(**kw):
-        ds = classifier_input.make_dataset(record, decode, 8, False, max_seq_length=128, **kw)
+        ds = classifier_input.make_dataset(record, decode, 8, False, **kw)
         out = finetuning.predict(model, ds, ["probabilities"])
         return {k: classifier_input.restore_order(out["example_index"], v)
                 for k, v in out.items()}, ds
 
-    plain, _ = run(trim=False, bucket=False)
-    bucketed, ds = run(trim=True, bucket=True)
+    plain, _ = run(trim=False, sort_by_length=False)
+    sorted_, ds = run(trim=True, sort_by_length=True)
     widths = [b["input_ids"].shape[1] for b in ds]
-    assert max(widths) < 128 and min(widths) <= 16  # padding was cut
+    assert max(widths) < 128 and widths[0] < widths[-1]  # padding was cut
+    assert widths == sorted(widths)  # one window (46 < 64 batches): sorted by length
+    assert [len(b["input_ids"]) for b in ds] == [8, 8, 8, 8, 8, 6]  # full batches but the last
     np.testing.assert_array_equal(plain["example_index"], np.arange(len(examples)))
-    np.testing.assert_array_equal(bucketed["label_ids"], plain["label_ids"])
-    np.testing.assert_allclose(bucketed["probabilities"], plain["probabilities"], atol=2e-6)
-    np.testing.assert_array_equal(np.argmax(bucketed["probabilities"], 1),
+    np.testing.assert_array_equal(sorted_["label_ids"], plain["label_ids"])
+    np.testing.assert_allclose(sorted_["probabilities"], plain["probabilities"], atol=2e-6)
+    np.testing.assert_array_equal(np.argmax(sorted_["probabilities"], 1),
                                   np.argmax(plain["probabilities"], 1))
+
+
+def test_eval_examples_are_sorted_by_length_within_windows(tmp_path, monkeypatch):
+    examples = classifier.get_processor("mrpc").get_dev_examples(
+        os.path.join(paths.DATA, "glue", "MRPC"))[:40]
+    tokenizer = tokenization.FastFullTokenizer(paths.GOLDEN_VOCAB, do_lower_case=True)
+    record = str(tmp_path / "eval.tf_record")
+    cf.file_based_convert_examples_to_features(examples, ["0", "1"], 128, tokenizer, record)
+    decode = lambda r: classifier_input.decode_classifier_record(r, 128)  # noqa: E731
+    monkeypatch.setattr(classifier_input, "SORT_WINDOW_BATCHES", 3)  # windows of 12 examples
+    batches = list(classifier_input.make_dataset(record, decode, 4, False, trim=False,
+                                                 sort_by_length=True))
+    assert [len(b["input_ids"]) for b in batches] == [4] * 10
+    for w in range(4):  # windows of 3, 3, 3 and 1 batches
+        window = batches[3 * w:3 * w + 3]
+        index = np.concatenate([b["example_index"] for b in window])
+        assert sorted(index.tolist()) == list(range(12 * w, min(40, 12 * w + 12)))
+        lengths = np.concatenate([b["input_mask"].numpy().sum(1) for b in window])
+        assert lengths.tolist() == sorted(lengths.tolist())
+        expected = [sum(x) for x in np.asarray([b["input_mask"] for b in batches]).reshape(
+            -1, 128)[12 * w:12 * w + 12]]
+        assert sorted(expected) == lengths.tolist()
+    all_lengths = np.concatenate([b["input_mask"].numpy().sum(1) for b in batches])
+    assert all_lengths.tolist() != sorted(all_lengths.tolist())  # sorted per window only
 
 
 def test_training_batches_keep_composition(tmp_path):
