@@ -98,6 +98,18 @@ def test_eval_examples_are_sorted_by_length_within_windows(tmp_path, monkeypatch
     assert all_lengths.tolist() != sorted(all_lengths.tolist())  # sorted per window only
 
 
+def test_eval_pipelines_are_not_autotuned_training_ones_are(tmp_path):
+    record = str(tmp_path / "r.tf_record")
+    cf.file_based_convert_examples_to_features(
+        [classifier.InputExample("a", "Short.", None, "0")], ["0", "1"], 16,
+        tokenization.FastFullTokenizer(paths.GOLDEN_VOCAB, do_lower_case=True), record)
+    decode = lambda r: classifier_input.decode_classifier_record(r, 16)  # noqa: E731
+    for is_training in (False, True):
+        ds = classifier_input.make_dataset(record, decode, 1, is_training)
+        assert ds.options().autotune.enabled is (None if is_training else False)  # default: on
+    assert len(list(classifier_input.make_dataset(record, decode, 1, False))) == 1
+
+
 def test_training_batches_keep_composition(tmp_path):
     examples = classifier.get_processor("mrpc").get_dev_examples(
         os.path.join(paths.DATA, "glue", "MRPC"))[:20]
