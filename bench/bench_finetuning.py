@@ -61,6 +61,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -507,7 +508,8 @@ def main() -> None:
         rates = harness.run_rounds(workers, engines, rounds, 1, rate, digits=2)
         results[name] = dict(summarize(name, w, rates), data=data, settings={
             k: v for k, v in w.items() if k != "shape"}, shape=w["shape"],
-            check=info.get("check"), load_after=os.getloadavg()[0])
+            check=info.get("check"), load_after=os.getloadavg()[0], rounds=rounds,
+            quick=args.quick, measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     load["end"] = os.getloadavg()
 
     print("\nFine-tuning and prediction, %d rounds%s; load average %.2f at start, %.2f at end"
@@ -522,8 +524,18 @@ def main() -> None:
                 name, phase, e["ours"], peer["name"], peer["value"], e.get("ratio", float("nan"))))
         if r.get("check"):
             print("%-13s ours vs its padded path: %s" % ("", json.dumps(r["check"])))
+    # The workloads are measured one after another, each in its own rounds: a run of some
+    # (--workloads) replaces their entries and keeps the others' (each says when and how).
+    previous = os.path.join(harness.OUT_DIR, "bench_finetuning.json")
+    kept = {}
+    if args.workloads and os.path.exists(previous):
+        with open(previous, encoding="utf-8") as f:
+            kept = {k: v for k, v in json.load(f).get("workloads", {}).items()
+                    if k not in results}
     path = harness.write_json("bench_finetuning.json", {
-        "quick": args.quick, "rounds": rounds, "load_average": load, "workloads": results})
+        "last_run": {"quick": args.quick, "rounds": rounds, "load_average": load,
+                     "workloads": names},
+        "workloads": dict(kept, **results)})
     print("wrote %s" % path)
 
 
