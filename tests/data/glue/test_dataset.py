@@ -74,13 +74,18 @@ def test_length_sorted_predictions_identical(tmp_path):
                                   np.argmax(plain["probabilities"], 1))
 
 
-def test_eval_examples_are_sorted_by_length_within_windows(tmp_path, monkeypatch):
+def _mrpc_dev_records(path, n):
+    """The first ``n`` MRPC dev pairs as classifier records at 128 (golden vocab); returns
+    the record file and its decoder."""
     examples = classifier.get_processor("mrpc").get_dev_examples(
-        os.path.join(paths.DATA, "glue", "MRPC"))[:40]
+        os.path.join(paths.DATA, "glue", "MRPC"))[:n]
     tokenizer = tokenization.FastFullTokenizer(paths.GOLDEN_VOCAB, do_lower_case=True)
-    record = str(tmp_path / "eval.tf_record")
-    cf.file_based_convert_examples_to_features(examples, ["0", "1"], 128, tokenizer, record)
-    decode = lambda r: classifier_input.decode_classifier_record(r, 128)  # noqa: E731
+    cf.file_based_convert_examples_to_features(examples, ["0", "1"], 128, tokenizer, str(path))
+    return str(path), lambda r: classifier_input.decode_classifier_record(r, 128)
+
+
+def test_eval_examples_are_sorted_by_length_within_windows(tmp_path, monkeypatch):
+    record, decode = _mrpc_dev_records(tmp_path / "eval.tf_record", 40)
     monkeypatch.setattr(classifier_input, "SORT_WINDOW_BATCHES", 3)  # windows of 12 examples
     batches = list(classifier_input.make_dataset(record, decode, 4, False, trim=False,
                                                  sort_by_length=True))
@@ -111,12 +116,7 @@ def test_eval_pipelines_are_not_autotuned_training_ones_are(tmp_path):
 
 
 def test_training_batches_keep_composition(tmp_path):
-    examples = classifier.get_processor("mrpc").get_dev_examples(
-        os.path.join(paths.DATA, "glue", "MRPC"))[:20]
-    tokenizer = tokenization.FastFullTokenizer(paths.GOLDEN_VOCAB, do_lower_case=True)
-    record = str(tmp_path / "train.tf_record")
-    cf.file_based_convert_examples_to_features(examples, ["0", "1"], 128, tokenizer, record)
-    decode = lambda r: classifier_input.decode_classifier_record(r, 128)  # noqa: E731
+    record, decode = _mrpc_dev_records(tmp_path / "train.tf_record", 20)
     a = classifier_input.make_dataset(record, decode, 4, True, True, trim=False, seed=3)
     b = classifier_input.make_dataset(record, decode, 4, True, True, trim=True, seed=3)
     for x, y in zip(a.take(6), b.take(6)):
