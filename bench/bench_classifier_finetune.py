@@ -53,6 +53,7 @@ DATA_DIRS = {"mrpc": "MRPC", "rte": "RTE", "sts-b": "STS-B", "cola": "CoLA"}
 MAIN_METRIC = {"mrpc": ("accuracy", "f1"), "rte": ("accuracy",), "sts-b": ("pearson", "spearmanr"),
                "cola": ("mcc",)}
 SEQ = 128
+BATCH = 32
 # torch's OpenMP pool spins badly when the CPU is oversubscribed (shared 2-core machine: 0.06
 # step/s with 2 threads under load 8); set by --hf_threads.
 HF_THREADS = 1
@@ -101,7 +102,7 @@ def run_ours(task: str, seed: int, lr: float, epochs: float, run_dir: str,
            "--vocab_file=%s" % os.path.join(MODEL_DIR, "vocab.txt"),
            "--bert_config_file=%s" % os.path.join(MODEL_DIR, "config.json"),
            "--init_checkpoint=%s" % MODEL_DIR, "--output_dir=%s" % run_dir, "--do_train",
-           "--do_eval", "--max_seq_length=%d" % SEQ, "--train_batch_size=32",
+           "--do_eval", "--max_seq_length=%d" % SEQ, "--train_batch_size=%d" % BATCH,
            "--eval_batch_size=32", "--learning_rate=%g" % lr, "--num_train_epochs=%g" % epochs,
            "--save_checkpoints_steps=1000000", "--random_seed=%d" % seed,
            "--iterations_per_loop=20"]
@@ -110,20 +111,17 @@ def run_ours(task: str, seed: int, lr: float, epochs: float, run_dir: str,
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     start = time.time()
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
-    last = ""
+    train_seconds = float("nan")
     for line in proc.stderr:
         if line.startswith("train step"):
-            last = line.strip()
-            print("  ours %s seed %d lr %g: %s" % (task, seed, lr, last), file=sys.stderr,
-                  flush=True)
+            print("  ours %s seed %d lr %g: %s" % (task, seed, lr, line.strip()),
+                  file=sys.stderr, flush=True)
+        done = re.search(r"Trained to step \d+ in ([\d.]+)s", line)  # the trainer's last line
+        if done:
+            train_seconds = float(done.group(1))
     if proc.wait() != 0:
         raise RuntimeError("run_classifier failed for %s seed %d" % (task, seed))
     wall = time.time() - start
-    # "train step 343/343 loss 0.41 lr 1.5e-07 27.1 examples/s ETA 0m00s": the rate of the
-    # last host loop, so the training time is approximate.
-    match = re.match(r"train step (\d+)/\d+ .* ([\d.]+) examples/s", last)
-    train_seconds = (int(match.group(1)) * 32 / float(match.group(2)) if match
-                     else float("nan"))
     results = dict(line.split(" = ") for line in
                    open(os.path.join(run_dir, "eval_results.txt")).read().splitlines())
     metrics = {k[len("eval_"):]: 100.0 * float(v) for k, v in results.items()
@@ -186,7 +184,7 @@ def main() -> None:
     if unknown:
         sys.exit("--sides: unknown %s (ours, ours_opbyop, hf, hf_bert_adam)" % ",".join(unknown))
     if "ours" not in sides or not {"hf", "hf_bert_adam"} & set(sides):
-        sys.exit("--sides: ours and hf or hf_bert_adam")
+        sys.exit("--sides: ours and hf or hf_bert_adam (the gap is measured between them)")
     if any(side.startswith("hf") for side in sides) and not os.path.exists(HF_PYTHON):
         sys.exit("missing %s: create the PyTorch venv (see the module docstring)" % HF_PYTHON)
     print("load average at start: %.2f %.2f %.2f" % os.getloadavg(), file=sys.stderr)
@@ -211,21 +209,20 @@ def main() -> None:
                                                    sorted(r["metrics"].items())),
                         r["train_seconds"]), flush=True)
 
-    print("\nall-MiniLM-L6-v2, batch 32, %g epochs, seq %d, warmup 10%%; dev scores x100, mean "
-          "over %d seed(s); load average now %.2f" % (args.epochs, SEQ, len(seeds),
+    print("\nall-MiniLM-L6-v2, batch %d, %g epochs, seq %d, warmup 10%%; dev scores x100, mean "
+          "over %d seed(s); load average now %.2f" % (BATCH, args.epochs, SEQ, len(seeds),
                                                     os.getloadavg()[0]))
-    shown = sides
     hf = "hf_bert_adam" if "hf_bert_adam" in sides else "hf"
     header = "%-6s %-8s %-10s" % ("task", "lr", "metric")
-    header += "".join(" %12s" % side for side in shown) + " %8s" % "ours-hf"
-    header += "".join(" %12s" % (side + " s") for side in shown)
+    header += "".join(" %12s" % side for side in sides) + " %16s" % ("ours-" + hf)
+    header += "".join(" %12s" % (side + " s") for side in sides)
     print(header)
     summary = []
     for task in tasks:
         for lr in rates:
             for metric in MAIN_METRIC[task]:
                 row = {"task": task, "lr": lr, "metric": metric, "seeds": seeds}
-                for side in shown:
+                for side in sides:
                     got = [runs[(task, lr, s, side)] for s in seeds if (task, lr, s, side) in runs]
                     row[side] = float(np.mean([g["metrics"][metric] for g in got])) if got \
                         else float("nan")
@@ -234,10 +231,10 @@ def main() -> None:
                         if got else float("nan")
                 summary.append(row)
                 line = "%-6s %-8g %-10s" % (task, lr, metric)
-                line += "".join(" %12.2f" % row[side] for side in shown)
+                line += "".join(" %12.2f" % row[side] for side in sides)
                 row["ours_minus_hf"] = row["ours"] - row[hf]
-                line += " %+8.2f" % row["ours_minus_hf"]
-                line += "".join(" %12.0f" % row[side + "_train_s"] for side in shown)
+                line += " %+16.2f" % row["ours_minus_hf"]
+                line += "".join(" %12.0f" % row[side + "_train_s"] for side in sides)
                 print(line)
                 if "ours_opbyop" in sides:
                     per_seed = [runs[(task, lr, s, side)]["metrics"][metric]

@@ -7,8 +7,8 @@ does not change the cost), batch ``--batch_size``; examples/second of a full pas
 dev set, classifier head included:
 
 * ``ours length-aware``: ``run_classifier``'s eval pipeline: ``eval.tf_record`` parsed by
-  ``tf.data``, sorted by length in windows (``data/glue/dataset.py``) and every batch cut to its
-  longest example (``data/glue/dataset.py``), model in a ``tf.function``;
+  ``tf.data``, sorted by length in windows and every batch cut to its longest example
+  (``bert_tasks.classifier.dataset``), model in a ``tf.function``;
 * ``ours padded 128``: the same model and records, every example padded to 128 (the original);
 * ``keras-hub padded 128``: ``keras_hub.models.BertBackbone`` + a dense head on the pooled
   output, pre-batched int32 tensors padded to 128, ``tf.function`` graph and XLA
@@ -73,6 +73,7 @@ def _ours_engines(work_dir: str, batch_size: int):
     import tensorflow as tf
 
     sys.path.insert(0, ROOT)
+    from bert_tasks import classifier as classifier_task
     from data.glue import dataset as classifier_input
     from modeling import checkpoints
     from modeling.heads import classifier as classifier_head
@@ -85,12 +86,9 @@ def _ours_engines(work_dir: str, batch_size: int):
     checkpoints.load_checkpoint(model, MODEL_DIR, log=False)
     record = os.path.join(work_dir, "eval.tf_record")
 
-    def decode(r):
-        return classifier_input.decode_classifier_record(r, SEQ)
-
     def engine(length_aware: bool):
-        dataset = classifier_input.make_dataset(record, decode, batch_size, False,
-                                                trim=length_aware, sort_by_length=length_aware)
+        dataset = classifier_task.dataset(record, SEQ, batch_size, False,
+                                          length_aware=length_aware)  # run_classifier's eval
         predictor = finetuning.Predictor(model, ["probabilities"])
 
         def run():

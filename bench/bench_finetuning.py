@@ -25,7 +25,8 @@ Phases and engines (each figure: one unit of work timed, interleaved rounds):
     True/False)`` then ``fit`` on batches padded to ``max_seq_length`` (keras-hub's
     preprocessors pad to the sequence length);
   - ``HF eager`` / ``HF torch.compile``: ``BertForQuestionAnswering`` /
-    ``BertForSequenceClassification`` (torch 2.13.0 CPU, 2 threads), ``torch.optim.AdamW`` +
+    ``BertForSequenceClassification`` (torch 2.13.0 CPU, one thread per core),
+    ``torch.optim.AdamW`` +
     ``clip_grad_norm_``, batches padded to ``max_seq_length`` (HF's ``run_qa.py`` /
     ``run_glue.py`` default ``--pad_to_max_length``).
 
@@ -33,7 +34,7 @@ Phases and engines (each figure: one unit of work timed, interleaved rounds):
   figure = examples/s.
 
   - ``ours``: end to end as the tools run it: features from the raw examples (tokenizer,
-    windows), their TFRecords, the model over batches grouped by length, and the answers
+    windows), their TFRecords, the model over batches sorted by length, and the answers
     (SQuAD: ``bert_tasks.squad.predict``: n-best post-processing, ``predictions.json`` and
     ``nbest_predictions.json`` written; GLUE: ``bert_tasks.classifier.predict_examples``, the
     probabilities in example order);
@@ -47,7 +48,8 @@ median of the per-round ratios ours / that peer (targets: train >= 1.3x, predict
 side also checks its predictions against its padded path (``--nolength_aware_batching``):
 GLUE labels, and SQuAD answers (which can differ only where the original's padded path let a
 padding position take an n-best slot: the report counts those questions).
-Results go to ``bench/out/bench_finetuning.json``.
+Results go to ``bench/out/bench_finetuning.json`` (``--quick``: ``bench_finetuning_quick.json``);
+a run replaces the entries of the workloads it measured and keeps the others'.
 
     .venv/bin/python bench/bench_finetuning.py            # all four workloads, 3 rounds
     .venv/bin/python bench/bench_finetuning.py --quick    # SQuAD and MRPC on MiniLM, 2 rounds
@@ -56,8 +58,10 @@ Results go to ``bench/out/bench_finetuning.json``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -96,12 +100,10 @@ GLUE_TRAIN_ROWS = 4000
 # ---------------------------------------------------------------------------- preparation
 
 
-def _arrays(features, names, dtypes=None):
+def _arrays(features, names):
     import numpy as np
 
-    dtypes = dtypes or {}
-    return {n: np.asarray([getattr(f, n) for f in features], dtypes.get(n, np.int32))
-            for n in names}
+    return {n: np.asarray([getattr(f, n) for f in features], np.int32) for n in names}
 
 
 def _squad_subset(root: dict, questions: int) -> dict:
@@ -120,7 +122,7 @@ def _squad_subset(root: dict, questions: int) -> dict:
     return {"version": root.get("version", "1.1"), "data": out}
 
 
-def prepare(name: str, w: dict, work_dir: str) -> dict:
+def prepare(w: dict, work_dir: str) -> dict:
     """Writes ``work_dir``'s inputs (our TFRecords / JSON, the peers' padded .npz); returns
     their statistics."""
     import numpy as np
@@ -145,20 +147,20 @@ def prepare(name: str, w: dict, work_dir: str) -> dict:
                                ("predict.json", _squad_subset(root, w["predict"]))):
             with open(os.path.join(work_dir, file_name), "w", encoding="utf-8") as f:
                 json.dump(obj, f)
-        options = task.SquadOptions(max_seq_length=seq)
+        o = task.SquadOptions(max_seq_length=seq)
         examples = squad.read_squad_examples(os.path.join(work_dir, "train.json"), True)
         task.write_train_records(examples, tokenizer, os.path.join(work_dir, "train.tf_record"),
-                                 options, seed=12345)
-        train_features = []
-        squad.convert_examples_to_features(examples, tokenizer, seq, 128, 64, True,
-                                           train_features.append)
+                                 o, seed=12345)
+        train_features = []  # the peers' copy (the same windows, in the records' order)
+        squad.convert_examples_to_features(examples, tokenizer, seq, o.doc_stride,
+                                           o.max_query_length, True, train_features.append)
         train_arrays = _arrays(train_features, ("input_ids", "input_mask", "segment_ids",
                                                 "start_position", "end_position"))
         predict_examples = squad.read_squad_examples(os.path.join(work_dir, "predict.json"),
                                                      False)
         predict_features = []
-        squad.convert_examples_to_features(predict_examples, tokenizer, seq, 128, 64, False,
-                                           predict_features.append)
+        squad.convert_examples_to_features(predict_examples, tokenizer, seq, o.doc_stride,
+                                           o.max_query_length, False, predict_features.append)
         num_predict = len(predict_examples)
     else:
         from data.glue import features as glue_features
@@ -202,6 +204,7 @@ def _ours_engines(w: dict, work_dir: str):
     from bert_tasks import squad as squad_task
     from data.glue import processors
     from data.squad import features as squad
+    from data.squad import postprocess
     from data.tokenization.wordpiece import FastFullTokenizer
     from modeling import checkpoints
     from modeling.config import BertConfig
@@ -210,7 +213,7 @@ def _ours_engines(w: dict, work_dir: str):
     from modeling.training import finetuning, optimization
     from modeling.training import trainer as training_loop
 
-    if w["shape"] is MINILM:
+    if w["shape"] == MINILM:
         config = BertConfig.from_json_file(os.path.join(MODEL_DIR, "config.json"))
     else:
         s = w["shape"]
@@ -229,26 +232,27 @@ def _ours_engines(w: dict, work_dir: str):
         loss = classifier_task.per_example_loss(False)
         train_data = classifier_task.dataset(os.path.join(work_dir, "train.tf_record"),
                                              w["seq"], w["train_batch"], True, seed=1)
-    if w["shape"] is MINILM:
+    if w["shape"] == MINILM:
         checkpoints.load_checkpoint(model, MODEL_DIR, log=False)
     trainer = training_loop.Trainer(
         model, optimization.create_optimizer(5e-5, 10 ** 6, 10 ** 4),
         training_loop.MeanLossObjective(loss, finetuning.MODEL_INPUT_NAMES), None,
-        training_loop.TrainerConfig(tempfile.mkdtemp(prefix="bench_finetuning_"), 10 ** 9,
+        training_loop.TrainerConfig(tempfile.mkdtemp(prefix="ours_trainer_", dir=work_dir),
+                                    10 ** 9,
                                     fuse_optimizer=True, fused_kernels=True,
                                     write_summaries=False, step_log=False, progress=False))
     iterator = trainer.make_iterator(train_data)
     tokenizer = FastFullTokenizer(os.path.join(MODEL_DIR, "vocab.txt"), True)
-    out_dir = tempfile.mkdtemp(prefix="bench_finetuning_predict_")
+    out_dir = tempfile.mkdtemp(prefix="ours_predict_", dir=work_dir)
+    options = squad_task.SquadOptions(max_seq_length=w["seq"],
+                                      predict_batch_size=w["predict_batch"])
 
     if squad_like:
         examples = squad.read_squad_examples(os.path.join(work_dir, "predict.json"), False)
 
         def predict(length_aware=True, folder=out_dir):
-            options = squad_task.SquadOptions(max_seq_length=w["seq"],
-                                              predict_batch_size=w["predict_batch"],
-                                              length_aware_batching=length_aware)
-            squad_task.predict(model, examples, tokenizer, folder, options)
+            squad_task.predict(model, examples, tokenizer, folder, dataclasses.replace(
+                options, length_aware_batching=length_aware))
             with open(os.path.join(folder, "predictions.json"), encoding="utf-8") as f:
                 return json.load(f)
     else:
@@ -266,13 +270,13 @@ def _ours_engines(w: dict, work_dir: str):
                "predict ours": harness.repeated(predict)}
     for engine in engines.values():  # warm-up: traces (and a head that has seen updates)
         engine(1)
-    padded_dir = tempfile.mkdtemp(prefix="bench_finetuning_padded_")
+    padded_dir = tempfile.mkdtemp(prefix="ours_padded_", dir=work_dir)
     fast, padded = predict(True), predict(False, padded_dir)
     if squad_like:
         differ = sorted(q for q in padded if padded[q] != fast[q])
         features = []
-        squad.convert_examples_to_features(examples, tokenizer, w["seq"], 128, 64, False,
-                                           features.append)
+        squad.convert_examples_to_features(examples, tokenizer, w["seq"], options.doc_stride,
+                                           options.max_query_length, False, features.append)
         raw = squad_task.predict_raw_results(model, os.path.join(padded_dir, "eval.tf_record"),
                                              w["seq"], w["predict_batch"])
         by_id = {f.unique_id: f for f in features}
@@ -280,8 +284,9 @@ def _ours_engines(w: dict, work_dir: str):
         for r in raw:
             f = by_id[r.unique_id]
             n = len(f.tokens)
-            top = [np.argsort(-np.asarray(lg))[:20] for lg in (r.start_logits, r.end_logits)]
-            if any((t >= n).any() for t in top):
+            top = [postprocess._get_best_indexes(lg, options.n_best_size)  # the n-best rule
+                   for lg in (r.start_logits, r.end_logits)]
+            if any(i >= n for t in top for i in t):
                 padding_slot.add(examples[f.example_index].qas_id)
         check = {"answers": len(padded), "answers_differ": len(differ),
                  "differ_without_padding_in_nbest": len(set(differ) - padding_slot),
@@ -308,8 +313,13 @@ def _kerashub_engines(w: dict, work_dir: str):
          else train["label_id"])
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(
         w["train_batch"], drop_remainder=True).repeat()
+    predict_data = np.load(os.path.join(work_dir, "predict.npz"))
+    b = w["predict_batch"]
+    batches = [{"token_ids": tf.constant(predict_data["input_ids"][i:i + b]),
+                "padding_mask": tf.constant(predict_data["input_mask"][i:i + b]),
+                "segment_ids": tf.constant(predict_data["segment_ids"][i:i + b])}
+               for i in range(0, len(predict_data["input_ids"]), b)]
     engines = {}
-    models = []
     for jit in (True, False):
         keras.utils.set_random_seed(0)
         backbone = keras_hub.models.BertBackbone(
@@ -327,18 +337,11 @@ def _kerashub_engines(w: dict, work_dir: str):
                                                        epsilon=1e-6, global_clipnorm=1.0),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       jit_compile=jit)
-        models.append(model)
         tag = " XLA" if jit else ""
 
         def train_engine(n, model=model):
             model.fit(dataset, steps_per_epoch=n * w["train_steps"], epochs=1, verbose=0)
 
-        predict_data = np.load(os.path.join(work_dir, "predict.npz"))
-        batches = [{"token_ids": tf.constant(predict_data["input_ids"][i:i + b]),
-                    "padding_mask": tf.constant(predict_data["input_mask"][i:i + b]),
-                    "segment_ids": tf.constant(predict_data["segment_ids"][i:i + b])}
-                   for b in [w["predict_batch"]]
-                   for i in range(0, len(predict_data["input_ids"]), b)]
         forward = tf.function(lambda batch, model=model: model(batch, training=False),
                               jit_compile=jit)
 
@@ -415,21 +418,15 @@ def _hf_engines(w: dict, work_dir: str):
 
 
 def worker(kind: str, workload: str, work_dir: str, quick: bool) -> None:
-    import time
-
     w = workload_config(workload, quick)
     builders = {"ours": _ours_engines, "kerashub": _kerashub_engines, "hf": _hf_engines}
     start = time.perf_counter()
     engines, check = builders[kind](w, work_dir)
     print("%s %s: built in %.0fs" % (workload, kind, time.perf_counter() - start),
           file=sys.stderr, flush=True)
-    if kind != "ours":  # ours warmed up while building (its check needs it)
-        for name, engine in engines.items():
-            start = time.perf_counter()
-            engine(1)
-            print("%s %s: warm-up %.0fs" % (workload, name, time.perf_counter() - start),
-                  file=sys.stderr, flush=True)
-    harness.serve(engines, warmup=(), info={"check": check} if check else {})
+    # ours warmed up while building (its check needs it)
+    harness.serve(engines, warmup=() if kind == "ours" else (1,), log_warmup=True,
+                  info={"check": check} if check else {})
 
 
 # ---------------------------------------------------------------------------------- lead
@@ -442,7 +439,7 @@ def workload_config(name: str, quick: bool) -> dict:
     return w
 
 
-def summarize(name: str, w: dict, rates: dict) -> dict:
+def summarize(rates: dict) -> dict:
     """Per phase: ours, the best peer (highest median) and the median per-round ratio."""
     out = {}
     for phase, unit in (("train", "sequences/s"), ("predict", "examples/s")):
@@ -487,13 +484,24 @@ def main() -> None:
     if unknown:
         sys.exit("--workloads: unknown %s (%s)" % (",".join(unknown), ",".join(WORKLOADS)))
     rounds = args.rounds or (2 if args.quick else 3)
+    os.makedirs(harness.OUT_DIR, exist_ok=True)
     base_dir = args.work_dir or tempfile.mkdtemp(prefix="bench_finetuning_",
                                                  dir=harness.OUT_DIR)
+    try:
+        results, load = measure(args, names, rounds, base_dir)
+    finally:
+        if not args.work_dir:  # records, .npz, the workers' model and prediction folders
+            shutil.rmtree(base_dir, ignore_errors=True)
+    report(args, names, rounds, results, load)
+
+
+def measure(args, names, rounds: int, base_dir: str):
+    """Prepares and measures each workload in ``names``; returns (results, load averages)."""
     results, load = {}, {"start": os.getloadavg()}
     for name in names:
         w = workload_config(name, args.quick)
         work_dir = os.path.join(base_dir, name)
-        data = prepare(name, w, work_dir)
+        data = prepare(w, work_dir)
         print("%s: %s" % (name, json.dumps(data)), file=sys.stderr, flush=True)
         flags = ["--workload", name, "--work_dir", work_dir] + (["--quick"] if args.quick else [])
         workers, engines, info = harness.start_workers(__file__, harness.peers(args), flags)
@@ -506,12 +514,16 @@ def main() -> None:
         print("%s: load average before the rounds %.2f" % (name, os.getloadavg()[0]),
               file=sys.stderr)
         rates = harness.run_rounds(workers, engines, rounds, 1, rate, digits=2)
-        results[name] = dict(summarize(name, w, rates), data=data, settings={
+        results[name] = dict(summarize(rates), data=data, settings={
             k: v for k, v in w.items() if k != "shape"}, shape=w["shape"],
             check=info.get("check"), load_after=os.getloadavg()[0], rounds=rounds,
             quick=args.quick, measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     load["end"] = os.getloadavg()
+    return results, load
 
+
+def report(args, names, rounds: int, results: dict, load: dict) -> None:
+    """Prints the summary and writes ``bench/out/bench_finetuning[_quick].json``."""
     print("\nFine-tuning and prediction, %d rounds%s; load average %.2f at start, %.2f at end"
           % (rounds, " (--quick)" if args.quick else "", load["start"][0], load["end"][0]))
     print("%-13s %-8s %10s %-26s %10s %7s" % ("workload", "phase", "ours", "best peer", "peer",
@@ -524,15 +536,17 @@ def main() -> None:
                 name, phase, e["ours"], peer["name"], peer["value"], e.get("ratio", float("nan"))))
         if r.get("check"):
             print("%-13s ours vs its padded path: %s" % ("", json.dumps(r["check"])))
-    # The workloads are measured one after another, each in its own rounds: a run of some
-    # (--workloads) replaces their entries and keeps the others' (each says when and how).
-    previous = os.path.join(harness.OUT_DIR, "bench_finetuning.json")
+    # The workloads are measured one after another, each in its own rounds: a run replaces the
+    # entries of the workloads it measured and keeps the others' (each says when and how it
+    # was measured). --quick figures go to a file of their own.
+    name = "bench_finetuning_quick.json" if args.quick else "bench_finetuning.json"
+    previous = os.path.join(harness.OUT_DIR, name)
     kept = {}
-    if args.workloads and os.path.exists(previous):
+    if os.path.exists(previous):
         with open(previous, encoding="utf-8") as f:
             kept = {k: v for k, v in json.load(f).get("workloads", {}).items()
                     if k not in results}
-    path = harness.write_json("bench_finetuning.json", {
+    path = harness.write_json(name, {
         "last_run": {"quick": args.quick, "rounds": rounds, "load_average": load,
                      "workloads": names},
         "workloads": dict(kept, **results)})

@@ -89,9 +89,8 @@ def synthetic_batch(d, seed=0):
 # --------------------------------------------------------------------------------- engines
 
 
-def _ours_engines(d, iters_hint):
+def _ours_engines(d):
     import keras
-    import numpy as np
     import tensorflow as tf
 
     sys.path.insert(0, ROOT)
@@ -141,16 +140,16 @@ def _ours_engines(d, iters_hint):
     engines[PEAK] = gemm(tf.float32)
     engines["GEMM peak bf16"] = gemm(tf.bfloat16)
     engines[ATTENTION] = _attention_core(d)
-    del np
     return engines
 
 
 def _attention_core(d):
-    """An engine timing, per unit, one step's worth of the attention proper in float32: for
-    each of the ``layers`` layers, forward and backward of ``SelfAttention.attend`` (scores,
-    softmax, dropout, weighted sum; not the projections) at the step's shapes, with the fused
-    training kernels on as in the default step. Its time over the step time is the attention's
-    share."""
+    """An engine timing, per unit, one step's worth of the attention proper in float32:
+    ``layers`` calls of ``SelfAttention.attend`` (scores, softmax, dropout, weighted sum; not
+    the projections) chained as in the model (each layer's context is the next one's query;
+    keys and values of its own, so no two layers compute the same thing), forward, then
+    backward to every query, key and value, with the fused training kernels on as in the
+    default step. Its time over the step time is the attention's share."""
     import tensorflow as tf
 
     from modeling.kernels import switch
@@ -158,18 +157,19 @@ def _attention_core(d):
 
     layer = SelfAttention(d["heads"], d["hidden"] // d["heads"], dropout_rate=0.1)
     shape = (d["batch"], d["seq"], d["hidden"])
-    qkv = [tf.Variable(tf.random.normal(shape)) for _ in range(3)]
+    query = tf.Variable(tf.random.normal(shape))
+    keys = [tf.Variable(tf.random.normal(shape)) for _ in range(d["layers"])]
+    values = [tf.Variable(tf.random.normal(shape)) for _ in range(d["layers"])]
+    upstream = tf.random.normal(shape)  # the gradient arriving from above the last layer
     bias = attention_bias_from_mask(tf.ones((d["batch"], d["seq"]), tf.int32), tf.float32)
 
-    def one_layer():
-        with tf.GradientTape() as tape:
-            context = layer.attend(*qkv, bias, training=True)  # [B, S, H]
-            total = tf.reduce_sum(context * context)
-        return tape.gradient(total, qkv)
-
     def step():
-        grads = [one_layer() for _ in range(d["layers"])]
-        return tf.add_n([tf.reduce_sum(g[0]) for g in grads])
+        with tf.GradientTape() as tape:
+            context = query
+            for key, value in zip(keys, values):
+                context = layer.attend(context, key, value, bias, training=True)  # [B, S, H]
+        grads = tape.gradient(context, [query] + keys + values, output_gradients=upstream)
+        return tf.add_n([tf.reduce_sum(g) for g in grads])  # every gradient is computed
 
     with switch.fused_training_kernels():
         fn = tf.function(step)
@@ -181,7 +181,7 @@ def _attention_core(d):
     return run
 
 
-def _kerashub_engines(d, iters_hint):
+def _kerashub_engines(d):
     import keras
     import keras_hub
     import tensorflow as tf
@@ -207,7 +207,7 @@ def _kerashub_engines(d, iters_hint):
     return {REFERENCE: run}
 
 
-def _hf_engines(d, iters_hint):
+def _hf_engines(d):
     import torch
     import transformers
 
@@ -243,7 +243,7 @@ def worker(kind: str, d, iters: int) -> None:
     """Builds the engines (one train step a unit), warms them up (1 then ``iters`` steps, times
     logged to stderr) and serves them."""
     engines = {"ours": _ours_engines, "kerashub": _kerashub_engines,
-               "hf": _hf_engines}[kind](d, iters)
+               "hf": _hf_engines}[kind](d)
     harness.serve(engines, warmup=(1, iters), log_warmup=True)
 
 
@@ -266,7 +266,7 @@ def main() -> None:
     def rate(name: str, seconds: float) -> float:  # seq/s, or GFLOP/s for the GEMM peaks
         if name.startswith("GEMM"):
             return args.iters * 2 * 2048 ** 3 / seconds / 1e9
-        return args.iters * d["batch"] / seconds  # the attention core: "seq/s" of its part
+        return args.iters * d["batch"] / seconds  # the attention core too: step-sequences/s
 
     rates = harness.run_rounds(workers, engines, args.rounds, args.iters, rate, digits=2)
     peak = statistics.median(rates[PEAK])
@@ -291,14 +291,14 @@ def main() -> None:
                          "ratio_vs_keras_hub": ratio, "rounds": rates[name]}
         print("%-24s %8.2f %8.2f %9.1f %7.0f%% %12.2f" % (name, median, best, median * gflop,
                                                          100 * mfu, ratio))
-    share = None
-    if ATTENTION in rates and "ours fp32 default" in rates:  # time ratio = inverse rate ratio
-        share = statistics.median(s / a for s, a in zip(rates["ours fp32 default"],
-                                                         rates[ATTENTION]))
-        print("attention proper (scores, softmax, dropout, weighted sum; fwd + bwd, all "
-              "layers) measured alone: %.0f%% of the ours fp32 default step time" % (100 * share))
+    # Time share = inverse ratio of the rates (both count the step's sequences per second).
+    share = statistics.median(s / a for s, a in zip(rates["ours fp32 default"],
+                                                     rates[ATTENTION]))
+    print("attention proper (scores, softmax, dropout, weighted sum; fwd + bwd, all layers) "
+          "measured alone: %.0f%% of the ours fp32 default step time" % (100 * share))
     harness.write_json("bench_pretraining.json", {
         "attention_share_of_ours_fp32_default": share,
+        "attention_core_rounds": rates[ATTENTION],
         "dims": d, "gflop_per_sequence": gflop,
         "gemm_peak_gflop_s": {k: rates[k] for k in rates if k.startswith("GEMM")},
         "reference": REFERENCE, "results": results})

@@ -1,5 +1,5 @@
 """Shared plumbing of the interleaved-rounds benchmarks (bench_inference, bench_pretraining,
-bench_classifier_throughput): the peers' venvs, the worker processes, the rounds and the
+bench_classifier_throughput, bench_finetuning): the peers' venvs, the worker processes, the rounds and the
 median / best / ratio summary.
 
 Only the standard library is imported at module level: worker processes import this module
@@ -252,7 +252,7 @@ def summarize(samples: Sequence[float], reference: Optional[Sequence[float]]
 
 def write_json(name: str, obj: Any) -> str:
     """Writes ``obj`` to ``bench/out/<name>`` atomically (lead side: needs the project's
-    ``data`` package); returns the path."""
+    ``bert_common`` package); returns the path."""
     sys.path.insert(0, ROOT)
     from bert_common.files import atomic_open
 

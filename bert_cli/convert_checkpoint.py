@@ -99,9 +99,12 @@ def run(fv: flags.FlagValues) -> str:
     if fv.output_format == "tfhub":
         from bert_tasks.hub import export_hub
 
-        if fv.model not in ("auto", "bert") or labels or regression:
-            raise cli_flags.FlagError("--output_format=tfhub exports the encoder: --model=%s, --labels "
-                            "and --task_name do not apply" % fv.model)
+        wrong = ((["--model=%s" % fv.model] if fv.model not in ("auto", "bert") else [])
+                 + (["--labels"] if fv.labels else [])
+                 + (["--task_name"] if fv.task_name else []))
+        if wrong:
+            raise cli_flags.FlagError("--output_format=tfhub exports the encoder: %s does not "
+                                      "apply" % ", ".join(wrong))
         summary = export_hub(fv.input, fv.output, fv.bert_config_file, fv.vocab_file,
                              do_lower_case, fv.seq_length, hidden_act=fv.hidden_act)
     else:

@@ -7,6 +7,7 @@ Every training or inference tool defines them with::
                                                       # --gcp_project --master --num_tpu_cores
                                                       # --num_gpus --all_reduce_alg
     cli_flags.define_precision_flags(flag_values)     # --mixed_precision=bf16|fp16 --use_xla
+                                                      # --xla_optimizer --xla_kernels
     cli_flags.define_checkpoint_flags(flag_values)    # --save_checkpoints_steps
                                                       # --iterations_per_loop --keep_checkpoint_max
 

@@ -8,10 +8,11 @@ Example (the tiny demo model on records written by create_pretraining_data.py)::
         --max_predictions_per_seq=20 --num_train_steps=10000 --num_warmup_steps=1000 \\
         --learning_rate=1e-4
 
-The original's flags keep their names and defaults; this port adds ``--strategy``,
-``--mixed_precision``, ``--use_xla``, ``--num_accumulation_steps``, ``--optimizer``,
-``--corrected_lr_schedule``, ``--gradient_reduction``, ``--deterministic``, ``--xla_optimizer``,
-``--xla_kernels``, ``--random_seed``, ``--keep_checkpoint_max`` and ``--num_cpu_devices``.
+The original's flags keep their names and defaults; this port adds the training flags every
+tool shares (``--strategy``, ``--mixed_precision``, ``--use_xla``, ``--xla_optimizer``,
+``--xla_kernels``, ``--keep_checkpoint_max``: ``bert_cli/flags.py``) and its own
+``--num_accumulation_steps``, ``--optimizer``, ``--corrected_lr_schedule``,
+``--gradient_reduction``, ``--deterministic``, ``--random_seed`` and ``--num_cpu_devices``.
 Semantics:
 
 * ``--train_batch_size`` is the global batch of one optimizer update (split over replicas, and

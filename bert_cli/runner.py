@@ -66,12 +66,17 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
         if keep_traceback or not one_line:
             raise  # a bug: the traceback is what its report needs
         message = str(e) if isinstance(e, (InputError, OSError)) else _reason(e)
+        # Its notes belong on the line: e.g. where a previous output is kept that a failed
+        # commit could not put back (bert_common.files).
+        notes = [n for n in getattr(e, "__notes__", []) if n]
+        if notes:
+            message += " (%s)" % "; ".join(notes)
         if output_dir and chief and _results_in(output_dir, written):
             # Results of the steps that finished are in place: say which, beside older ones.
             try:
                 mark_outputs(tool, output_dir, written, error=message)
             except Exception:  # noqa: BLE001 - the run's own error is the one to report
-                pass
+                _remove_marker(output_dir)
         fail(tool, message)  # e.g. a gs:// object not found or not readable
     if output_dir and chief and files.isdir(output_dir):
         try:
@@ -79,9 +84,27 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
         except Exception as e:  # noqa: BLE001 - the run itself succeeded: say so, exit 0
             if keep_traceback:
                 raise
-            warn(tool, "could not write %s in %s (%s)" % (RUN_OUTPUTS, output_dir,
-                                                          _reason(e)))
+            removed = _remove_marker(output_dir)
+            warn(tool, "could not write %s in %s (%s)%s" % (
+                RUN_OUTPUTS, output_dir, _reason(e),
+                "; the earlier run's one, which would list its outputs as this run's, was "
+                "removed" if removed else ""))
     return result
+
+
+def _remove_marker(output_dir: str) -> bool:
+    """Removes an earlier run's ``run_outputs.json`` (this run could not replace it, and it
+    would name that run's outputs as this one's); whether there was one to remove."""
+    from bert_common import files
+
+    path = os.path.join(output_dir, RUN_OUTPUTS)
+    try:
+        if files.exists(path):
+            files.remove(path)
+            return True
+    except Exception:  # noqa: BLE001 - best effort after a failed write
+        pass
+    return False
 
 
 RUN_OUTPUTS = "run_outputs.json"
@@ -139,15 +162,14 @@ def _is_chief_process(flag_values: flags.FlagValues) -> bool:
     ignore ``TF_CONFIG``."""
     if "strategy" not in flag_values or flag_values["strategy"].value != "multi_worker":
         return True
+    from bert_common.cluster import is_chief_task
+
     try:
         config = json.loads(os.environ.get("TF_CONFIG") or "{}")
         task, cluster = config.get("task") or {}, config.get("cluster") or {}
-        kind, index = task.get("type"), int(task.get("index", 0) or 0)
+        return is_chief_task(task.get("type"), int(task.get("index", 0) or 0), cluster)
     except (ValueError, TypeError, AttributeError):
         return True  # the strategy reports a malformed TF_CONFIG itself
-    if not kind or kind == "chief":
-        return True
-    return kind == "worker" and index == 0 and "chief" not in cluster
 
 
 def _is_tf_error(e: BaseException) -> bool:

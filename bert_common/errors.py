@@ -16,3 +16,11 @@ EXIT_BAD_INPUT = 1  # absl's own flag-parsing errors exit with 1 too
 
 class InputError(ValueError):
     """Bad input (a file, a flag value, a combination of flags); the message names it."""
+
+
+def first_line(error: BaseException, text: "str | None" = None) -> str:
+    """The first non-empty line of ``text`` (default: the error's message), or the error's
+    type name when there is none: what a one-line report quotes of an exception."""
+    text = str(error) if text is None else text
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__

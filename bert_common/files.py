@@ -56,7 +56,7 @@ import tempfile
 import uuid
 from typing import IO, Any, Callable, Dict, Iterator, List, Optional, Sequence, TypeVar
 
-from bert_common.errors import InputError
+from bert_common.errors import InputError, first_line
 
 _W = TypeVar("_W", bound="AtomicWriter")
 
@@ -316,13 +316,20 @@ def _pid_running(pid: int) -> bool:
     return True
 
 
+def _lexists(path: str) -> bool:
+    return exists(path) if is_url(path) else os.path.lexists(path)
+
+
 def remove_stale_temps(path: str) -> List[str]:
     """Removes the temporaries of output ``path`` that a killed process of this machine left
     in its folder (files or staging folders named ``.<name>.<host>-<pid>.<random>.tmp`` whose
     pid is no longer running); returns what was removed. Temporaries of live processes, of
-    other machines and every other file are left alone."""
+    other machines and every other file are left alone. A staging folder still holding the
+    previous ``path`` (set aside by a commit that was killed, or that could not put it back)
+    while ``path`` itself is missing gives it back first: it is the user's output."""
     directory = os.path.dirname(abspath(path)) or "."
     base = os.path.basename(path)
+    final = os.path.join(directory, base)
     try:
         names = listdir(directory)
     except Exception:  # noqa: BLE001 - no folder yet (or unreadable): nothing to clean
@@ -336,6 +343,9 @@ def remove_stale_temps(path: str) -> List[str]:
         stale = os.path.join(directory, name.rstrip("/"))
         try:
             if isdir(stale):
+                previous = os.path.join(stale, _PREVIOUS + base)
+                if _lexists(previous) and not _lexists(final):
+                    rename(previous, final)
                 rmtree(stale)
             else:
                 remove(stale)
@@ -345,12 +355,14 @@ def remove_stale_temps(path: str) -> List[str]:
     return removed
 
 
+_PREVIOUS = ".previous."  # <staging folder>/.previous.<name>: the output a commit replaces
 _CLEANED: set = set()  # outputs whose stale temporaries this process already looked for
 
 
 def _remove_stale_temps_once(path: str) -> None:
     """``remove_stale_temps(path)`` the first time this process writes ``path`` only: a
-    folder listing per output, not per write (many shards, or a step log appended on gs://)."""
+    folder listing per output, not per write (a step log appended on gs:// rewrites one
+    output many times; N shards of one folder still cost N listings)."""
     key = abspath(path)
     if key not in _CLEANED:
         remove_stale_temps(path)
@@ -379,8 +391,7 @@ def check_output_folder(path: str) -> None:
         try:
             makedirs(directory)
         except Exception as e:  # noqa: BLE001 - tf.errors.* (NotFound, PermissionDenied)
-            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise OSError("cannot write to %s (%s)" % (directory, reason)) from None
+            raise OSError("cannot write to %s (%s)" % (directory, first_line(e))) from None
         return
     if not isdir(directory):
         raise OSError("output folder %s does not exist (for %s)" % (directory, path))
@@ -390,7 +401,7 @@ def check_output_folder(path: str) -> None:
 
 def _staging_dir(path: str) -> str:
     """A new empty hidden folder beside ``path``: ``<folder>/.<name>.<host>-<pid>.<random>.tmp``
-    (stale ones of killed processes are removed first)."""
+    (stale ones of killed processes are removed on this process's first write of ``path``)."""
     directory = os.path.dirname(path) or "."
     _remove_stale_temps_once(path)
     if is_url(path):
@@ -464,8 +475,9 @@ def atomic_open(path: str, mode: str = "w", encoding: str = "utf-8") -> Iterator
 def _staged(paths: Sequence[str], suffixes: Sequence[str],
             make_parents: bool) -> Iterator[List[str]]:
     """Yields one temporary stand-in per path, ``<folder>/.<name>.<random>.tmp/<name>``; on
-    success moves ``stand_in + s`` to ``path + s`` for every path and suffix ``s``; always
-    removes the staging folders (with whatever the writer left in them)."""
+    success moves ``stand_in + s`` to ``path + s`` for every path and suffix ``s``; removes
+    the staging folders (with whatever the writer left in them), except one keeping a previous
+    output that a failed commit could not put back (``_commit_together``)."""
     finals = [abspath(p) for p in paths]
     if len(set(finals)) != len(finals):
         raise ValueError("the same output path is given twice: %s" % list(paths))
@@ -484,7 +496,7 @@ def _staged(paths: Sequence[str], suffixes: Sequence[str],
             fault_point("write", path)
         moves = [(t + s, p + s, d) for t, p, d in zip(temps, finals, staging) for s in suffixes]
         missing = [p for t, p, _ in moves
-                   if not (exists(t) if is_url(t) else os.path.lexists(t))]
+                   if not _lexists(t)]
         if missing:
             raise FileNotFoundError("the writer did not create %s" % ", ".join(missing))
         try:
@@ -503,7 +515,8 @@ def _commit_together(moves: Sequence[Any]) -> None:
     previous output (file or folder) is first set aside in its aside folder, which the caller
     removes afterwards. If a step fails, the new outputs already moved are taken out again and
     the previous ones put back; one that cannot be put back stays in its aside folder (named in
-    the exception's notes), which the caller must then keep: ``_kept_asides(exception)``.
+    the exception's notes), which the caller must then keep: ``_kept_asides(exception)``; the
+    next write of that output gives it back if the output is missing (``remove_stale_temps``).
     One file alone: a plain rename, atomic by itself."""
     if len(moves) == 1 and not isdir(moves[0][1]):
         _move_into_place(*moves[0][:2])
@@ -512,8 +525,8 @@ def _commit_together(moves: Sequence[Any]) -> None:
     try:
         for tmp, path, folder in moves:
             previous = None
-            if exists(path) if is_url(path) else os.path.lexists(path):
-                previous = os.path.join(folder, ".previous." + os.path.basename(path))
+            if _lexists(path):
+                previous = os.path.join(folder, _PREVIOUS + os.path.basename(path))
                 rename(path, previous)
             done.append([path, previous, False])
             _move_into_place(tmp, path)

@@ -1,4 +1,6 @@
-"""tf.data pipelines over classifier / SWAG TFRecords, with length-aware batching.
+"""tf.data pipelines over the fine-tuning TFRecords, with length-aware batching: classifier,
+SWAG and NER records here, SQuAD's through ``data.squad.dataset`` (which documents what cutting
+padding changes for a span head).
 
 The records on disk stay as the original writes them: one per example, in processor order,
 padded to ``max_seq_length``. Length awareness happens only here:

@@ -32,6 +32,7 @@ from typing import Dict, List, Optional, Sequence
 
 import tensorflow as tf
 
+from bert_common.errors import first_line
 from data.pretraining import schema as pretraining_schema
 from data.pretraining.instances import PretrainingDataError
 
@@ -59,7 +60,7 @@ def op_error_reason(error: Exception) -> str:
     if match:
         return match.group(0)
     text = re.sub(r"\{\{[^}]*\}\}|\[Op:[^\]]*\]( name: ?\S*)?", "", text)
-    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    return first_line(error, text)
 
 
 def damaged_record_error(files: Sequence[str], error: Exception) -> PretrainingDataError:

@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from bert_common import files
+from bert_common.errors import first_line
 from modeling.checkpoints.tf1 import CheckpointError
 from modeling.config import BertConfig
 
@@ -116,7 +117,7 @@ def read_hf_weights(path: str) -> HFWeights:
             tensors = load_file(weights)
     except Exception as e:  # noqa: BLE001 - safetensors raises several types for a bad file
         raise CheckpointError("%s: cannot read safetensors file (%s)"
-                              % (weights, str(e).strip().splitlines()[0])) from None
+                              % (weights, first_line(e))) from None
     arrays, unmapped = {}, []
     for hf_name in sorted(tensors):
         mapped = hf_to_tf1_name(hf_name)

@@ -18,8 +18,9 @@ import numpy as np
 from absl import logging
 
 from bert_common import files
+from bert_common.errors import first_line
 from modeling.checkpoints import hf
-from modeling.checkpoints.tf1 import (CheckpointError, LoadReport, _Source, _first_line,
+from modeling.checkpoints.tf1 import (CheckpointError, LoadReport, _Source,
                                       _resolve_tf1_prefix, array_source, assign_tf1_values,
                                       checkpoint_reader, read_tensor, tf1_checkpoint_source,
                                       tf1_variable_map)
@@ -68,7 +69,7 @@ def keras_file_source(path: str) -> _Source:
         other = keras.saving.load_model(path, compile=False)
     except Exception as e:  # noqa: BLE001 - any reason a foreign file fails to load
         raise CheckpointError("%s: cannot load Keras model (%s)"
-                              % (path, str(e).strip().splitlines()[0])) from None
+                              % (path, first_line(e))) from None
     arrays = {}
     for name, (variable, transpose) in tf1_variable_map(other).items():
         value = np.asarray(variable.numpy())
@@ -132,7 +133,7 @@ def _load_training_checkpoint(model, path: str) -> LoadReport:
         status = tf.train.Checkpoint(model=model).restore(prefix)
     except (tf.errors.OpError, IndexError) as e:  # a damaged or truncated data file
         raise CheckpointError("%s: cannot read checkpoint (%s): its data file is damaged or "
-                              "truncated" % (prefix, _first_line(e))) from None
+                              "truncated" % (prefix, first_line(e))) from None
     try:
         status.assert_existing_objects_matched()
     except AssertionError:

@@ -43,7 +43,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 from absl import logging
 
-from bert_common.errors import InputError
+from bert_common.errors import InputError, first_line
 from bert_common import files
 from bert_common.files import atomic_prefix
 
@@ -230,14 +230,21 @@ def latest_checkpoint(folder: str) -> Optional[str]:
 
     if not files.isdir(folder):
         return None
-    state = tf.train.get_checkpoint_state(folder)
+    try:
+        state = tf.train.get_checkpoint_state(folder)
+    except ValueError as e:  # e.g. an empty state file ("Invalid checkpoint state")
+        raise CheckpointError("%s: cannot read its checkpoint state file (%s)"
+                              % (os.path.join(folder, "checkpoint"), first_line(e))) from None
     if state is None:
         return None
     paths = list(state.all_model_checkpoint_paths)
     if state.model_checkpoint_path and state.model_checkpoint_path not in paths:
         paths.append(state.model_checkpoint_path)
-    for path in reversed(paths):  # get_checkpoint_state gives them joined to ``folder``
+    for i, path in enumerate(reversed(paths)):  # joined to ``folder`` by get_checkpoint_state
         if files.exists(path + ".index"):
+            if i:
+                logging.warning("%s: the newest %d checkpoint(s) listed have no files; using %s",
+                                folder, i, path)
             return path
     return None
 
@@ -282,10 +289,6 @@ def checkpoint_reader(prefix: str):
     return tf.compat.v1.train.NewCheckpointReader(prefix)
 
 
-def _first_line(e: BaseException) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-
-
 def read_tensor(reader, prefix: str, name: str):
     """``reader.get_tensor(name)``; a damaged or truncated data file (TensorFlow raises
     ``IndexError: Read less bytes than requested``, ``DataLossError``, ...) is a
@@ -296,7 +299,7 @@ def read_tensor(reader, prefix: str, name: str):
         return reader.get_tensor(name)
     except (tf.errors.OpError, IndexError, ValueError) as e:
         raise CheckpointError("%s: cannot read variable %s (%s): the checkpoint's data file is "
-                              "damaged or truncated" % (prefix, name, _first_line(e))) from None
+                              "damaged or truncated" % (prefix, name, first_line(e))) from None
 
 
 def tf1_checkpoint_source(ckpt_prefix: str) -> _Source:
@@ -310,7 +313,7 @@ def tf1_checkpoint_source(ckpt_prefix: str) -> _Source:
         shapes = {name: tuple(shape) for name, shape in
                   reader.get_variable_to_shape_map().items()}
     except (tf.errors.OpError, IndexError, ValueError) as e:
-        raise CheckpointError("%s: cannot read checkpoint (%s)" % (prefix, _first_line(e))) from None
+        raise CheckpointError("%s: cannot read checkpoint (%s)" % (prefix, first_line(e))) from None
     return _Source(prefix, shapes, lambda name: read_tensor(reader, prefix, name))
 
 

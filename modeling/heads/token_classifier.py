@@ -214,7 +214,6 @@ class BertFeatureTagger(EncoderTask):
             lstms.append(keras.layers.LSTM(lstm_units, return_sequences=True, dtype=dtype))
             x = keras.layers.Bidirectional(lstms[-1], dtype=dtype,
                                            name="bilstm_%d" % index)(x, mask=mask)  # [B, S, 2U]
-        del lstms
         super().__init__(inputs=encoder.input,
                          outputs=tag_outputs(x, num_labels, dropout_rate, dtype),
                          name=name, **kwargs)

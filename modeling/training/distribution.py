@@ -42,7 +42,8 @@ import os
 from typing import Optional
 
 import tensorflow as tf
-from bert_common.errors import InputError
+from bert_common import cluster
+from bert_common.errors import InputError, first_line
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 MIXED_PRECISIONS = ("bf16", "fp16")
@@ -116,9 +117,8 @@ def tpu_resolver(tpu_name: Optional[str], tpu_zone: Optional[str] = None,
         return tf.distribute.cluster_resolver.TPUClusterResolver(
             tpu=target, zone=tpu_zone, project=gcp_project)
     except Exception as e:  # noqa: BLE001 - resolver errors vary (HTTP, metadata, ValueError)
-        first_line = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise DistributionError("--tpu_name=%s: cannot resolve the TPU (%s)"
-                                % (target, first_line)) from None
+                                % (target, first_line(e))) from None
 
 
 def _local_tpu_present() -> bool:
@@ -208,8 +208,13 @@ def num_workers(strategy: tf.distribute.Strategy) -> int:
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
-    """Whether this process writes checkpoints, summaries and results (worker 0)."""
-    return worker_index(strategy) == 0
+    """Whether this process writes checkpoints, summaries and results: the ``chief`` task, else
+    worker 0 of a cluster without one (``bert_common.cluster``)."""
+    if not is_multi_worker(strategy):
+        return True
+    resolver = strategy.cluster_resolver
+    return cluster.is_chief_task(resolver.task_type, resolver.task_id,
+                                 resolver.cluster_spec().as_dict())
 
 
 def split_cpu(num_devices: int) -> None:

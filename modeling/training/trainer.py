@@ -110,7 +110,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_common import files
-from bert_common.errors import InputError
+from bert_common.errors import InputError, first_line
 from bert_common.progress import Progress, format_eta
 from modeling.checkpoints.tf1 import checkpoint_reader, latest_checkpoint
 from modeling.training import distributed_input, distribution
@@ -374,7 +374,7 @@ class Trainer:
             # E.g. a checkpoint of another model or of an older version in the same folder.
             raise InputError("%s: cannot resume from this checkpoint, it does not fit the model "
                              "(%s); train into another folder or remove it"
-                             % (path, str(e).strip().splitlines()[0][:200])) from None
+                             % (path, first_line(e)[:200])) from None
         status.expect_partial()  # e.g. an iterator state that this strategy cannot use
         logging.info("Restored %s (global step %d)", path, self.global_step)
         return self.global_step
@@ -650,10 +650,9 @@ class Trainer:
 def _damaged(path: str, error: BaseException) -> InputError:
     """The one-line error for a checkpoint of this loop that cannot be read (a data file cut
     short or corrupted on disk: TensorFlow's own saves are put in place whole)."""
-    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return InputError("%s: cannot resume from this checkpoint: its data file is damaged or "
                       "truncated (%s); remove its files to resume from the one before"
-                      % (path, reason))
+                      % (path, first_line(error)))
 
 
 def _truncate_step_log(path: str, keep_through_step: int) -> None:

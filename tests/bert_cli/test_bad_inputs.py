@@ -169,7 +169,7 @@ CASES += [
                     "--model=pretraining"), ["--output_format=tfhub", "--model=pretraining"]),
     Case("convert_checkpoint-tfhub_with_labels", convert_checkpoint,
          with_flags(convert, "--output={run}/hub", "--output_format=tfhub", "--labels=a,b"),
-         ["--output_format=tfhub", "--labels"]),
+         ["--output_format=tfhub", "--labels does not apply"]),
     Case("convert_checkpoint-truncated_checkpoint", convert_checkpoint,
          with_flags(convert, "--input={truncated_ckpt}"), ["{truncated_ckpt}", "truncated"]),
 ]

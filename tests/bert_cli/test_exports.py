@@ -10,8 +10,6 @@ import errno
 import logging
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -21,7 +19,7 @@ import tensorflow_text  # noqa: F401  (the raw-text signatures' ops)
 from bert_cli import run_classifier, run_ner, run_squad
 from bert_common import files
 from tests import paths
-from tests.support.tools import run_tool, snapshot
+from tests.support.tools import assert_one_error_line, dead_pid, run_tool, snapshot
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
 MRPC = os.path.join(paths.DATA, "glue", "MRPC")
@@ -48,11 +46,10 @@ def _state(root):
 
 
 def _one_error_line(run, tool="run_classifier.py"):
-    assert run.code == 1, run.stderr[-3000:]
-    lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("%s: error: " % tool), run.stderr[-3000:]
-    assert "Traceback" not in run.stderr
-    return lines[0]
+    """The run failed with one error line and wrote nothing else to stderr."""
+    line = assert_one_error_line(run, tool)
+    assert run.stderr.strip() == line, run.stderr[-3000:]
+    return line
 
 
 def _probabilities(version_dir):
@@ -155,9 +152,7 @@ def test_two_exports_are_versions_1_and_2_side_by_side(version_1, tmp_path, capl
 
 def test_leftover_of_a_killed_export_does_not_block_the_next(version_1, tmp_path):
     base = _copy(version_1, tmp_path)
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()  # a pid that no longer runs
-    dead = base / (".2.%s-%d.x.tmp" % (files._HOST, proc.pid))
+    dead = base / (".2.%s-%d.x.tmp" % (files._HOST, dead_pid()))
     live = base / (".2.%s-%d.y.tmp" % (files._HOST, os.getppid()))  # a run still exporting
     for leftover in (dead, live):
         (leftover / "variables").mkdir(parents=True)

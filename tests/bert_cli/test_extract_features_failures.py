@@ -9,8 +9,7 @@ import pytest
 
 from bert_cli import extract_features
 from tests import paths
-from tests.support.catalogue import assert_one_error_line
-from tests.support.tools import run_tool
+from tests.support.tools import assert_one_error_line, run_tool, snapshot
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
 TOOL = extract_features.TOOL
@@ -21,11 +20,6 @@ def _argv(input_file, output_file, vocab_file=paths.GOLDEN_VOCAB):
             "--bert_config_file=%s" % os.path.join(TINY, "bert_config.json"),
             "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"),
             "--vocab_file=%s" % vocab_file, "--max_seq_length=16", "--layers=-1"]
-
-
-def _listing(folder):
-    return sorted(os.path.relpath(os.path.join(root, name), folder)
-                  for root, dirs, names in os.walk(folder) for name in names + dirs)
 
 
 @pytest.fixture
@@ -45,10 +39,10 @@ def no_model(monkeypatch):
 def test_input_without_text_is_one_line(tmp_path, no_model, content, reason):
     input_file = tmp_path / "input.txt"
     input_file.write_text(content, encoding="utf-8")
-    before = _listing(tmp_path)
+    before = sorted(snapshot(tmp_path, folders=True))
     run = run_tool(extract_features, _argv(input_file, tmp_path / "out.jsonl"))
     assert_one_error_line(run, TOOL, "--input_file=%s" % input_file, reason)
-    assert _listing(tmp_path) == before
+    assert sorted(snapshot(tmp_path, folders=True)) == before
 
 
 @pytest.mark.parametrize("case", ["directory", "missing_folder"])
@@ -62,11 +56,11 @@ def test_unusable_output_file_fails_before_any_work(tmp_path, no_model, case):
     else:
         output = tmp_path / "missing" / "features.jsonl"
         expected = "does not exist"
-    before = _listing(tmp_path)
+    before = sorted(snapshot(tmp_path, folders=True))
     run = run_tool(extract_features, _argv(input_file, output))
     assert_one_error_line(run, TOOL, "--output_file=%s" % output, expected)
     assert ".tmp" not in run.stderr  # names the flag, not an internal temporary
-    assert _listing(tmp_path) == before
+    assert sorted(snapshot(tmp_path, folders=True)) == before
 
 
 @pytest.mark.parametrize("token", ["[CLS]", "[SEP]"])
@@ -76,10 +70,10 @@ def test_vocab_without_cls_or_sep_is_one_line(tmp_path, no_model, token):
     vocab = tmp_path / "vocab.txt"
     with open(paths.GOLDEN_VOCAB, encoding="utf-8") as f:
         vocab.write_text("".join(line for line in f if line.strip() != token), encoding="utf-8")
-    before = _listing(tmp_path)
+    before = sorted(snapshot(tmp_path, folders=True))
     run = run_tool(extract_features, _argv(input_file, tmp_path / "out.jsonl", vocab))
     assert_one_error_line(run, TOOL, str(vocab), token)
-    assert _listing(tmp_path) == before
+    assert sorted(snapshot(tmp_path, folders=True)) == before
 
 
 def test_blank_lines_among_text_are_kept(tmp_path):

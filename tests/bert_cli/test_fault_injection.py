@@ -14,7 +14,7 @@ from bert_common import files
 from tests import paths
 from tests.bert_cli.test_run_classifier import MRPC, TINY, _base_flags
 from tests.support.slices import glue_slice
-from tests.support.tools import run_tool, snapshot
+from tests.support.tools import assert_one_error_line, run_tool, snapshot
 
 SAMPLE = os.path.join(paths.GOLDEN, "inputs", "sample_text.txt")
 
@@ -33,14 +33,6 @@ class DiskFull:
                 raise OSError(errno.ENOSPC, "No space left on device", path)
 
 
-def _one_error_line(run, tool, *words):
-    lines = [l for l in run.stderr.splitlines() if l.startswith(tool + ": error:")]
-    assert run.code == 1 and len(lines) == 1, run.stderr[-2000:]
-    assert "Traceback" not in run.stderr and "No space left on device" in lines[0]
-    for word in words:
-        assert word in lines[0], lines[0]
-
-
 def _no_temporaries(folder):
     leftovers = [p for p in snapshot(folder) if ".tmp" in p or "_temp" in p]
     assert not leftovers, leftovers
@@ -56,7 +48,7 @@ def test_tfrecords_disk_full_mid_stream_keeps_the_previous_file(tmp_path):
     before = snapshot(tmp_path)
     with files.inject_faults(DiskFull("write", "pretraining.tfrecord")):
         failed = run_tool(create_pretraining_data, argv[:-1] + ["--random_seed=2"])
-    _one_error_line(failed, "create_pretraining_data.py", "pretraining.tfrecord")
+    assert_one_error_line(failed, "create_pretraining_data.py", "No space left on device", "pretraining.tfrecord")
     assert snapshot(tmp_path) == before
     again = run_tool(create_pretraining_data, argv[:-1] + ["--random_seed=2"])
     assert again.code == 0 and snapshot(tmp_path) != before
@@ -75,7 +67,7 @@ def test_checkpoint_save_fails_then_the_rerun_resumes(mrpc, tmp_path):
         "--train_batch_size=8", "--num_train_epochs=1", "--save_checkpoints_steps=2"]
     with files.inject_faults(DiskFull("checkpoint", "model.ckpt-4")):
         failed = run_tool(run_classifier, argv)
-    _one_error_line(failed, "run_classifier.py", "model.ckpt-4")
+    assert_one_error_line(failed, "run_classifier.py", "No space left on device", "model.ckpt-4")
     names = sorted(os.listdir(out))
     assert "model.ckpt-2.index" in names and not any(n.startswith("model.ckpt-4") for n in names)
     with open(out / "checkpoint") as f:
@@ -100,7 +92,7 @@ def test_predictions_disk_full_keeps_both_previous_files(mrpc, tmp_path):
     # The second of the two files fails: the first must not be left new beside an old second.
     with files.inject_faults(DiskFull("commit", "MRPC.tsv")):
         failed = run_tool(run_classifier, argv)
-    _one_error_line(failed, "run_classifier.py", "MRPC.tsv")
+    assert_one_error_line(failed, "run_classifier.py", "No space left on device", "MRPC.tsv")
     assert {k: v for k, v in snapshot(out).items() if k.endswith(".tsv")} == before
     _no_temporaries(out)
 
@@ -121,6 +113,6 @@ def test_tf1_checkpoint_export_is_all_new_or_all_old(tmp_path):
     before = snapshot(out)
     with files.inject_faults(DiskFull("commit", "bert_model.ckpt.index")):
         failed = run_tool(convert_checkpoint, argv)
-    _one_error_line(failed, "convert_checkpoint.py", "bert_model.ckpt.index")
+    assert_one_error_line(failed, "convert_checkpoint.py", "No space left on device", "bert_model.ckpt.index")
     assert snapshot(out) == before
     _no_temporaries(out)

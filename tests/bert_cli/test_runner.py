@@ -101,7 +101,29 @@ def test_a_marker_that_cannot_be_written_is_a_warning(tmp_path, monkeypatch, cap
     assert runner.run_main("tool.py", lambda fv: 7, values, ["tool"]) == 7
     err = capsys.readouterr().err
     assert err.startswith("tool.py: warning: could not write run_outputs.json in %s" % tmp_path)
-    assert err.count("\n") == 1
+    assert err.count("\n") == 1 and "removed" not in err
+    # An earlier run's marker would name that run's outputs as this one's: it goes.
+    (tmp_path / runner.RUN_OUTPUTS).write_text('{"written": ["old.txt"]}')
+    assert runner.run_main("tool.py", lambda fv: 7, values, ["tool"]) == 7
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the earlier run's one" in err and "was removed" in err
+    assert not (tmp_path / runner.RUN_OUTPUTS).exists()
+
+
+def test_an_errors_notes_are_on_its_one_line(capsys):
+    """A note (where a previous output is kept, bert_common.files) is part of the one line."""
+    def run(fv):
+        e = OSError(28, "No space left on device")
+        e.add_note("the previous out/a.txt is kept in out/.a.txt.x.tmp/.previous.a.txt")
+        raise e
+
+    values = flags.FlagValues()
+    values(["tool"])
+    with pytest.raises(SystemExit):
+        runner.run_main("tool.py", run, values, ["tool"])
+    assert capsys.readouterr().err == (
+        "tool.py: error: [Errno 28] No space left on device (the previous out/a.txt is kept in "
+        "out/.a.txt.x.tmp/.previous.a.txt)\n")
 
 
 def test_bert_traceback_keeps_the_traceback(monkeypatch, capsys):

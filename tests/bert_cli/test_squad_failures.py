@@ -13,9 +13,7 @@ from bert_cli import run_squad
 from bert_common import files
 from data.squad import postprocess
 from tests import paths
-from tests.support.catalogue import assert_one_error_line
-from tests.support.tools import snapshot
-from tests.support.tools import run_tool
+from tests.support.tools import assert_one_error_line, run_tool, snapshot
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
 CKPT = os.path.join(TINY, "bert_model.ckpt")

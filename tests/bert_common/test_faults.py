@@ -164,3 +164,31 @@ def test_a_previous_output_that_cannot_be_put_back_is_kept(tmp_path, monkeypatch
     previous = kept[0].rsplit(" is kept in ", 1)[1]
     assert open(previous).read() == "old"
     assert open(b).read() == "old"  # put back
+    assert not os.path.exists(a)
+
+    # Once this process is gone, the next write of a.txt gives the previous one back before
+    # removing the staging folder (it is named as a temporary of a dead process then).
+    monkeypatch.setattr(files, "rename", real_rename)
+    staging = os.path.dirname(previous)
+    dead = staging.replace("-%d." % os.getpid(), "-%d." % dead_pid())
+    os.rename(staging, dead)
+    assert files.remove_stale_temps(a) == [dead]
+    assert open(a).read() == "old" and not os.path.exists(dead)
+
+
+def test_a_commit_killed_after_setting_the_previous_output_aside_is_undone(tmp_path):
+    """Killed between moving the previous output aside and moving the new one in: the next
+    write of that output finds the output missing and puts the previous one back."""
+    a = str(tmp_path / "a.txt")
+    staging = tmp_path / (".a.txt.%s-%d.x1.tmp" % (files._HOST, dead_pid()))
+    staging.mkdir()
+    (staging / ".previous.a.txt").write_text("old")
+    (staging / "a.txt").write_text("new, never committed")
+    assert files.remove_stale_temps(a) == [str(staging)]
+    assert open(a).read() == "old" and not staging.exists()
+    # With the output in place (the commit finished, the clean-up did not), the staging
+    # folder is only removed.
+    staging.mkdir()
+    (staging / ".previous.a.txt").write_text("older")
+    assert files.remove_stale_temps(a) == [str(staging)]
+    assert open(a).read() == "old"

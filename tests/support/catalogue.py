@@ -14,7 +14,7 @@ from typing import Callable, List, NamedTuple, Optional, Sequence
 
 from tests import paths
 from tests.support.slices import conll_sentences, glue_slice, head_lines, squad_slice
-from tests.support.tools import run_tool, snapshot
+from tests.support.tools import assert_one_error_line, run_tool, snapshot
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
 TINY_CONFIG = os.path.join(TINY, "bert_config.json")
@@ -182,19 +182,6 @@ def write_file(name, text_key=None, text=None):
         with open(os.path.join(run, name), "w", encoding="utf-8") as f:
             f.write(w[text_key] if text_key else text)
     return setup
-
-
-def assert_one_error_line(result, tool: str, *expected: str) -> str:
-    """``result`` (a ``ToolRun``) failed with exit status 1, no traceback and exactly one
-    ``<tool>: error:`` line holding every ``expected`` text; returns that line."""
-    assert result.code == 1, result.stderr[-3000:]
-    assert "Traceback" not in result.stderr, result.stderr[-3000:]
-    errors = [line for line in result.stderr.splitlines()
-              if line.startswith("%s: error:" % tool)]
-    assert len(errors) == 1, result.stderr[-3000:]
-    for text in expected:
-        assert text in errors[0], errors[0]
-    return errors[0]
 
 
 def check_case(case: Case, work: dict, run: str) -> None:

@@ -120,3 +120,16 @@ def check_fp16_training(module, argv: Sequence[str], output_dir: str,
     assert all(math.isfinite(s["loss"]) and s["loss"] > 0 for s in steps)
     reader = tf.train.load_checkpoint(os.path.join(output_dir, "model.ckpt-%d" % num_steps))
     assert any("loss_scale" in name for name in reader.get_variable_to_shape_map())
+
+
+def assert_one_error_line(result, tool: str, *expected: str) -> str:
+    """``result`` (a ``ToolRun``) failed with exit status 1, no traceback and exactly one
+    ``<tool>: error:`` line holding every ``expected`` text; returns that line."""
+    assert result.code == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines()
+              if line.startswith("%s: error:" % tool)]
+    assert len(errors) == 1, result.stderr[-3000:]
+    for text in expected:
+        assert text in errors[0], errors[0]
+    return errors[0]

@@ -130,3 +130,20 @@ def test_checkpoint_step_of_a_tf1_checkpoint_is_its_global_step(tmp_path):
     assert checkpoints.checkpoint_step(str(tmp_path / "a")) == 1234  # a folder: its newest
     assert checkpoints.checkpoint_step(without) == 0
     assert checkpoints.checkpoint_step(str(tmp_path / "missing")) == 0
+
+
+def test_latest_checkpoint_reads_the_state_file_or_names_it(tmp_path):
+    from modeling.checkpoints import tf1
+
+    assert tf1.latest_checkpoint(str(tmp_path)) is None  # no state file: no checkpoint
+    for step in (1, 2):
+        (tmp_path / ("ckpt-%d.index" % step)).write_text("")
+    (tmp_path / "checkpoint").write_text(
+        'model_checkpoint_path: "ckpt-2"\n'
+        'all_model_checkpoint_paths: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-2"\n')
+    assert tf1.latest_checkpoint(str(tmp_path)) == str(tmp_path / "ckpt-2")
+    (tmp_path / "ckpt-2.index").unlink()  # its files removed: the one before
+    assert tf1.latest_checkpoint(str(tmp_path)) == str(tmp_path / "ckpt-1")
+    (tmp_path / "checkpoint").write_text("")  # an empty state file: one error naming it
+    with pytest.raises(CheckpointError, match="checkpoint: cannot read its checkpoint state"):
+        tf1.latest_checkpoint(str(tmp_path))

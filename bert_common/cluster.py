@@ -1,0 +1,16 @@
+"""Which process of a multi-worker cluster is its chief: the one that writes checkpoints,
+summaries and results. One rule for the trainer (``modeling.training.distribution.is_chief``)
+and the tools' run marker (``bert_cli.runner``); no TensorFlow import."""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+
+def is_chief_task(task_type: Optional[str], task_index: Optional[int],
+                  cluster: Mapping) -> bool:
+    """``MultiWorkerMirroredStrategy``'s choice: the ``chief`` task, else ``worker`` 0 of a
+    cluster that has no chief; a process without a task (no cluster) is its own chief."""
+    if not task_type or task_type == "chief":
+        return True
+    return task_type == "worker" and int(task_index or 0) == 0 and "chief" not in cluster
