@@ -66,6 +66,7 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -195,8 +196,9 @@ def prepare(w: dict, work_dir: str) -> dict:
 # ------------------------------------------------------------------------------- workers
 
 
-def _ours_engines(w: dict, work_dir: str):
-    """(engines, check): our train step on the tool's pipeline and the tool's predict path."""
+def _ours_engines(w: dict, work_dir: str, only: Optional[str] = None):
+    """(engines, check): our train step on the tool's pipeline and the tool's predict path
+    (``only``: that engine alone, not warmed up, no check)."""
     import numpy as np
     import tensorflow as tf
 
@@ -268,6 +270,8 @@ def _ours_engines(w: dict, work_dir: str):
 
     engines = {"train ours": lambda n: trainer.run_steps(iterator, n * w["train_steps"]),
                "predict ours": harness.repeated(predict)}
+    if only:
+        return {only: engines[only]}, {}
     for engine in engines.values():  # warm-up: traces (and a head that has seen updates)
         engine(1)
     padded_dir = tempfile.mkdtemp(prefix="ours_padded_", dir=work_dir)
@@ -298,7 +302,7 @@ def _ours_engines(w: dict, work_dir: str):
     return engines, check
 
 
-def _kerashub_engines(w: dict, work_dir: str):
+def _kerashub_engines(w: dict, work_dir: str, only: Optional[str] = None):
     import keras
     import keras_hub
     import numpy as np
@@ -321,6 +325,9 @@ def _kerashub_engines(w: dict, work_dir: str):
                for i in range(0, len(predict_data["input_ids"]), b)]
     engines = {}
     for jit in (True, False):
+        tag = " XLA" if jit else ""
+        if only and only not in ("train keras-hub fit" + tag, "predict keras-hub" + tag):
+            continue  # one model per process: the other's memory would count
         keras.utils.set_random_seed(0)
         backbone = keras_hub.models.BertBackbone(
             vocabulary_size=VOCAB_SIZE, num_layers=s["layers"], num_heads=s["heads"],
@@ -337,7 +344,6 @@ def _kerashub_engines(w: dict, work_dir: str):
                                                        epsilon=1e-6, global_clipnorm=1.0),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       jit_compile=jit)
-        tag = " XLA" if jit else ""
 
         def train_engine(n, model=model):
             model.fit(dataset, steps_per_epoch=n * w["train_steps"], epochs=1, verbose=0)
@@ -350,10 +356,10 @@ def _kerashub_engines(w: dict, work_dir: str):
 
         engines["train keras-hub fit" + tag] = train_engine
         engines["predict keras-hub" + tag] = harness.repeated(predict_engine)
-    return engines, {}
+    return ({only: engines[only]} if only else engines), {}
 
 
-def _hf_engines(w: dict, work_dir: str):
+def _hf_engines(w: dict, work_dir: str, only: Optional[str] = None):
     import numpy as np
     import torch
     import transformers
@@ -414,28 +420,32 @@ def _hf_engines(w: dict, work_dir: str):
 
         engines["train HF %s" % tag] = train_engine
         engines["predict HF %s" % tag] = harness.repeated(predict_engine)
-    return engines, {}
+    return ({only: engines[only]} if only else engines), {}
 
 
-def worker(kind: str, workload: str, work_dir: str, quick: bool) -> None:
-    w = workload_config(workload, quick)
+def worker(kind: str, workload: str, work_dir: str, quick: bool, only: Optional[str],
+           overrides: dict) -> None:
+    w = workload_config(workload, quick, overrides)
     builders = {"ours": _ours_engines, "kerashub": _kerashub_engines, "hf": _hf_engines}
     start = time.perf_counter()
-    engines, check = builders[kind](w, work_dir)
+    engines, check = builders[kind](w, work_dir, only)
     print("%s %s: built in %.0fs" % (workload, kind, time.perf_counter() - start),
           file=sys.stderr, flush=True)
-    # ours warmed up while building (its check needs it)
-    harness.serve(engines, warmup=() if kind == "ours" else (1,), log_warmup=True,
+    # ours warmed up while building (its check needs it), unless it built one engine
+    harness.serve(engines, warmup=() if kind == "ours" and not only else (1,), log_warmup=True,
                   info={"check": check} if check else {})
 
 
 # ---------------------------------------------------------------------------------- lead
 
 
-def workload_config(name: str, quick: bool) -> dict:
+def workload_config(name: str, quick: bool, overrides: Optional[dict] = None) -> dict:
+    """``WORKLOADS[name]``, with ``QUICK``'s changes under ``--quick`` and then ``overrides``
+    (``--max_seq_length``: seq; ``--train_batch_size``: train_batch)."""
     w = dict(WORKLOADS[name])
     if quick:
         w.update(QUICK.get(name, {}))
+    w.update(overrides or {})
     return w
 
 
@@ -472,9 +482,20 @@ def main() -> None:
     parser.add_argument("--skip_kerashub", action="store_true")
     parser.add_argument("--skip_hf", action="store_true")
     parser.add_argument("--setup_only", action="store_true")
+    parser.add_argument("--memory", action="store_true",
+                        help="peak RSS of each side's training instead of speed: one process per "
+                             "engine, warm-up + --memory_units units")
+    parser.add_argument("--memory_units", type=int, default=2)
+    parser.add_argument("--only", help="worker side: build this engine alone")
+    parser.add_argument("--max_seq_length", type=int, default=None,
+                        help="override the workloads' sequence length")
+    parser.add_argument("--train_batch_size", type=int, default=None,
+                        help="override the workloads' training batch")
     args = parser.parse_args()
+    overrides = {k: v for k, v in (("seq", args.max_seq_length),
+                                   ("train_batch", args.train_batch_size)) if v}
     if args.worker:
-        worker(args.worker, args.workload, args.work_dir, args.quick)
+        worker(args.worker, args.workload, args.work_dir, args.quick, args.only, overrides)
         return
     if not harness.set_up_peers(args):
         return
@@ -488,22 +509,36 @@ def main() -> None:
     base_dir = args.work_dir or tempfile.mkdtemp(prefix="bench_finetuning_",
                                                  dir=harness.OUT_DIR)
     try:
-        results, load = measure(args, names, rounds, base_dir)
+        if args.memory:
+            results = measure_memory(args, names, overrides, base_dir)
+        else:
+            results, load = measure(args, names, rounds, base_dir, overrides)
     finally:
         if not args.work_dir:  # records, .npz, the workers' model and prediction folders
             shutil.rmtree(base_dir, ignore_errors=True)
-    report(args, names, rounds, results, load)
+    if args.memory:
+        report_memory(args, results)
+    else:
+        report(args, names, rounds, results, load)
 
 
-def measure(args, names, rounds: int, base_dir: str):
+def _worker_flags(args, name: str, work_dir: str) -> list:
+    flags = ["--workload", name, "--work_dir", work_dir] + (["--quick"] if args.quick else [])
+    for flag in ("max_seq_length", "train_batch_size"):
+        if getattr(args, flag):
+            flags += ["--" + flag, str(getattr(args, flag))]
+    return flags
+
+
+def measure(args, names, rounds: int, base_dir: str, overrides: dict):
     """Prepares and measures each workload in ``names``; returns (results, load averages)."""
     results, load = {}, {"start": os.getloadavg()}
     for name in names:
-        w = workload_config(name, args.quick)
+        w = workload_config(name, args.quick, overrides)
         work_dir = os.path.join(base_dir, name)
         data = prepare(w, work_dir)
         print("%s: %s" % (name, json.dumps(data)), file=sys.stderr, flush=True)
-        flags = ["--workload", name, "--work_dir", work_dir] + (["--quick"] if args.quick else [])
+        flags = _worker_flags(args, name, work_dir)
         workers, engines, info = harness.start_workers(__file__, harness.peers(args), flags)
 
         def rate(engine: str, seconds: float, w=w, data=data) -> float:
@@ -520,6 +555,71 @@ def measure(args, names, rounds: int, base_dir: str):
             quick=args.quick, measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     load["end"] = os.getloadavg()
     return results, load
+
+
+# The training engines each worker kind builds (``_*_engines``' names), one process each.
+TRAIN_ENGINES = {"ours": ["train ours"],
+                 "kerashub": ["train keras-hub fit XLA", "train keras-hub fit"],
+                 "hf": ["train HF eager", "train HF torch.compile"]}
+
+
+def measure_memory(args, names, overrides: dict, base_dir: str) -> dict:
+    """Peak RSS of each training engine of each workload, each in a fresh process that builds
+    that engine alone, warms it up and runs ``--memory_units`` more units."""
+    results = {}
+    for name in names:
+        w = workload_config(name, args.quick, overrides)
+        work_dir = os.path.join(base_dir, name)
+        data = prepare(w, work_dir)
+        engines = {}
+        for python, kind in harness.peers(args):
+            for engine in TRAIN_ENGINES[kind]:
+                flags = _worker_flags(args, name, work_dir) + ["--only", engine]
+                workers, built, _ = harness.start_workers(__file__, [(python, kind)], flags)
+                try:
+                    if [n for n, _ in built] != [engine]:
+                        raise RuntimeError("worker %s built %s, not %s" % (kind, built, engine))
+                    workers[0].time(engine, args.memory_units)
+                    m = workers[0].memory()
+                finally:
+                    workers[0].close()
+                engines[engine[len("train "):]] = {
+                    "peak_rss_gb": m["peak_rss_bytes"] / 1e9,
+                    "built_peak_rss_gb": m["built_peak_rss_bytes"] / 1e9}
+                print("%s %s: peak RSS %.2f GB (built %.2f GB)" % (
+                    name, engine, m["peak_rss_bytes"] / 1e9, m["built_peak_rss_bytes"] / 1e9),
+                    file=sys.stderr, flush=True)
+        peers = {k: v for k, v in engines.items() if k != "ours"}
+        entry = {"engines": engines, "data": data, "memory_units": args.memory_units,
+                 "settings": {k: v for k, v in w.items() if k != "shape"}, "shape": w["shape"],
+                 "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        if peers:
+            low = min(peers, key=lambda k: peers[k]["peak_rss_gb"])
+            entry["lowest_peer"] = {"name": low, "peak_rss_gb": peers[low]["peak_rss_gb"]}
+            entry["ratio"] = engines["ours"]["peak_rss_gb"] / peers[low]["peak_rss_gb"]
+        results[name] = entry
+    return results
+
+
+def report_memory(args, results: dict) -> None:
+    """Prints the peak RSS table and writes ``bench/out/bench_finetuning_memory.json`` (a run
+    replaces the entries of the workloads it measured at those settings)."""
+    print("\nPeak RSS of training (GB; one process per engine, warm-up + %d units)"
+          % args.memory_units)
+    keys = {}
+    for name, r in results.items():
+        key = "%s seq%d batch%d" % (name, r["settings"]["seq"], r["settings"]["train_batch"])
+        keys[key] = r
+        print("%s: %s%s" % (key, ", ".join("%s %.2f (built %.2f)" % (
+            e, v["peak_rss_gb"], v["built_peak_rss_gb"]) for e, v in r["engines"].items()),
+            "; ours / lowest peer (%s) %.2fx" % (r["lowest_peer"]["name"], r["ratio"])
+            if "ratio" in r else ""))
+    previous = os.path.join(harness.OUT_DIR, "bench_finetuning_memory.json")
+    kept = {}
+    if os.path.exists(previous):
+        with open(previous, encoding="utf-8") as f:
+            kept = {k: v for k, v in json.load(f).items() if k not in keys}
+    print("wrote %s" % harness.write_json("bench_finetuning_memory.json", dict(kept, **keys)))
 
 
 def report(args, names, rounds: int, results: dict, load: dict) -> None:

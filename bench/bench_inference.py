@@ -52,17 +52,22 @@ def _tf_inputs(d, names):
     return {names[0]: ids, names[1]: ones, names[2]: zeros}
 
 
-def _ours_engines(d):
-    import tensorflow as tf
-
+def ours_model(d, policy: str):
+    """(BertModel under the dtype ``policy``, its inputs): random weights, the bench's shape."""
     sys.path.insert(0, ROOT)
-    from modeling.encoder import BertModel
     from modeling.config import BertConfig
+    from modeling.encoder import BertModel
 
     config = BertConfig(vocab_size=d["vocab"], hidden_size=d["hidden"],
                         num_hidden_layers=d["layers"], num_attention_heads=d["heads"],
                         intermediate_size=d["intermediate"], type_vocab_size=2)
-    inputs = _tf_inputs(d, ("input_ids", "input_mask", "segment_ids"))
+    return (BertModel(config, dtype=policy),
+            _tf_inputs(d, ("input_ids", "input_mask", "segment_ids")))
+
+
+def _ours_engines(d):
+    import tensorflow as tf
+
     engines = {}
     # (variables' dtype policy, name, XLA variants): "bf16" stores the weights in bfloat16
     # (``BertModel(config, dtype="bfloat16")``, the inference deployment); "mixed-bf16" keeps
@@ -70,12 +75,12 @@ def _ours_engines(d):
     for policy, tag, jits in (("float32", "fp32", (False, True)),
                               ("mixed_bfloat16", "mixed-bf16", (False,)),
                               ("bfloat16", "bf16", (False,))):
-        model = BertModel(config, dtype=policy)
+        model, inputs = ours_model(d, policy)
         for jit in jits:
             fn = tf.function(lambda x, m=model: m(x, training=False)["sequence_output"],
                              jit_compile=jit)
             engines["ours %s %s" % (tag, "XLA" if jit else "graph")] = (
-                lambda fn=fn: fn(inputs).numpy())
+                lambda fn=fn, inputs=inputs: fn(inputs).numpy())
     return engines
 
 

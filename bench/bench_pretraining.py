@@ -89,41 +89,50 @@ def synthetic_batch(d, seed=0):
 # --------------------------------------------------------------------------------- engines
 
 
-def _ours_engines(d):
+def ours_trainer(d, policy: str = "float32", jit: bool = False):
+    """(trainer, iterator): ``run_pretraining``'s step on a synthetic batch repeated, with the
+    model under ``policy`` ("float32" / "mixed_bfloat16"); ``jit``: the whole step under XLA
+    (``--use_xla``), else the default (oneDNN matmuls + the fused training kernels)."""
     import keras
     import tensorflow as tf
 
     sys.path.insert(0, ROOT)
-    from modeling.training import optimization
-    from modeling.training import objectives as pretraining_objective
-    from modeling.training import trainer as training_loop
     from modeling.config import BertConfig
     from modeling.heads.pretraining import BertPretrainingModel
+    from modeling.training import objectives as pretraining_objective
+    from modeling.training import optimization
+    from modeling.training import trainer as training_loop
 
     config = BertConfig(vocab_size=d["vocab"], hidden_size=d["hidden"],
                         num_hidden_layers=d["layers"], num_attention_heads=d["heads"],
                         intermediate_size=d["intermediate"], type_vocab_size=2,
                         max_position_embeddings=max(512, d["seq"]))
-    batch = synthetic_batch(d)
-    dataset = tf.data.Dataset.from_tensors(batch).repeat()
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        model = BertPretrainingModel(config, seq_length=d["seq"],
+                                     max_predictions_per_seq=d["predictions"])
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    optimizer = optimization.create_optimizer(5e-5, 1_000_000, 10_000)
+    trainer = training_loop.Trainer(
+        model, optimizer, pretraining_objective.PretrainingObjective(), None,
+        training_loop.TrainerConfig(tempfile.mkdtemp(prefix="bench_pretraining_"),
+                                    10 ** 9, use_xla=jit, fuse_optimizer=not jit,
+                                    fused_kernels=not jit, write_summaries=False,
+                                    step_log=False, progress=False))
+    dataset = tf.data.Dataset.from_tensors(synthetic_batch(d)).repeat()
+    return trainer, trainer.make_iterator(dataset)
+
+
+def _ours_engines(d):
+    import tensorflow as tf
+
     engines = {}
     # "default" = run_pretraining's default step: oneDNN matmuls, fused training kernels (XLA GELU,
     # CPU dropout / LayerNorm / update: --xla_kernels); "XLA" = the whole step compiled (--use_xla).
     for policy, tag, jit in (("float32", "fp32", True), ("float32", "fp32", False),
                              ("mixed_bfloat16", "bf16", False)):
-        keras.mixed_precision.set_global_policy(policy)
-        model = BertPretrainingModel(config, seq_length=d["seq"],
-                                     max_predictions_per_seq=d["predictions"])
-        keras.mixed_precision.set_global_policy("float32")
-        optimizer = optimization.create_optimizer(5e-5, 1_000_000, 10_000)
-        trainer = training_loop.Trainer(
-            model, optimizer, pretraining_objective.PretrainingObjective(), None,
-            training_loop.TrainerConfig(tempfile.mkdtemp(prefix="bench_pretraining_"),
-                                        10 ** 9, use_xla=jit, fuse_optimizer=not jit,
-                                        fused_kernels=not jit,
-                                        write_summaries=False, step_log=False,
-                                        progress=False))
-        iterator = trainer.make_iterator(dataset)
+        trainer, iterator = ours_trainer(d, policy, jit)
         name = "ours %s %s" % (tag, "XLA" if jit else "default")
         engines[name] = (lambda n, t=trainer, it=iterator: t.run_steps(it, n))
 

@@ -16,6 +16,10 @@ dev-set passes). Lines of text, one message each:
   ``<json>`` is ``{"engines": [names in measuring order], "info": {...bench-specific...}}``;
 * lead -> worker, stdin: ``RUN <n> <name>``; worker -> lead: ``TIME <seconds>``, the wall time
   (``time.perf_counter``) of ``engine(n)``;
+* lead -> worker: ``MEMORY``; worker -> lead: ``MEMORY <json>``, ``{"peak_rss_bytes": ...,
+  "built_peak_rss_bytes": ...}``: the process's peak resident set so far and before the warm-up
+  (``getrusage``'s ``ru_maxrss``: every byte the process ever held at once, the interpreter,
+  the framework and the data included);
 * lead -> worker: ``STOP`` (or end of stdin): the worker returns.
 
 The lead ignores any other stdout line; workers log to stderr. Workers are set up one at a time
@@ -136,10 +140,21 @@ def repeated(fn: Callable[[], Any]) -> Engine:
     return run
 
 
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size so far, in bytes (Linux: ``ru_maxrss`` in KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def serve(engines: Dict[str, Engine], warmup: Sequence[int] = (1,),
-          info: Optional[dict] = None, log_warmup: bool = False) -> None:
+          info: Optional[dict] = None, log_warmup: bool = False,
+          built_peak_rss: Optional[int] = None) -> None:
     """Worker side: warms every engine up (``engine(n)`` for each ``n`` of ``warmup``), sends
-    ``READY`` (engine names in ``engines``' order, ``info``) and answers ``RUN`` until ``STOP``."""
+    ``READY`` (engine names in ``engines``' order, ``info``) and answers ``RUN`` and ``MEMORY``
+    until ``STOP``. ``built_peak_rss``: the peak resident set once the engines were built (default:
+    now, before the warm-up)."""
+    built = peak_rss_bytes() if built_peak_rss is None else built_peak_rss
     for name, fn in engines.items():
         start = time.perf_counter()
         for n in warmup:
@@ -150,6 +165,10 @@ def serve(engines: Dict[str, Engine], warmup: Sequence[int] = (1,),
     print("READY " + json.dumps({"engines": list(engines), "info": info or {}}), flush=True)
     for line in sys.stdin:
         parts = line.strip().split(" ", 2)
+        if parts[0] == "MEMORY":
+            print("MEMORY " + json.dumps({"peak_rss_bytes": peak_rss_bytes(),
+                                          "built_peak_rss_bytes": built}), flush=True)
+            continue
         if parts[0] != "RUN":
             break
         n, name = int(parts[1]), parts[2]
@@ -186,6 +205,15 @@ class Worker:
         for line in self.proc.stdout:
             if line.startswith("TIME "):
                 return float(line[5:])
+        raise RuntimeError("worker %s died" % self.kind)
+
+    def memory(self) -> dict:
+        """The worker's peak resident set so far and once built (see ``MEMORY``)."""
+        self.proc.stdin.write("MEMORY\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            if line.startswith("MEMORY "):
+                return json.loads(line[7:])
         raise RuntimeError("worker %s died" % self.kind)
 
     def close(self) -> None:

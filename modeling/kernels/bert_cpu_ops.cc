@@ -1,4 +1,6 @@
 // CPU kernels of the training step: dropout, LayerNorm and the AdamWeightDecay update.
+// Dropout and LayerNorm take float32 or bfloat16 activations (T); bfloat16 is read into
+// float32, computed in float32 and rounded to bfloat16 once on the way out (nearest even).
 //
 // Loaded by modeling/kernels/cpu_ops.py (compiled there on first use); the contract of every op, and
 // why it exists, is documented in that module. Built with -ffp-contract=off so that elementwise
@@ -11,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tensorflow/core/framework/bfloat16.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
@@ -22,6 +25,16 @@ namespace tensorflow {
 namespace {
 
 using shape_inference::InferenceContext;
+
+// float32 <-> T (float or bfloat16) for the kernels' loads and stores; arithmetic is float32.
+inline float Load(float x) { return x; }
+inline float Load(bfloat16 x) { return static_cast<float>(x); }
+template <typename T>
+inline T Store(float x);
+template <>
+inline float Store<float>(float x) { return x; }
+template <>
+inline bfloat16 Store<bfloat16>(float x) { return bfloat16(x); }  // round to nearest even
 
 void ParallelFor(OpKernelContext* ctx, int64_t total, int64_t cost_per_unit,
                  const std::function<void(int64_t, int64_t)>& work) {
@@ -85,10 +98,11 @@ inline void PhiloxLanes(const PhiloxKey& key, uint64_t first_block, uint32_t* ou
 
 // ------------------------------------------------------------------------------------ dropout
 REGISTER_OP("BertDropout")
-    .Input("x: float")
+    .Input("x: T")
     .Input("seed: int64")
     .Attr("rate: float")
-    .Output("y: float")
+    .Attr("T: {float, bfloat16} = DT_FLOAT")
+    .Output("y: T")
     .Output("mask: uint8")
     .SetShapeFn([](InferenceContext* c) {
       c->set_output(0, c->input(0));
@@ -97,15 +111,17 @@ REGISTER_OP("BertDropout")
     });
 
 REGISTER_OP("BertDropoutGrad")
-    .Input("dy: float")
+    .Input("dy: T")
     .Input("mask: uint8")
     .Attr("rate: float")
-    .Output("dx: float")
+    .Attr("T: {float, bfloat16} = DT_FLOAT")
+    .Output("dx: T")
     .SetShapeFn([](InferenceContext* c) {
       c->set_output(0, c->input(0));
       return absl::OkStatus();
     });
 
+template <typename T>
 class BertDropoutOp : public OpKernel {
  public:
   explicit BertDropoutOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -127,9 +143,11 @@ class BertDropoutOp : public OpKernel {
     // Dropped iff word < threshold: P(drop) = ceil(rate * 2^32) / 2^32.
     const uint32_t threshold = static_cast<uint32_t>(
         std::min(std::ceil(static_cast<double>(rate_) * 4294967296.0), 4294967295.0));
-    const float scale = 1.0f / (1.0f - rate_);  // as TensorFlow's dropout: x * (1 / (1 - rate))
-    const float* in = x.flat<float>().data();
-    float* out = y->flat<float>().data();
+    // As TensorFlow's dropout: x * (1 / (1 - rate)), the product in float32 (for bfloat16: one
+    // rounding, of the product; TensorFlow's bfloat16 op rounds the scale to bfloat16 first).
+    const float scale = 1.0f / (1.0f - rate_);
+    const T* in = x.flat<T>().data();
+    T* out = y->flat<T>().data();
     uint8_t* keep = mask->flat<uint8_t>().data();
     const int64_t n = x.NumElements();
     const int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -139,22 +157,22 @@ class BertDropoutOp : public OpKernel {
         PhiloxLanes(key, static_cast<uint64_t>(chunk) * kLanes, words);
         const int64_t base = chunk * kChunk;
         const int64_t count = std::min<int64_t>(kChunk, n - base);
-        const float* xc = in + base;
-        float* yc = out + base;
+        const T* xc = in + base;
+        T* yc = out + base;
         uint8_t* kc = keep + base;
         if (count == kChunk) {
 #pragma omp simd
           for (int64_t j = 0; j < kChunk; ++j) {
             const bool k = words[j] >= threshold;
-            const float scaled = xc[j] * scale;
+            const float scaled = Load(xc[j]) * scale;
             kc[j] = k;
-            yc[j] = k ? scaled : 0.0f;
+            yc[j] = Store<T>(k ? scaled : 0.0f);
           }
         } else {
           for (int64_t j = 0; j < count; ++j) {
             const bool k = words[j] >= threshold;
             kc[j] = k;
-            yc[j] = k ? xc[j] * scale : 0.0f;
+            yc[j] = Store<T>(k ? Load(xc[j]) * scale : 0.0f);
           }
         }
       }
@@ -165,6 +183,7 @@ class BertDropoutOp : public OpKernel {
   float rate_;
 };
 
+template <typename T>
 class BertDropoutGradOp : public OpKernel {
  public:
   explicit BertDropoutGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -179,13 +198,13 @@ class BertDropoutGradOp : public OpKernel {
     Tensor* dx = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, dy.shape(), &dx));
     const float scale = 1.0f / (1.0f - rate_);
-    const float* in = dy.flat<float>().data();
+    const T* in = dy.flat<T>().data();
     const uint8_t* keep = mask.flat<uint8_t>().data();
-    float* out = dx->flat<float>().data();
+    T* out = dx->flat<T>().data();
     ParallelFor(ctx, dy.NumElements(), 2, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        const float scaled = in[i] * scale;
-        out[i] = keep[i] ? scaled : 0.0f;
+        const float scaled = Load(in[i]) * scale;
+        out[i] = Store<T>(keep[i] ? scaled : 0.0f);
       }
     });
   }
@@ -196,11 +215,12 @@ class BertDropoutGradOp : public OpKernel {
 
 // ---------------------------------------------------------------------------------- LayerNorm
 REGISTER_OP("BertLayerNorm")
-    .Input("x: float")
+    .Input("x: T")
     .Input("gamma: float")
     .Input("beta: float")
     .Attr("epsilon: float")
-    .Output("y: float")
+    .Attr("T: {float, bfloat16} = DT_FLOAT")
+    .Output("y: T")
     .Output("mean: float")
     .Output("rstd: float")
     .SetShapeFn([](InferenceContext* c) {
@@ -211,12 +231,13 @@ REGISTER_OP("BertLayerNorm")
     });
 
 REGISTER_OP("BertLayerNormGrad")
-    .Input("dy: float")
-    .Input("x: float")
+    .Input("dy: T")
+    .Input("x: T")
     .Input("mean: float")
     .Input("rstd: float")
     .Input("gamma: float")
-    .Output("dx: float")
+    .Attr("T: {float, bfloat16} = DT_FLOAT")
+    .Output("dx: T")
     .Output("dgamma: float")
     .Output("dbeta: float")
     .SetShapeFn([](InferenceContext* c) {
@@ -226,6 +247,7 @@ REGISTER_OP("BertLayerNormGrad")
       return absl::OkStatus();
     });
 
+template <typename T>
 class BertLayerNormOp : public OpKernel {
  public:
   explicit BertLayerNormOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -246,17 +268,24 @@ class BertLayerNormOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &y));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({rows}), &mean));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, TensorShape({rows}), &rstd));
-    const float* in = x.flat<float>().data();
+    const T* in = x.flat<T>().data();
     const float* g = gamma.flat<float>().data();
     const float* b = beta.flat<float>().data();
-    float* out = y->flat<float>().data();
+    T* out = y->flat<T>().data();
     float* mu_out = mean->flat<float>().data();
     float* rs_out = rstd->flat<float>().data();
     const float eps = epsilon_;
     ParallelFor(ctx, rows, h * 12, [&](int64_t begin, int64_t end) {
-      std::vector<float> inv(h);
+      std::vector<float> row(std::is_same<T, float>::value ? 0 : h);
       for (int64_t r = begin; r < end; ++r) {
-        const float* xr = in + r * h;
+        const float* xr;
+        if constexpr (std::is_same<T, float>::value) {
+          xr = in + r * h;
+        } else {  // the row in float32, once
+          const T* src = in + r * h;
+          for (int64_t j = 0; j < h; ++j) row[j] = Load(src[j]);
+          xr = row.data();
+        }
         float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
         for (int64_t j = 0; j < h; ++j) sum += xr[j];
@@ -271,11 +300,11 @@ class BertLayerNormOp : public OpKernel {
         const float rs = 1.0f / std::sqrt(var + eps);
         mu_out[r] = mu;
         rs_out[r] = rs;
-        float* yr = out + r * h;
+        T* yr = out + r * h;
         // y = x * inv + (beta - mean * inv), inv = rstd * gamma: the original's formula
         for (int64_t j = 0; j < h; ++j) {
           const float iv = rs * g[j];
-          yr[j] = xr[j] * iv + (b[j] - mu * iv);
+          yr[j] = Store<T>(xr[j] * iv + (b[j] - mu * iv));
         }
       }
     });
@@ -285,6 +314,7 @@ class BertLayerNormOp : public OpKernel {
   float epsilon_;
 };
 
+template <typename T>
 class BertLayerNormGradOp : public OpKernel {
  public:
   explicit BertLayerNormGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
@@ -306,12 +336,12 @@ class BertLayerNormGradOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &dx));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, gamma.shape(), &dgamma));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(2, gamma.shape(), &dbeta));
-    const float* gy = dy.flat<float>().data();
-    const float* in = x.flat<float>().data();
+    const T* gy = dy.flat<T>().data();
+    const T* in = x.flat<T>().data();
     const float* mu = mean.flat<float>().data();
     const float* rs = rstd.flat<float>().data();
     const float* g = gamma.flat<float>().data();
-    float* gx = dx->flat<float>().data();
+    T* gx = dx->flat<T>().data();
     // Row blocks, each with its own dgamma/dbeta partial sums, added in block order (the
     // result does not depend on the thread count).
     const int64_t blocks = std::min<int64_t>(rows, 32);
@@ -323,22 +353,25 @@ class BertLayerNormGradOp : public OpKernel {
         float* pb = pg + h;
         const int64_t r0 = rows * blk / blocks, r1 = rows * (blk + 1) / blocks;
         for (int64_t r = r0; r < r1; ++r) {
-          const float* xr = in + r * h;
-          const float* dyr = gy + r * h;
+          const T* xr = in + r * h;
+          const T* dyr = gy + r * h;
           float sum_g = 0.0f, sum_gx = 0.0f;
 #pragma omp simd reduction(+ : sum_g, sum_gx)
           for (int64_t j = 0; j < h; ++j) {
-            xhat[j] = (xr[j] - mu[r]) * rs[r];
-            gxhat[j] = dyr[j] * g[j];
+            const float dyj = Load(dyr[j]);
+            xhat[j] = (Load(xr[j]) - mu[r]) * rs[r];
+            gxhat[j] = dyj * g[j];
             sum_g += gxhat[j];
             sum_gx += gxhat[j] * xhat[j];
-            pg[j] += dyr[j] * xhat[j];
-            pb[j] += dyr[j];
+            pg[j] += dyj * xhat[j];
+            pb[j] += dyj;
           }
           const float mean_g = sum_g / static_cast<float>(h);
           const float mean_gx = sum_gx / static_cast<float>(h);
-          float* dxr = gx + r * h;
-          for (int64_t j = 0; j < h; ++j) dxr[j] = rs[r] * (gxhat[j] - mean_g - xhat[j] * mean_gx);
+          T* dxr = gx + r * h;
+          for (int64_t j = 0; j < h; ++j) {
+            dxr[j] = Store<T>(rs[r] * (gxhat[j] - mean_g - xhat[j] * mean_gx));
+          }
         }
       }
     });
@@ -459,10 +492,18 @@ class BertAdamWeightDecayApplyOp : public OpKernel {
   bool decay_;
 };
 
-REGISTER_KERNEL_BUILDER(Name("BertDropout").Device(DEVICE_CPU), BertDropoutOp);
-REGISTER_KERNEL_BUILDER(Name("BertDropoutGrad").Device(DEVICE_CPU), BertDropoutGradOp);
-REGISTER_KERNEL_BUILDER(Name("BertLayerNorm").Device(DEVICE_CPU), BertLayerNormOp);
-REGISTER_KERNEL_BUILDER(Name("BertLayerNormGrad").Device(DEVICE_CPU), BertLayerNormGradOp);
+#define REGISTER_ACTIVATION_KERNELS(T)                                                       \
+  REGISTER_KERNEL_BUILDER(Name("BertDropout").Device(DEVICE_CPU).TypeConstraint<T>("T"),      \
+                          BertDropoutOp<T>);                                                 \
+  REGISTER_KERNEL_BUILDER(Name("BertDropoutGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),  \
+                          BertDropoutGradOp<T>);                                             \
+  REGISTER_KERNEL_BUILDER(Name("BertLayerNorm").Device(DEVICE_CPU).TypeConstraint<T>("T"),    \
+                          BertLayerNormOp<T>);                                               \
+  REGISTER_KERNEL_BUILDER(Name("BertLayerNormGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),\
+                          BertLayerNormGradOp<T>);
+REGISTER_ACTIVATION_KERNELS(float)
+REGISTER_ACTIVATION_KERNELS(bfloat16)
+#undef REGISTER_ACTIVATION_KERNELS
 REGISTER_KERNEL_BUILDER(Name("BertAdamWeightDecayApply").Device(DEVICE_CPU).HostMemory("lr")
                             .HostMemory("grad_scale"),
                         BertAdamWeightDecayApplyOp);

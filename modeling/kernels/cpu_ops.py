@@ -7,15 +7,17 @@ again backward), LayerNorm (~10 ops forward, ~15 backward) and the optimizer upd
 XLA-fused, about 1.5 times the memory traffic of one pass; README "Benchmarks" has the
 measured figures). ``modeling/kernels/bert_cpu_ops.cc`` does each in one multi-threaded pass:
 
-* ``dropout(x, rate, seed)`` [any shape] float32 -> y = x * (1 / (1 - rate)) where kept, else 0,
+* ``dropout(x, rate, seed)`` [any shape] float32 or bfloat16 -> y = x * (1 / (1 - rate)) where
+  kept, else 0,
   as ``tf.nn.experimental.stateless_dropout``. The keep decisions come from Philox4x32-10 (the
   generator of TensorFlow's stateless ops) keyed by the 2-element int64 ``seed``; element e is
   dropped iff its 32-bit word < ceil(rate * 2^32), so P(drop) = rate up to 2^-32 (TensorFlow's
   float draw: 2^-23). The random stream is not TensorFlow's: same distribution, other masks.
   The mask is kept as uint8 for the backward pass (dx = dy * (1 / (1 - rate)) where kept).
-* ``layer_norm(x, gamma, beta, epsilon)`` [..., H] float32: the original's formula
-  ``x * inv + (beta - mean * inv)``, inv = rsqrt(var + eps) * gamma, with mean and variance over
-  H (two passes, vectorised sums: equal to ``modeling.layers.layer_norm`` up to float rounding, ~1e-6).
+* ``layer_norm(x, gamma, beta, epsilon)`` x [..., H] float32 or bfloat16, gamma/beta [H] float32:
+  the original's formula ``x * inv + (beta - mean * inv)``, inv = rsqrt(var + eps) * gamma, with
+  mean and variance over H (two passes, vectorised sums: equal to ``modeling.layers.layer_norm``
+  up to float rounding, ~1e-6).
   The backward pass is the analytic LayerNorm gradient, with dgamma/dbeta summed per block of
   rows in a fixed order (the result does not depend on the thread count).
 * ``adam_weight_decay_apply(var, m, v, grad, lr, grad_scale, ...)``: the update of
@@ -25,9 +27,14 @@ measured figures). ``modeling/kernels/bert_cpu_ops.cc`` does each in one multi-t
   the result is bit-identical to the unfused path (tested). Like TensorFlow's ``ApplyAdam``, a
   variable whose buffer is still shared with a live read is copied before the update.
 
-They are used only inside ``gelu_dense.fused_training_kernels()`` (the trainer's
-``fused_kernels``, ``run_pretraining --xla_kernels``) for float32 tensors; inference, exports,
-``--deterministic`` runs and other dtypes keep TensorFlow's ops.
+On bfloat16 activations (``--mixed_precision=bf16``) dropout and LayerNorm read bfloat16, compute
+in float32 and round the result to bfloat16 once, as TensorFlow's LayerNorm path here does
+(``modeling.layers.layer_norm``: statistics in float32); TensorFlow's bfloat16 dropout multiplies
+by the scale rounded to bfloat16 (1/0.9 -> 1.109375), these kernels by the float32 scale.
+
+They are used only inside ``switch.fused_training_kernels()`` (the trainer's ``fused_kernels``,
+``run_pretraining --xla_kernels``) for float32 and bfloat16 activations (the update: float32
+variables); inference, exports, ``--deterministic`` runs and other dtypes keep TensorFlow's ops.
 
 Building: ``load()`` compiles the source with the C++ compiler (``$CXX``, else ``g++``) against
 the installed TensorFlow's headers (``tf.sysconfig``), for this CPU (``-march=native``), into a
@@ -136,19 +143,21 @@ def unavailable_reason() -> Optional[str]:
 
 
 def usable(dtype) -> bool:
-    """Whether the kernels can take tensors of ``dtype`` here (float32 with the library built)."""
-    return tf.as_dtype(dtype) == tf.float32 and load() is not None
+    """Whether the kernels can take activations of ``dtype`` here (float32 or bfloat16, with the
+    library built; the update takes float32 only)."""
+    return tf.as_dtype(dtype) in (tf.float32, tf.bfloat16) and load() is not None
 
 
 def dropout(x: tf.Tensor, rate: float, seed: tf.Tensor) -> tf.Tensor:
-    """x [...] float32, ``seed`` [2] int -> x / (1 - rate) where kept, else 0 (see module)."""
+    """x [...] float32/bfloat16, ``seed`` [2] int -> x / (1 - rate) where kept, else 0 (see
+    module)."""
     ops = load()
     rate = float(rate)
     seed = tf.cast(seed, tf.int64)
 
     @tf.custom_gradient
     def forward(x):
-        y, mask = ops.bert_dropout(x, seed, rate=rate)  # [...] float32, [...] uint8
+        y, mask = ops.bert_dropout(x, seed, rate=rate)  # [...] x.dtype, [...] uint8
 
         def backward(dy):
             return ops.bert_dropout_grad(dy, mask, rate=rate)
@@ -159,7 +168,8 @@ def dropout(x: tf.Tensor, rate: float, seed: tf.Tensor) -> tf.Tensor:
 
 
 def layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float) -> tf.Tensor:
-    """x [..., H], gamma [H], beta [H] float32 -> LayerNorm over H [..., H] (see module)."""
+    """x [..., H] float32/bfloat16, gamma [H], beta [H] float32 -> LayerNorm over H [..., H] in
+    x's dtype (see module)."""
     ops = load()
     epsilon = float(epsilon)
 

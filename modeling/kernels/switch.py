@@ -6,8 +6,8 @@ rounding):
 
 * ``BertDense`` with the tanh GELU: XLA-fused GELU and a hand-written gradient
   (``modeling/kernels/gelu_dense.py``);
-* ``modeling.layers.dropout.Dropout`` and ``BertLayerNorm`` on float32: one-pass CPU kernels
-  (``modeling/kernels/cpu_ops.py``), when the kernel library could be built;
+* ``modeling.layers.dropout.Dropout`` and ``BertLayerNorm`` on float32 or bfloat16: one-pass CPU
+  kernels (``modeling/kernels/cpu_ops.py``), when the kernel library could be built;
 * ``AdamWeightDecay`` (float32 variables, one replica, no loss scaling): the clipping and the
   update as one in-place CPU kernel per variable (bit-identical to the op-by-op update).
 

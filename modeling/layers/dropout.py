@@ -2,8 +2,8 @@
 
 Same layer, same name ("dropout"), same seed generator as Keras' (a drop-in: checkpoints and
 configs unchanged). Called with ``training=True`` inside
-``training_kernels.fused_training_kernels()`` on float32 inputs, with the CPU kernel library
-available (``modeling/kernels/cpu_ops.py``) and no ``noise_shape``, it draws its mask with
+``training_kernels.fused_training_kernels()`` on float32 or bfloat16 inputs, with the CPU kernel
+library available (``modeling/kernels/cpu_ops.py``) and no ``noise_shape``, it draws its mask with
 ``cpu_ops.dropout`` (Philox keyed by the layer's next seed; one pass forward, one backward)
 instead of TensorFlow's four ops each way. Otherwise it is ``keras.layers.Dropout``.
 Either way the masks are drawn from the generator's state alone, which Keras does not expose to

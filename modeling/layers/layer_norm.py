@@ -5,9 +5,10 @@ its users so that ``variable.path`` contains "LayerNorm" (excluded from weight d
 mixed or pure bfloat16 policy the statistics are computed in float32 (``gamma``/``beta`` cast to
 float32) and the result is cast back to the compute dtype.
 
-Called with ``training=True`` inside ``training_kernels.fused_training_kernels()`` on float32
-(with the CPU kernel library built), it computes the same formula as one CPU kernel forward and
-one backward (``cpu_ops.layer_norm``; equal up to float rounding).
+Called with ``training=True`` inside ``training_kernels.fused_training_kernels()`` on float32 or
+bfloat16 activations with float32 ``gamma``/``beta`` (with the CPU kernel library built), it
+computes the same formula as one CPU kernel forward and one backward (``cpu_ops.layer_norm``;
+equal up to float rounding, statistics in float32 either way).
 """
 
 from __future__ import annotations
@@ -31,11 +32,16 @@ class BertLayerNorm(keras.layers.Layer):
 
     def build(self, input_shape):
         dim = input_shape[-1]
-        self.beta = self.add_weight(name="beta", shape=(dim,), initializer="zeros")
-        self.gamma = self.add_weight(name="gamma", shape=(dim,), initializer="ones")
+        # autocast=False: read in their own dtype under a mixed policy even when this layer is
+        # called on its own (Keras enters its autocast scope for a mixed layer called outside a
+        # model regardless of ``self.autocast``).
+        self.beta = self.add_weight(name="beta", shape=(dim,), initializer="zeros",
+                                    autocast=False)
+        self.gamma = self.add_weight(name="gamma", shape=(dim,), initializer="ones",
+                                     autocast=False)
 
     def call(self, x, training=None):
-        if (training and x.dtype == tf.float32 and self.gamma.dtype == tf.float32
+        if (training and x.dtype in (tf.float32, tf.bfloat16) and self.gamma.dtype == tf.float32
                 and training_kernels.training_kernels_enabled() and cpu_ops.usable(x.dtype)):
             return cpu_ops.layer_norm(x, tf.convert_to_tensor(self.gamma),
                                       tf.convert_to_tensor(self.beta), self.epsilon)  # [..., H]

@@ -91,6 +91,27 @@ def test_dropout_layer_uses_the_kernel_only_when_training_inside_the_switch(ops)
     assert Dropout.from_config(layer.get_config()).rate == 0.1
 
 
+def test_dropout_on_bfloat16_draws_the_float32_mask_and_rounds_once(ops):
+    x = tf.cast(tf.random.stateless_normal([37, 129], seed=(2, 3)), tf.bfloat16)
+    dy = tf.cast(tf.random.stateless_normal([37, 129], seed=(4, 5)), tf.bfloat16)
+    seed = tf.constant([5, 9], tf.int64)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = cpu_ops.dropout(x, 0.1, seed)
+    dx = tape.gradient(y, x, output_gradients=dy)
+    assert y.dtype == dx.dtype == tf.bfloat16
+    kept = cpu_ops.dropout(tf.cast(x, tf.float32), 0.1, seed).numpy() != 0  # the same words
+    scale = np.float32(1.0) / (np.float32(1.0) - np.float32(0.1))
+
+    def rounded(v):  # float32 product, one rounding to bfloat16 (round to nearest even)
+        return tf.cast(tf.constant(v, tf.float32), tf.bfloat16).numpy()
+
+    x32 = tf.cast(x, tf.float32).numpy()
+    dy32 = tf.cast(dy, tf.float32).numpy()
+    np.testing.assert_array_equal(y.numpy(), rounded(np.where(kept, x32 * scale, 0.0)))
+    np.testing.assert_array_equal(dx.numpy(), rounded(np.where(kept, dy32 * scale, 0.0)))
+
+
 # ----------------------------------------------------------------------------------- LayerNorm
 def _reference_layer_norm(x, gamma, beta, eps):
     mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
@@ -132,6 +153,55 @@ def test_layer_norm_layer_switches_to_the_kernel_only_when_training(ops):
         y = layer(x, training=True)
     assert "BertLayerNorm" in fused and "BertLayerNorm" not in inference
     np.testing.assert_allclose(y, layer(x), rtol=1e-5, atol=1e-5)
+
+
+def test_layer_norm_on_bfloat16_matches_the_layers_float32_statistics_path(ops):
+    # The kernel reads bfloat16, computes in float32 and rounds once: the layer's TensorFlow path
+    # under mixed_bfloat16 (cast to float32, statistics, cast back) up to float rounding.
+    x = tf.cast(tf.random.stateless_normal([6, 9, 768], seed=(1, 2)) * 3.0 + 0.5, tf.bfloat16)
+    dy = tf.cast(tf.random.stateless_normal([6, 9, 768], seed=(7, 8)), tf.bfloat16)
+    gamma = tf.random.stateless_normal([768], seed=(3, 4))
+    beta = tf.random.stateless_normal([768], seed=(5, 6))
+
+    def reference(x, gamma, beta, eps):
+        return tf.cast(_reference_layer_norm(tf.cast(x, tf.float32), gamma, beta, eps),
+                       tf.bfloat16)
+
+    def run(fn):
+        with tf.GradientTape() as tape:
+            tape.watch([x, gamma, beta])
+            y = fn(x, gamma, beta, 1e-12)
+        return [y] + tape.gradient(y, [x, gamma, beta], output_gradients=dy)
+
+    ours, ref = run(cpu_ops.layer_norm), run(reference)
+    for name, a, b, dtype in zip(["y", "dx", "dgamma", "dbeta"], ours, ref,
+                                 [tf.bfloat16, tf.bfloat16, tf.float32, tf.float32]):
+        assert a.dtype == b.dtype == dtype, name
+        a = tf.cast(a, tf.float32).numpy()
+        b = tf.cast(b, tf.float32).numpy()
+        scale = np.abs(b).max()
+        # bfloat16 outputs: within one rounding (2^-8 relative) of each other
+        tol = 2.0 ** -8 if dtype == tf.bfloat16 else 2e-5
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * 1e-2 * scale, err_msg=name)
+
+
+def test_layers_use_the_kernels_on_bfloat16_inside_the_switch(ops):
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        norm = BertLayerNorm(epsilon=1e-12)
+        dropout = Dropout(0.1)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    x = tf.cast(tf.random.stateless_normal([4, 6, 32], seed=(9, 9)), tf.bfloat16)
+    norm.build(x.shape)
+    assert norm.gamma.dtype == tf.float32
+    with training_kernels.fused_training_kernels():
+        types = _graph_op_types(lambda v: dropout(norm(v, training=True), training=True), x)
+        y = norm(x, training=True)
+    assert {"BertLayerNorm", "BertDropout"} <= types and "StatelessRandomUniformV2" not in types
+    assert y.dtype == tf.bfloat16
+    np.testing.assert_allclose(tf.cast(y, tf.float32), tf.cast(norm(x), tf.float32),
+                               rtol=2.0 ** -8, atol=1e-2)
 
 
 # --------------------------------------------------------------------------------------- Adam
