@@ -10,7 +10,9 @@ sequences/second of a forward pass (no dropout) for:
 * keras-hub ``BertBackbone`` float32, XLA and graph (separate venv ``bench/.venvs/kerashub``, which
   reuses the project's TensorFlow/Keras through a .pth file and adds ``keras-hub``);
 * HF transformers ``BertModel`` on PyTorch CPU (``torch==2.13.0``), eager and ``torch.compile``
-  (separate venv ``bench/.venvs/hf``).
+  (separate venv ``bench/.venvs/hf``);
+* "GEMM peak": a 2048^3 float32 and bfloat16 ``tf.matmul`` measured in the same rounds: the MFU
+  column is GFLOP/s over the peak of the engine's compute dtype.
 
 Each engine lives in its own long-running worker process and the engines are measured in
 interleaved rounds (one engine at a time), so a shared, noisy CPU affects all of them alike;
@@ -25,6 +27,7 @@ The venvs are created on first use (``--setup_only`` to just create them). Resul
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,6 +35,8 @@ sys.path.insert(0, ROOT)
 from bench import harness  # noqa: E402
 
 REFERENCE = "keras-hub fp32 XLA"
+PEAK_FP32 = "GEMM peak fp32"
+PEAK_BF16 = "GEMM peak bf16"
 
 
 # ------------------------------------------------------------------------------ workers
@@ -81,6 +86,8 @@ def _ours_engines(d):
                              jit_compile=jit)
             engines["ours %s %s" % (tag, "XLA" if jit else "graph")] = (
                 lambda fn=fn, inputs=inputs: fn(inputs).numpy())
+    for name, dtype in ((PEAK_FP32, "float32"), (PEAK_BF16, "bfloat16")):
+        engines[name] = (lambda run=harness.gemm_peak_engine(dtype): run(1))  # one matmul
     return engines
 
 
@@ -149,8 +156,14 @@ def main() -> None:
 
     workers, engines, _ = harness.start_workers(__file__, harness.peers(args),
                                                 harness.flags_of(args, harness.MODEL_FLAGS))
-    rates = harness.run_rounds(workers, engines, args.rounds, args.iters,
-                               lambda name, seconds: args.iters * d["batch"] / seconds)
+    def rate(name: str, seconds: float) -> float:  # seq/s, or GFLOP/s for the GEMM peaks
+        if name.startswith("GEMM"):
+            return harness.gemm_rate(args.iters, seconds)
+        return args.iters * d["batch"] / seconds
+
+    rates = harness.run_rounds(workers, engines, args.rounds, args.iters, rate)
+    peaks = {"fp32": statistics.median(rates[PEAK_FP32]),
+             "bf16": statistics.median(rates[PEAK_BF16])}
 
     gflop = gflop_per_sequence(d)
     reference = rates.get(REFERENCE)
@@ -158,14 +171,25 @@ def main() -> None:
           "passes; load average now %.2f" % (d["layers"], d["hidden"], d["heads"],
                                              d["intermediate"], d["batch"], d["seq"], gflop,
                                              args.rounds, args.iters, os.getloadavg()[0]))
-    print("%-22s %10s %10s %10s %14s" % ("engine", "seq/s", "best", "GFLOP/s", "x " + REFERENCE))
+    print("measured GEMM peak: fp32 %.0f GFLOP/s, bf16 %.0f GFLOP/s"
+          % (peaks["fp32"], peaks["bf16"]))
+    print("%-22s %10s %10s %10s %6s %14s" % ("engine", "seq/s", "best", "GFLOP/s", "MFU*",
+                                             "x " + REFERENCE))
     results = {}
     for name, _ in engines:
+        if name.startswith("GEMM"):
+            continue
         median, best, ratio = harness.summarize(rates[name], reference)
+        # bf16 engines against the bfloat16 peak; HF/keras-hub/ours fp32 against float32's
+        mfu = median * gflop / peaks["bf16" if "bf16" in name else "fp32"]
         results[name] = {"seq_per_s_median": median, "seq_per_s_best": best,
-                         "ratio_vs_reference": ratio, "rounds": rates[name]}
-        print("%-22s %10.2f %10.2f %10.1f %14.2f" % (name, median, best, median * gflop, ratio))
+                         "ratio_vs_reference": ratio, "mfu_vs_own_gemm_peak": mfu,
+                         "rounds": rates[name]}
+        print("%-22s %10.2f %10.2f %10.1f %5.0f%% %14.2f" % (name, median, best, median * gflop,
+                                                            100 * mfu, ratio))
+    print("* MFU: GFLOP/s over the measured GEMM peak of the engine's compute dtype")
     harness.write_json("bench_inference.json", {"dims": d, "gflop_per_sequence": gflop,
+                                                "gemm_peak_gflop_s": peaks,
                                                 "reference": REFERENCE, "results": results})
 
 

@@ -147,6 +147,26 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def gemm_peak_engine(dtype: str, n: int = 2048) -> Engine:
+    """Worker side (TensorFlow): an engine doing one ``n``^3 ``tf.matmul`` in ``dtype``
+    ("float32" / "bfloat16") per unit; ``gemm_rate`` turns its time into GFLOP/s. The benches'
+    MFU columns divide by this measured peak, not by a datasheet figure."""
+    import tensorflow as tf
+
+    a = tf.cast(tf.random.normal((n, n), dtype=tf.float32), dtype)
+    fn = tf.function(lambda x: tf.reduce_sum(tf.cast(tf.matmul(x, x), tf.float32)))
+
+    def run(units: int) -> None:
+        for _ in range(units):
+            fn(a).numpy()
+    return run
+
+
+def gemm_rate(units: int, seconds: float, n: int = 2048) -> float:
+    """GFLOP/s of ``units`` ``n``^3 matmuls in ``seconds``."""
+    return units * 2 * n ** 3 / seconds / 1e9
+
+
 def serve(engines: Dict[str, Engine], warmup: Sequence[int] = (1,),
           info: Optional[dict] = None, log_warmup: bool = False,
           built_peak_rss: Optional[int] = None) -> None:
