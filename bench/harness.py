@@ -84,6 +84,16 @@ def ensure_venvs(kerashub: bool, hf: bool) -> None:
 MODEL_FLAGS = ("layers", "hidden", "heads", "intermediate", "batch_size", "seq_length")
 
 
+def add_model_flags(parser: argparse.ArgumentParser) -> None:
+    """The model shape flags (``MODEL_FLAGS``): BERT-base, batch 8 x sequence 128 by default."""
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--hidden", type=int, default=768)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--intermediate", type=int, default=3072)
+    parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--seq_length", type=int, default=128)
+
+
 def make_parser(doc: str, iters_help: str) -> argparse.ArgumentParser:
     """The lead/worker flags shared by the BERT-shape benches: ``--worker KIND``, the model
     shape (``MODEL_FLAGS``: BERT-base, batch 8 x sequence 128 by default), ``--rounds``,
@@ -91,12 +101,7 @@ def make_parser(doc: str, iters_help: str) -> argparse.ArgumentParser:
     (create the venvs and stop). ``doc``'s first line is the description."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--worker", choices=["ours", "kerashub", "hf"])
-    parser.add_argument("--layers", type=int, default=12)
-    parser.add_argument("--hidden", type=int, default=768)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--intermediate", type=int, default=3072)
-    parser.add_argument("--batch_size", type=int, default=8)
-    parser.add_argument("--seq_length", type=int, default=128)
+    add_model_flags(parser)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=3, help=iters_help)
     parser.add_argument("--skip_kerashub", action="store_true")

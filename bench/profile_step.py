@@ -27,6 +27,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from bench import harness  # noqa: E402
 
 # (category, rule on (op type, op name)): the first that matches names a kernel's category.
 CATEGORIES = [
@@ -91,17 +92,16 @@ def op_stats(logdir: str) -> list:
     return out
 
 
-def gemm_rate(tf, dtype, n: int = 2048, calls: int = 5) -> float:
-    """GFLOP/s of an ``n``^3 matmul in ``dtype`` (best of ``calls``)."""
-    a = tf.cast(tf.random.normal((n, n)), dtype)
-    fn = tf.function(lambda x: tf.reduce_sum(tf.cast(tf.matmul(x, x), tf.float32)))
-    fn(a).numpy()
+def gemm_peak(dtype: str, calls: int = 5) -> float:
+    """GFLOP/s of the benches' 2048^3 matmul in ``dtype`` (best of ``calls``)."""
+    run = harness.gemm_peak_engine(dtype)
+    run(1)
     best = float("inf")
     for _ in range(calls):
         start = time.perf_counter()
-        fn(a).numpy()
+        run(1)
         best = min(best, time.perf_counter() - start)
-    return 2.0 * n ** 3 / best / 1e9
+    return harness.gemm_rate(1, best)
 
 
 def main() -> None:
@@ -110,12 +110,7 @@ def main() -> None:
     parser.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32",
                         help="train: float32 or mixed_bfloat16; inference: float32 or bfloat16 "
                              "weights")
-    parser.add_argument("--layers", type=int, default=12)
-    parser.add_argument("--hidden", type=int, default=768)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--intermediate", type=int, default=3072)
-    parser.add_argument("--batch_size", type=int, default=8)
-    parser.add_argument("--seq_length", type=int, default=128)
+    harness.add_model_flags(parser)
     parser.add_argument("--predictions", type=int, default=20)
     parser.add_argument("--steps", type=int, default=3, help="calls profiled (after 2 warm-up)")
     parser.add_argument("--top", type=int, default=25, help="largest kernels listed")
@@ -143,7 +138,7 @@ def main() -> None:
         flop = bench_inference.gflop_per_sequence(d) * d["batch"]
     for _ in range(2):
         run()
-    peak = gemm_rate(tf, tf.bfloat16 if args.dtype == "bf16" else tf.float32)
+    peak = gemm_peak("bfloat16" if args.dtype == "bf16" else "float32")
     walls = []
     for _ in range(args.steps):  # unprofiled: the profiler's own cost stays out of the MFU
         start = time.perf_counter()
