@@ -51,8 +51,16 @@ padding position take an n-best slot: the report counts those questions).
 Results go to ``bench/out/bench_finetuning.json`` (``--quick``: ``bench_finetuning_quick.json``);
 a run replaces the entries of the workloads it measured and keeps the others'.
 
+``--memory`` measures peak RSS instead of speed: each training engine of each workload in a
+fresh worker that builds that engine alone (``--only``), warms it up and runs ``--memory_units``
+more units, then reports ``getrusage``'s peak (and the peak once built) over the harness's
+``MEMORY`` message; results go to ``bench/out/bench_finetuning_memory.json``, keyed by workload,
+sequence length and batch (``--max_seq_length`` / ``--train_batch_size`` override the workloads').
+
     .venv/bin/python bench/bench_finetuning.py            # all four workloads, 3 rounds
     .venv/bin/python bench/bench_finetuning.py --quick    # SQuAD and MRPC on MiniLM, 2 rounds
+    .venv/bin/python bench/bench_finetuning.py --memory --workloads squad-minilm \
+        --max_seq_length 256 --train_batch_size 32
 """
 
 from __future__ import annotations
