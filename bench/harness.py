@@ -18,8 +18,8 @@ dev-set passes). Lines of text, one message each:
   (``time.perf_counter``) of ``engine(n)``;
 * lead -> worker: ``MEMORY``; worker -> lead: ``MEMORY <json>``, ``{"peak_rss_bytes": ...,
   "built_peak_rss_bytes": ...}``: the process's peak resident set so far and before the warm-up
-  (``getrusage``'s ``ru_maxrss``: every byte the process ever held at once, the interpreter,
-  the framework and the data included);
+  (``VmHWM``: the most the process held at once since it started, the interpreter, the framework
+  and the data included; not its child processes);
 * lead -> worker: ``STOP`` (or end of stdin): the worker returns.
 
 The lead ignores any other stdout line; workers log to stderr. Workers are set up one at a time
@@ -146,10 +146,14 @@ def repeated(fn: Callable[[], Any]) -> Engine:
 
 
 def peak_rss_bytes() -> int:
-    """This process's peak resident set size so far, in bytes (Linux: ``ru_maxrss`` in KiB)."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """This process's peak resident set size so far, in bytes: ``VmHWM`` of /proc/self/status
+    (reset at exec; ``getrusage``'s ``ru_maxrss`` is not: a worker would start at the lead's
+    peak). Child processes (torch.compile's compile workers) are not counted."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # kB
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def gemm_peak_engine(dtype: str, n: int = 2048) -> Engine:

@@ -73,7 +73,7 @@ def op_stats(logdir: str) -> list:
     for line in plane.lines:
         if not line.name.startswith("tf_Compute"):
             continue
-        events = []  # (start, end, name, type): ops, then XLA kernels inside an op
+        events = []  # (start, end, name, type) of the ops (XLA kernels count in their launch)
         for ev in line.events:
             name = plane.event_metadata[ev.metadata_id].name
             if "::" in name or ":" not in name:
@@ -85,7 +85,10 @@ def op_stats(logdir: str) -> list:
         for start, end, op_name, op_type in events + [(float("inf"), float("inf"), "", "")]:
             while stack and stack[-1][1] <= start:
                 done = stack.pop()
-                out.append((done[3], done[2], (done[1] - done[0] - done[4]) / 1e6))
+                self_ps = done[1] - done[0] - done[4]
+                if self_ps < 0:  # children overlapping their parent: not a nested trace
+                    raise RuntimeError("%s: nested ops outlast it in the trace" % done[2])
+                out.append((done[3], done[2], self_ps / 1e6))
                 if stack:
                     stack[-1][4] += done[1] - done[0]
             stack.append([start, end, op_name, op_type, 0])

@@ -342,6 +342,11 @@ class BertLayerNormGradOp : public OpKernel {
     const float* rs = rstd.flat<float>().data();
     const float* g = gamma.flat<float>().data();
     T* gx = dx->flat<T>().data();
+    float* dg = dgamma->flat<float>().data();
+    float* db = dbeta->flat<float>().data();
+    std::fill(dg, dg + h, 0.0f);
+    std::fill(db, db + h, 0.0f);
+    if (rows == 0) return;  // an empty batch: zero gradients for gamma and beta
     // Row blocks, each with its own dgamma/dbeta partial sums, added in block order (the
     // result does not depend on the thread count).
     const int64_t blocks = std::min<int64_t>(rows, 32);
@@ -375,10 +380,6 @@ class BertLayerNormGradOp : public OpKernel {
         }
       }
     });
-    float* dg = dgamma->flat<float>().data();
-    float* db = dbeta->flat<float>().data();
-    std::fill(dg, dg + h, 0.0f);
-    std::fill(db, db + h, 0.0f);
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const float* pg = partial.data() + blk * 2 * h;
       for (int64_t j = 0; j < h; ++j) {

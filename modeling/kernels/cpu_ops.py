@@ -17,7 +17,7 @@ measured figures). ``modeling/kernels/bert_cpu_ops.cc`` does each in one multi-t
 * ``layer_norm(x, gamma, beta, epsilon)`` x [..., H] float32 or bfloat16, gamma/beta [H] float32:
   the original's formula ``x * inv + (beta - mean * inv)``, inv = rsqrt(var + eps) * gamma, with
   mean and variance over H (two passes, vectorised sums: equal to ``modeling.layers.layer_norm``
-  up to float rounding, ~1e-6).
+  up to float rounding, ~1e-6 in float32; a bfloat16 result can differ by one bfloat16 rounding).
   The backward pass is the analytic LayerNorm gradient, with dgamma/dbeta summed per block of
   rows in a fixed order (the result does not depend on the thread count).
 * ``adam_weight_decay_apply(var, m, v, grad, lr, grad_scale, ...)``: the update of

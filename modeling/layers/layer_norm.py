@@ -41,7 +41,8 @@ class BertLayerNorm(keras.layers.Layer):
                                      autocast=False)
 
     def call(self, x, training=None):
-        if (training and x.dtype in (tf.float32, tf.bfloat16) and self.gamma.dtype == tf.float32
+        if (training and x.dtype in (tf.float32, tf.bfloat16) and x.dtype == self.compute_dtype
+                and self.gamma.dtype == tf.float32
                 and training_kernels.training_kernels_enabled() and cpu_ops.usable(x.dtype)):
             return cpu_ops.layer_norm(x, tf.convert_to_tensor(self.gamma),
                                       tf.convert_to_tensor(self.beta), self.epsilon)  # [..., H]

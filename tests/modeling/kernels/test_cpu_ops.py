@@ -155,34 +155,41 @@ def test_layer_norm_layer_switches_to_the_kernel_only_when_training(ops):
     np.testing.assert_allclose(y, layer(x), rtol=1e-5, atol=1e-5)
 
 
-def test_layer_norm_on_bfloat16_matches_the_layers_float32_statistics_path(ops):
-    # The kernel reads bfloat16, computes in float32 and rounds once: the layer's TensorFlow path
-    # under mixed_bfloat16 (cast to float32, statistics, cast back) up to float rounding.
+def test_layer_norm_of_an_empty_batch_has_zero_parameter_gradients(ops):
+    x = tf.zeros([0, 8])
+    gamma, beta = tf.ones([8]), tf.zeros([8])
+    with tf.GradientTape() as tape:
+        tape.watch([x, gamma, beta])
+        y = cpu_ops.layer_norm(x, gamma, beta, 1e-12)
+    dx, dgamma, dbeta = tape.gradient(y, [x, gamma, beta], output_gradients=tf.zeros([0, 8]))
+    assert y.shape == dx.shape == (0, 8)
+    np.testing.assert_array_equal(dgamma, np.zeros(8))
+    np.testing.assert_array_equal(dbeta, np.zeros(8))
+
+
+def test_layer_norm_on_bfloat16_is_the_float32_kernel_rounded_once(ops):
+    # The kernel reads bfloat16 and does the float32 kernel's arithmetic: every bfloat16 output
+    # is the float32 kernel's result on the same (widened) inputs, rounded once; dgamma/dbeta
+    # (float32) are equal. The float32 kernel is checked against TensorFlow's ops above.
     x = tf.cast(tf.random.stateless_normal([6, 9, 768], seed=(1, 2)) * 3.0 + 0.5, tf.bfloat16)
     dy = tf.cast(tf.random.stateless_normal([6, 9, 768], seed=(7, 8)), tf.bfloat16)
     gamma = tf.random.stateless_normal([768], seed=(3, 4))
     beta = tf.random.stateless_normal([768], seed=(5, 6))
 
-    def reference(x, gamma, beta, eps):
-        return tf.cast(_reference_layer_norm(tf.cast(x, tf.float32), gamma, beta, eps),
-                       tf.bfloat16)
-
-    def run(fn):
+    def run(x, dy):
         with tf.GradientTape() as tape:
             tape.watch([x, gamma, beta])
-            y = fn(x, gamma, beta, 1e-12)
+            y = cpu_ops.layer_norm(x, gamma, beta, 1e-12)
         return [y] + tape.gradient(y, [x, gamma, beta], output_gradients=dy)
 
-    ours, ref = run(cpu_ops.layer_norm), run(reference)
-    for name, a, b, dtype in zip(["y", "dx", "dgamma", "dbeta"], ours, ref,
-                                 [tf.bfloat16, tf.bfloat16, tf.float32, tf.float32]):
-        assert a.dtype == b.dtype == dtype, name
-        a = tf.cast(a, tf.float32).numpy()
-        b = tf.cast(b, tf.float32).numpy()
-        scale = np.abs(b).max()
-        # bfloat16 outputs: within one rounding (2^-8 relative) of each other
-        tol = 2.0 ** -8 if dtype == tf.bfloat16 else 2e-5
-        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * 1e-2 * scale, err_msg=name)
+    ours = run(x, dy)
+    wide = run(tf.cast(x, tf.float32), tf.cast(dy, tf.float32))
+    assert [t.dtype for t in ours] == [tf.bfloat16, tf.bfloat16, tf.float32, tf.float32]
+    for name, a, b in zip(["y", "dx", "dgamma", "dbeta"], ours, wide):
+        np.testing.assert_array_equal(a.numpy(), tf.cast(b, a.dtype).numpy(), err_msg=name)
+    # and, as a check of the meaning, close to the layer's TensorFlow path in float32
+    ref = _reference_layer_norm(tf.cast(x, tf.float32), gamma, beta, 1e-12)
+    np.testing.assert_allclose(tf.cast(ours[0], tf.float32), ref, rtol=2.0 ** -7, atol=1e-2)
 
 
 def test_layers_use_the_kernels_on_bfloat16_inside_the_switch(ops):
@@ -194,7 +201,6 @@ def test_layers_use_the_kernels_on_bfloat16_inside_the_switch(ops):
         keras.mixed_precision.set_global_policy("float32")
     x = tf.cast(tf.random.stateless_normal([4, 6, 32], seed=(9, 9)), tf.bfloat16)
     norm.build(x.shape)
-    assert norm.gamma.dtype == tf.float32
     with training_kernels.fused_training_kernels():
         types = _graph_op_types(lambda v: dropout(norm(v, training=True), training=True), x)
         y = norm(x, training=True)
