@@ -602,37 +602,26 @@ def measure_memory(args, names, overrides: dict, base_dir: str) -> dict:
                 print("%s %s: peak RSS %.2f GB (built %.2f GB)" % (
                     name, engine, m["peak_rss_bytes"] / 1e9, m["built_peak_rss_bytes"] / 1e9),
                     file=sys.stderr, flush=True)
-        peers = {k: v for k, v in engines.items() if k != "ours"}
-        entry = {"engines": engines, "data": data, "memory_units": args.memory_units,
-                 "settings": {k: v for k, v in w.items() if k != "shape"}, "shape": w["shape"],
-                 "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-        if peers:
-            low = min(peers, key=lambda k: peers[k]["peak_rss_gb"])
-            entry["lowest_peer"] = {"name": low, "peak_rss_gb": peers[low]["peak_rss_gb"]}
-            entry["ratio"] = engines["ours"]["peak_rss_gb"] / peers[low]["peak_rss_gb"]
-        results[name] = entry
+        results[name] = {"engines": engines, "data": data, "memory_units": args.memory_units,
+                         "settings": {k: v for k, v in w.items() if k != "shape"},
+                         "shape": w["shape"],
+                         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     return results
 
 
 def report_memory(args, results: dict) -> None:
-    """Prints the peak RSS table and writes ``bench/out/bench_finetuning_memory.json`` (a run
-    replaces the entries of the workloads it measured at those settings)."""
-    print("\nPeak RSS of training (GB; one process per engine, warm-up + %d units)"
-          % args.memory_units)
-    keys = {}
-    for name, r in results.items():
-        key = "%s seq%d batch%d" % (name, r["settings"]["seq"], r["settings"]["train_batch"])
-        keys[key] = r
-        print("%s: %s%s" % (key, ", ".join("%s %.2f (built %.2f)" % (
-            e, v["peak_rss_gb"], v["built_peak_rss_gb"]) for e, v in r["engines"].items()),
-            "; ours / lowest peer (%s) %.2fx" % (r["lowest_peer"]["name"], r["ratio"])
-            if "ratio" in r else ""))
+    """Merges ``results`` into ``bench/out/bench_finetuning_memory.json`` (keyed by workload,
+    sequence length and batch; engines not measured this time, e.g. under ``--skip_hf``, keep
+    their earlier figures), then prints the merged entries with ours / the lowest peer."""
     previous = os.path.join(harness.OUT_DIR, "bench_finetuning_memory.json")
     merged = {}
     if os.path.exists(previous):
         with open(previous, encoding="utf-8") as f:
             merged = json.load(f)
-    for key, r in keys.items():  # engines not measured this time (--skip_*) keep their entry
+    print("\nPeak RSS of training (GB; one process per engine, warm-up + %d units)"
+          % args.memory_units)
+    for name, r in results.items():
+        key = "%s seq%d batch%d" % (name, r["settings"]["seq"], r["settings"]["train_batch"])
         engines = dict(merged.get(key, {}).get("engines", {}), **r["engines"])
         r = dict(r, engines=engines)
         peers = {k: v for k, v in engines.items() if k != "ours"}
@@ -641,6 +630,10 @@ def report_memory(args, results: dict) -> None:
             r["lowest_peer"] = {"name": low, "peak_rss_gb": peers[low]["peak_rss_gb"]}
             r["ratio"] = engines["ours"]["peak_rss_gb"] / peers[low]["peak_rss_gb"]
         merged[key] = r
+        print("%s: %s%s" % (key, ", ".join("%s %.2f (built %.2f)" % (
+            e, v["peak_rss_gb"], v["built_peak_rss_gb"]) for e, v in engines.items()),
+            "; ours / lowest peer (%s) %.2fx" % (r["lowest_peer"]["name"], r["ratio"])
+            if "ratio" in r else ""))
     print("wrote %s" % harness.write_json("bench_finetuning_memory.json", merged))
 
 

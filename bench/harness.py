@@ -1,6 +1,6 @@
 """Shared plumbing of the interleaved-rounds benchmarks (bench_inference, bench_pretraining,
-bench_classifier_throughput, bench_finetuning): the peers' venvs, the worker processes, the rounds and the
-median / best / ratio summary.
+bench_classifier_throughput, bench_finetuning; profile_step borrows its flags and GEMM peak):
+the peers' venvs, the worker processes, the rounds and the median / best / ratio summary.
 
 Only the standard library is imported at module level: worker processes import this module
 under ``bench/.venvs/hf`` too, which has no TensorFlow. Import it as ``from bench import harness``
@@ -177,13 +177,11 @@ def gemm_rate(units: int, seconds: float, n: int = 2048) -> float:
 
 
 def serve(engines: Dict[str, Engine], warmup: Sequence[int] = (1,),
-          info: Optional[dict] = None, log_warmup: bool = False,
-          built_peak_rss: Optional[int] = None) -> None:
+          info: Optional[dict] = None, log_warmup: bool = False) -> None:
     """Worker side: warms every engine up (``engine(n)`` for each ``n`` of ``warmup``), sends
     ``READY`` (engine names in ``engines``' order, ``info``) and answers ``RUN`` and ``MEMORY``
-    until ``STOP``. ``built_peak_rss``: the peak resident set once the engines were built (default:
-    now, before the warm-up)."""
-    built = peak_rss_bytes() if built_peak_rss is None else built_peak_rss
+    until ``STOP`` (``MEMORY``'s "built" peak is the one before the warm-up)."""
+    built = peak_rss_bytes()
     for name, fn in engines.items():
         start = time.perf_counter()
         for n in warmup:
@@ -227,23 +225,22 @@ class Worker:
         raise RuntimeError("worker %s died during set-up (exit %s)"
                            % (self.kind, self.proc.wait()))
 
-    def time(self, name: str, n: int) -> float:
-        """Seconds the worker took for ``n`` units of engine ``name``."""
-        self.proc.stdin.write("RUN %d %s\n" % (n, name))
+    def _ask(self, request: str, answer: str) -> str:
+        """Sends ``request``; returns the rest of the worker's first line starting ``answer``."""
+        self.proc.stdin.write(request + "\n")
         self.proc.stdin.flush()
         for line in self.proc.stdout:
-            if line.startswith("TIME "):
-                return float(line[5:])
+            if line.startswith(answer + " "):
+                return line[len(answer) + 1:]
         raise RuntimeError("worker %s died" % self.kind)
+
+    def time(self, name: str, n: int) -> float:
+        """Seconds the worker took for ``n`` units of engine ``name``."""
+        return float(self._ask("RUN %d %s" % (n, name), "TIME"))
 
     def memory(self) -> dict:
         """The worker's peak resident set so far and once built (see ``MEMORY``)."""
-        self.proc.stdin.write("MEMORY\n")
-        self.proc.stdin.flush()
-        for line in self.proc.stdout:
-            if line.startswith("MEMORY "):
-                return json.loads(line[7:])
-        raise RuntimeError("worker %s died" % self.kind)
+        return json.loads(self._ask("MEMORY", "MEMORY"))
 
     def close(self) -> None:
         try:

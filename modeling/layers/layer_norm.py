@@ -41,8 +41,9 @@ class BertLayerNorm(keras.layers.Layer):
                                      autocast=False)
 
     def call(self, x, training=None):
-        if (training and x.dtype in (tf.float32, tf.bfloat16) and x.dtype == self.compute_dtype
-                and self.gamma.dtype == tf.float32
+        # The kernel returns x's dtype (float32 or bfloat16, cpu_ops.usable), as the fallback
+        # returns the compute dtype: only where the two are the same.
+        if (training and x.dtype == self.compute_dtype and self.gamma.dtype == tf.float32
                 and training_kernels.training_kernels_enabled() and cpu_ops.usable(x.dtype)):
             return cpu_ops.layer_norm(x, tf.convert_to_tensor(self.gamma),
                                       tf.convert_to_tensor(self.beta), self.epsilon)  # [..., H]

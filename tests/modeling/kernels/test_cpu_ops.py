@@ -206,8 +206,9 @@ def test_layers_use_the_kernels_on_bfloat16_inside_the_switch(ops):
         y = norm(x, training=True)
     assert {"BertLayerNorm", "BertDropout"} <= types and "StatelessRandomUniformV2" not in types
     assert y.dtype == tf.bfloat16
+    # the TensorFlow path (training=False) rounds its own float32 result: one bfloat16 step apart
     np.testing.assert_allclose(tf.cast(y, tf.float32), tf.cast(norm(x), tf.float32),
-                               rtol=2.0 ** -8, atol=1e-2)
+                               rtol=2.0 ** -7, atol=1e-2)
 
 
 # --------------------------------------------------------------------------------------- Adam
