@@ -117,6 +117,8 @@ def extract(input_file: str, output_file: str, bert_config_file: str, init_check
     from modeling import checkpoints
     from modeling.encoder import BertModel
     from modeling.config import BertConfig
+    from modeling.kernels import switch as training_kernels
+    from modeling.training import distribution
 
     check_output_file(output_file)  # before any work, not after every feature is computed
     config = BertConfig.from_json_file(bert_config_file)
@@ -150,6 +152,8 @@ def extract(input_file: str, output_file: str, bert_config_file: str, init_check
         outputs = model(batch, training=False)["encoder_outputs"]
         return [tf.cast(outputs[index], tf.float32) for index in layer_indexes]  # [B, S, H]
 
+    fused = (inference_dtype != "float32"
+             and distribution.cpu_kernels_apply(tf.distribute.get_strategy(), model.variables))
     features = convert_examples_to_features(examples, max_seq_length, tokenizer)
     total, done = len(examples), 0
     progress = Progress("extract_features", total, unit="lines")
@@ -161,7 +165,10 @@ def extract(input_file: str, output_file: str, bert_config_file: str, init_check
                 "input_mask": np.asarray([f.input_mask for f in chunk], np.int32),
                 "segment_ids": np.asarray([f.input_type_ids for f in chunk], np.int32),
             }
-            values = [np.asarray(v) for v in predict(batch)]
+            # bfloat16 runs as a graph, with the fused LayerNorm on a CPU (float32: XLA, which
+            # compiles TensorFlow's ops and cannot take the kernel library's)
+            with training_kernels.fused_inference_kernels(fused):
+                values = [np.asarray(v) for v in predict(batch)]
             for row, feature in enumerate(chunk):
                 writer.write(feature_json(feature.unique_id, feature.tokens, layer_indexes,
                                           [v[row] for v in values]))

@@ -34,7 +34,9 @@ by the scale rounded to bfloat16 (1/0.9 -> 1.109375), these kernels by the float
 
 They are used only inside ``switch.fused_training_kernels()`` (the trainer's ``fused_kernels``,
 ``run_pretraining --xla_kernels``) for float32 and bfloat16 activations (the update: float32
-variables); inference, exports, ``--deterministic`` runs and other dtypes keep TensorFlow's ops.
+variables), and LayerNorm's forward inside ``switch.fused_inference_kernels()`` (prediction and
+evaluation on a CPU); exports, ``--deterministic`` training and other dtypes keep TensorFlow's
+ops.
 
 Building: ``load()`` compiles the source with the C++ compiler (``$CXX``, else ``g++``) against
 the installed TensorFlow's headers (``tf.sysconfig``), for this CPU (``-march=native``), into a

@@ -1,4 +1,4 @@
-"""The switch for the fused training kernels: read when a training step is traced.
+"""The switches for the fused kernels: read when a training or a prediction step is traced.
 
 Inside ``with fused_training_kernels():`` layers called with ``training=True`` compute the same
 model with faster kernels that round differently from TensorFlow's op-by-op graph (within float
@@ -19,6 +19,14 @@ placement, and the update would read GPU variables from a CPU op) and never in
 switch with the CPU kernels and its gain was measured on CPUs only (on a GPU, ``--use_xla``
 compiles the whole step), so on GPUs and TPUs the whole switch stays off. The switch is per
 thread.
+
+Inside ``with fused_inference_kernels():`` layers called with ``training=False`` use the one
+kernel that applies to a forward pass without dropout: ``BertLayerNorm``'s one-pass CPU kernel
+(on float32 or bfloat16 activations, any ``gamma``/``beta`` dtype; its rows are independent, so
+the result does not depend on the thread count). ``finetuning.Predictor`` and
+``trainer.evaluate`` enable it where ``distribution.cpu_kernels_apply`` holds; exported
+SavedModels are traced outside it and keep TensorFlow's ops (a serving binary has no kernel
+library).
 """
 
 from __future__ import annotations
@@ -38,6 +46,22 @@ def fused_training_kernels(enabled: bool = True):
         yield
     finally:
         _state.enabled = previous
+
+
+@contextlib.contextmanager
+def fused_inference_kernels(enabled: bool = True):
+    """Within this context, steps traced with ``training=False`` use the fused LayerNorm."""
+    previous = getattr(_state, "inference", False)
+    _state.inference = bool(enabled)
+    try:
+        yield
+    finally:
+        _state.inference = previous
+
+
+def inference_kernels_enabled() -> bool:
+    """Whether the innermost ``fused_inference_kernels`` context (this thread) enables them."""
+    return getattr(_state, "inference", False)
 
 
 def training_kernels_enabled() -> bool:

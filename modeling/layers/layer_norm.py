@@ -8,7 +8,9 @@ float32) and the result is cast back to the compute dtype.
 Called with ``training=True`` inside ``training_kernels.fused_training_kernels()`` on float32 or
 bfloat16 activations with float32 ``gamma``/``beta`` (with the CPU kernel library built), it
 computes the same formula as one CPU kernel forward and one backward (``cpu_ops.layer_norm``;
-equal up to float rounding, statistics in float32 either way).
+equal up to float rounding, statistics in float32 either way). Called with ``training=False``
+inside ``training_kernels.fused_inference_kernels()`` (prediction and evaluation on a CPU), it
+runs the same kernel forward, for any ``gamma``/``beta`` dtype.
 """
 
 from __future__ import annotations
@@ -40,13 +42,25 @@ class BertLayerNorm(keras.layers.Layer):
         self.gamma = self.add_weight(name="gamma", shape=(dim,), initializer="ones",
                                      autocast=False)
 
-    def call(self, x, training=None):
+    def _kernel_applies(self, x, training) -> bool:
         # The kernel returns x's dtype (float32 or bfloat16, cpu_ops.usable), as the fallback
-        # returns the compute dtype: only where the two are the same.
-        if (training and x.dtype == self.compute_dtype and self.gamma.dtype == tf.float32
-                and training_kernels.training_kernels_enabled() and cpu_ops.usable(x.dtype)):
-            return cpu_ops.layer_norm(x, tf.convert_to_tensor(self.gamma),
-                                      tf.convert_to_tensor(self.beta), self.epsilon)  # [..., H]
+        # returns the compute dtype: only where the two are the same. A training step needs
+        # float32 gamma/beta (the kernel's gradients are float32); a forward pass reads
+        # bfloat16 ones (a bfloat16-policy model) in float32, as the formula below does.
+        if x.dtype != self.compute_dtype:
+            return False
+        if training:
+            enabled = (self.gamma.dtype == tf.float32
+                       and training_kernels.training_kernels_enabled())
+        else:
+            enabled = training_kernels.inference_kernels_enabled()
+        return enabled and cpu_ops.usable(x.dtype)  # usable() last: it builds the library
+
+    def call(self, x, training=None):
+        if self._kernel_applies(x, training):
+            return cpu_ops.layer_norm(x, tf.cast(self.gamma.value, tf.float32),
+                                      tf.cast(self.beta.value, tf.float32),
+                                      self.epsilon)  # [..., H]
         x32 = tf.cast(x, tf.float32)  # [..., H]
         mean, variance = tf.nn.moments(x32, axes=[-1], keepdims=True)  # [..., 1] each
         gamma = tf.cast(self.gamma.value, tf.float32)  # [H] (bf16 under a pure bf16 policy)

@@ -39,6 +39,7 @@ import tensorflow as tf
 from absl import logging
 
 from bert_common.progress import Progress
+from modeling.kernels import switch as training_kernels
 from modeling.training import distribution
 from modeling.training import trainer as training_loop
 
@@ -108,6 +109,9 @@ class Predictor:
         self.distributed = (self.strategy.num_replicas_in_sync > 1
                             or distribution.is_tpu(self.strategy))
         self._steps = {}
+        # One CPU replica: the step is traced with the fused LayerNorm (modeling.kernels.switch).
+        self.fused_kernels = (not self.distributed
+                              and distribution.cpu_kernels_apply(self.strategy, model.variables))
 
     @property
     def model(self):
@@ -142,7 +146,8 @@ class Predictor:
         done = 0
         reporter = Progress(label, total, unit="examples") if total else None
         for batch in dataset:
-            out = step(batch)
+            with training_kernels.fused_inference_kernels(self.fused_kernels):
+                out = step(batch)  # traced on the first call
             for name, value in out.items():
                 parts = (self.strategy.experimental_local_results(value) if self.distributed
                          else [value])

@@ -726,9 +726,12 @@ def evaluate(model, dataset: tf.data.Dataset,
         iterator = iter(strategy.experimental_distribute_dataset(dataset))
     sums: Dict[str, List[float]] = {}
     reporter = Progress("eval", num_steps, unit="steps", enabled=progress)
+    fused = (strategy.num_replicas_in_sync == 1
+             and distribution.cpu_kernels_apply(strategy, model.variables))
     for index in range(num_steps):
         try:
-            values = step(iterator)
+            with training_kernels.fused_inference_kernels(fused):
+                values = step(iterator)  # traced on the first call
         except (StopIteration, tf.errors.OutOfRangeError):
             logging.warning("Eval data ran out after %d of %d steps", index, num_steps)
             break

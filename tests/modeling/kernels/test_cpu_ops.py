@@ -211,6 +211,30 @@ def test_layers_use_the_kernels_on_bfloat16_inside_the_switch(ops):
                                rtol=2.0 ** -7, atol=1e-2)
 
 
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16", "bfloat16"])
+def test_layer_norm_forward_uses_the_kernel_inside_the_inference_switch(ops, policy):
+    norm = BertLayerNorm(epsilon=1e-12, dtype=policy)
+    dtype = tf.float32 if policy == "float32" else tf.bfloat16
+    x = tf.cast(tf.random.stateless_normal([4, 6, 32], seed=(3, 4)) * 3.0 + 1.0, dtype)
+    norm.build(x.shape)
+    norm.gamma.assign(tf.random.stateless_normal([32], seed=(5, 6)))
+    norm.beta.assign(tf.random.stateless_normal([32], seed=(7, 8)))
+    reference = norm(x, training=False)  # TensorFlow's ops: no switch
+    assert "BertLayerNorm" not in _graph_op_types(lambda v: norm(v, training=False), x)
+    with training_kernels.fused_inference_kernels():
+        assert "BertLayerNorm" in _graph_op_types(lambda v: norm(v, training=False), x)
+        # the training switch is a separate one: a training step here keeps TensorFlow's ops
+        assert "BertLayerNorm" not in _graph_op_types(lambda v: norm(v, training=True), x)
+        y = tf.function(lambda v: norm(v, training=False))(x)
+    assert not training_kernels.inference_kernels_enabled()
+    assert y.dtype == reference.dtype == dtype
+    if dtype == tf.float32:
+        np.testing.assert_allclose(y, reference, rtol=1e-5, atol=1e-5)
+    else:  # each side rounds its own float32 result to bfloat16: at most one step apart
+        np.testing.assert_allclose(tf.cast(y, tf.float32), tf.cast(reference, tf.float32),
+                                   rtol=2.0 ** -7, atol=1e-2)
+
+
 # --------------------------------------------------------------------------------------- Adam
 def _optimizer_and_variables():
     values = {

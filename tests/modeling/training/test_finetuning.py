@@ -117,6 +117,11 @@ def test_predictor_returns_dataset_order_and_extra_features():
     assert out["probabilities"].shape == (10, 2)
     np.testing.assert_array_equal(out["example_index"], np.arange(10))
     np.testing.assert_array_equal(out["label_ids"], data["label_ids"])
+    # one CPU replica: traced with the fused LayerNorm kernel; the plain call keeps TF's ops
+    predictor = finetuning._PREDICTORS[model][(("probabilities",), id(tf.distribute.get_strategy()))]
+    assert predictor.fused_kernels
+    graph = next(iter(predictor._steps.values())).get_concrete_function().graph
+    assert "BertLayerNorm" in {op.type for op in graph.get_operations()}
     direct = model({k: data[k] for k in finetuning.MODEL_INPUT_NAMES})["probabilities"]
     np.testing.assert_allclose(out["probabilities"], direct, atol=1e-6)
 
