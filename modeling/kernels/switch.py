@@ -38,32 +38,30 @@ _state = threading.local()
 
 
 @contextlib.contextmanager
+def _set(name: str, enabled: bool):
+    previous = getattr(_state, name, False)
+    setattr(_state, name, bool(enabled))
+    try:
+        yield
+    finally:
+        setattr(_state, name, previous)
+
+
 def fused_training_kernels(enabled: bool = True):
     """Within this context, steps traced with ``training=True`` use the fused kernels."""
-    previous = getattr(_state, "enabled", False)
-    _state.enabled = bool(enabled)
-    try:
-        yield
-    finally:
-        _state.enabled = previous
+    return _set("training", enabled)
 
 
-@contextlib.contextmanager
 def fused_inference_kernels(enabled: bool = True):
     """Within this context, steps traced with ``training=False`` use the fused LayerNorm."""
-    previous = getattr(_state, "inference", False)
-    _state.inference = bool(enabled)
-    try:
-        yield
-    finally:
-        _state.inference = previous
+    return _set("inference", enabled)
+
+
+def training_kernels_enabled() -> bool:
+    """Whether the innermost ``fused_training_kernels`` context (this thread) enables them."""
+    return getattr(_state, "training", False)
 
 
 def inference_kernels_enabled() -> bool:
     """Whether the innermost ``fused_inference_kernels`` context (this thread) enables them."""
     return getattr(_state, "inference", False)
-
-
-def training_kernels_enabled() -> bool:
-    """Whether the innermost ``fused_training_kernels`` context (this thread) enables them."""
-    return getattr(_state, "enabled", False)
