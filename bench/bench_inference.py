@@ -73,9 +73,14 @@ def ours_model(d, policy: str):
 
 
 def call_fused(fn, inputs, fused: bool):
-    """``fn(inputs).numpy()``, traced (first call) with the fused LayerNorm when ``fused``."""
-    from modeling.kernels import switch
+    """``fn(inputs).numpy()``, traced (first call) with the fused LayerNorm when ``fused`` and
+    the default strategy computes on a CPU (as ``finetuning.Predictor`` decides)."""
+    import tensorflow as tf
 
+    from modeling.kernels import switch
+    from modeling.training import distribution
+
+    fused = fused and distribution.cpu_kernels_apply(tf.distribute.get_strategy())
     with switch.fused_inference_kernels(fused):
         return fn(inputs).numpy()
 

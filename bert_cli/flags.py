@@ -98,8 +98,9 @@ def define_precision_flags(flag_values: FlagValues = flags.FLAGS) -> None:
            "kernels: the GELU of the intermediate layers as XLA kernels with a hand-written "
            "gradient (modeling/kernels/gelu_dense.py); dropout, LayerNorm and the "
            "AdamWeightDecay clipping + update as one-pass CPU kernels compiled on first use "
-           "(modeling/kernels/cpu_ops.py). Values within float rounding of the op-by-op graph, "
-           "other dropout masks. Off with run_pretraining's --deterministic.")
+           "(modeling/kernels/cpu_ops.py); LayerNorm's kernel also in prediction and evaluation. "
+           "Values within float rounding of the op-by-op graph, other dropout masks. Off with "
+           "run_pretraining's --deterministic.")
 
 
 def define_checkpoint_flags(flag_values: FlagValues = flags.FLAGS) -> None:

@@ -109,7 +109,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
            enum_values=["auto"] + list(GRADIENT_REDUCTIONS))
     define("bool", "deterministic", False, "Records in file order, no shuffling, fixed seeds, "
            "TensorFlow's op determinism, the original's op-by-op optimizer rounding (no "
-           "--xla_optimizer).")
+           "--xla_optimizer, no --xla_kernels, in training and evaluation).")
     define("integer", "random_seed", 12345, "Seed of the initialisation, dropout and shuffles.")
     define("integer", "num_cpu_devices", 0, "Split the CPU into this many logical devices "
            "(for --strategy=mirrored on a machine without accelerators; 0 = off).")

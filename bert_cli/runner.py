@@ -23,6 +23,7 @@ fails after some of its results were put in place writes it too, with its error 
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -59,7 +60,7 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
     chief = _is_chief_process(flag_values)
     written: List[str] = []
     try:
-        with files.recording_writes() as written:
+        with files.recording_writes() as written, _kernel_choice(flag_values):
             result = run(flag_values)
     except Exception as e:  # noqa: BLE001
         one_line = isinstance(e, (InputError, OSError)) or _is_tf_error(e)
@@ -90,6 +91,19 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
                 "; the earlier run's one, which would list its outputs as this run's, was "
                 "removed" if removed else ""))
     return result
+
+
+def _kernel_choice(flag_values: flags.FlagValues):
+    """``--noxla_kernels`` (and run_pretraining's ``--deterministic``) keep TensorFlow's ops in
+    prediction and evaluation too, not only in training (``modeling/kernels/switch.py``)."""
+    from modeling.kernels import switch
+
+    def value(name, default):
+        return flag_values[name].value if name in flag_values else default
+
+    if not value("xla_kernels", True) or value("deterministic", False):
+        return switch.fused_inference_kernels(False)
+    return contextlib.nullcontext()
 
 
 def _remove_marker(output_dir: str) -> bool:

@@ -1,4 +1,5 @@
-"""CPU kernels of the training step, compiled on first use: dropout, LayerNorm, AdamWeightDecay.
+"""CPU kernels of the training step (and of LayerNorm in prediction), compiled on first use:
+dropout, LayerNorm, AdamWeightDecay.
 
 On a CPU, the BERT-base pre-training step spends ~80% of its time in oneDNN matmuls that already
 run near the machine's peak; most of the rest went to memory-bound ops that TensorFlow runs one
@@ -125,7 +126,7 @@ def load():
                 if shutil.which(cxx) is None:
                     raise RuntimeError("no C++ compiler %r on PATH" % cxx)
                 os.makedirs(os.path.dirname(path), exist_ok=True)
-                print("Compiling the CPU training kernels (once per TensorFlow version and CPU, "
+                print("Compiling the CPU kernels (once per TensorFlow version and CPU, "
                       "~20 s): %s" % path, file=sys.stderr, flush=True)
                 # Concurrent first runs each compile into their own temporary; the last
                 # rename wins, and no process ever loads a half-written library.
@@ -134,7 +135,7 @@ def load():
             _state["module"] = tf.load_op_library(path)
         except Exception as e:  # pylint: disable=broad-except
             _state["error"] = str(e)
-            logging.warning("CPU training kernels unavailable, using TensorFlow's ops (slower): %s",
+            logging.warning("CPU kernels unavailable, using TensorFlow's ops (slower): %s",
                             e)
         return _state["module"]
 

@@ -20,13 +20,14 @@ switch with the CPU kernels and its gain was measured on CPUs only (on a GPU, ``
 compiles the whole step), so on GPUs and TPUs the whole switch stays off. The switch is per
 thread.
 
-Inside ``with fused_inference_kernels():`` layers called with ``training=False`` use the one
-kernel that applies to a forward pass without dropout: ``BertLayerNorm``'s one-pass CPU kernel
-(on float32 or bfloat16 activations, any ``gamma``/``beta`` dtype; its rows are independent, so
-the result does not depend on the thread count). ``finetuning.Predictor`` and
-``trainer.evaluate`` enable it where ``distribution.cpu_kernels_apply`` holds; exported
-SavedModels are traced outside it and keep TensorFlow's ops (a serving binary has no kernel
-library).
+Inside ``with fused_inference_kernels():`` layers called without ``training`` (False or None)
+use the one kernel that applies to a forward pass without dropout: ``BertLayerNorm``'s one-pass
+CPU kernel (on float32 or bfloat16 activations, any ``gamma``/``beta`` dtype; its rows are
+independent, so the result does not depend on the thread count). ``finetuning.Predictor`` and
+``trainer.evaluate`` enable it for their steps where ``distribution.cpu_kernels_apply`` holds,
+unless an enclosing ``fused_inference_kernels(False)`` says no (the tools' ``--noxla_kernels``
+and ``--deterministic``: ``bert_cli.runner``); exported SavedModels are traced outside it and
+keep TensorFlow's ops (a serving binary has no kernel library).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ _state = threading.local()
 
 @contextlib.contextmanager
 def _set(name: str, enabled: bool):
-    previous = getattr(_state, name, False)
+    previous = getattr(_state, name, None)  # None: no context has set it
     setattr(_state, name, bool(enabled))
     try:
         yield
@@ -53,15 +54,22 @@ def fused_training_kernels(enabled: bool = True):
 
 
 def fused_inference_kernels(enabled: bool = True):
-    """Within this context, steps traced with ``training=False`` use the fused LayerNorm."""
+    """Within this context, steps traced without ``training`` (False or None) use the fused LayerNorm."""
     return _set("inference", enabled)
 
 
 def training_kernels_enabled() -> bool:
     """Whether the innermost ``fused_training_kernels`` context (this thread) enables them."""
-    return getattr(_state, "training", False)
+    return bool(getattr(_state, "training", False))
 
 
 def inference_kernels_enabled() -> bool:
     """Whether the innermost ``fused_inference_kernels`` context (this thread) enables them."""
-    return getattr(_state, "inference", False)
+    return bool(getattr(_state, "inference", False))
+
+
+def inference_kernels_allowed() -> bool:
+    """False inside ``fused_inference_kernels(False)`` (this thread; a tool's
+    ``--noxla_kernels``), else True: what ``Predictor`` and ``evaluate`` ask before they enable
+    the kernels for their own steps."""
+    return getattr(_state, "inference", None) is not False

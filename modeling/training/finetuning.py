@@ -109,8 +109,9 @@ class Predictor:
         self.distributed = (self.strategy.num_replicas_in_sync > 1
                             or distribution.is_tpu(self.strategy))
         self._steps = {}
-        # One CPU replica: the step is traced with the fused LayerNorm (modeling.kernels.switch).
-        self.fused_kernels = (not self.distributed
+        # One CPU replica: the step is traced with the fused LayerNorm (modeling.kernels.switch),
+        # unless the caller's context turned the kernels off.
+        self.fused_kernels = (not self.distributed and training_kernels.inference_kernels_allowed()
                               and distribution.cpu_kernels_apply(self.strategy, model.variables))
 
     @property
@@ -196,7 +197,7 @@ def predict(model, dataset: tf.data.Dataset, output_names: Sequence[str],
     kept with the model for the next call."""
     strategy = strategy or tf.distribute.get_strategy()
     per_model = _PREDICTORS.setdefault(model, {})
-    key = (tuple(output_names), id(strategy))
+    key = (tuple(output_names), id(strategy), training_kernels.inference_kernels_allowed())
     predictor = per_model.get(key)
     if predictor is None or predictor.strategy is not strategy:
         predictor = per_model[key] = _CachedPredictor(model, output_names, strategy)

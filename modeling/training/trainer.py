@@ -491,9 +491,17 @@ class Trainer:
         def reduce_first(value):
             return strategy.experimental_local_results(value)[0]
 
+        fused = self._fused_kernels
+
+        def kernel_step(batch):
+            # The switch is per thread, and a MirroredStrategy runs each replica in a thread of
+            # its own (one device included): set it where the replica's step is traced.
+            with training_kernels.fused_training_kernels(fused):
+                return replica_step(batch)
+
         def one_step(iterator):
             lr = tf.cast(self.optimizer.learning_rate, tf.float32)  # the rate this update uses
-            per_replica_logs, norm = strategy.run(replica_step, args=(next(iterator),))
+            per_replica_logs, norm = strategy.run(kernel_step, args=(next(iterator),))
             logs = {n: (reduce_sum(a), reduce_sum(b)) for n, (a, b) in per_replica_logs.items()}
             self._batches_consumed.assign_add(1)
             return logs, reduce_first(norm), lr
@@ -531,8 +539,7 @@ class Trainer:
         config asks for); returns (sums, losses, norms, learning rates)."""
         if self._loop_fn is None:
             self._loop_fn = self._build_loop()
-        with training_kernels.fused_training_kernels(self._fused_kernels):
-            return self._loop_fn(iterator, tf.constant(num_steps))
+        return self._loop_fn(iterator, tf.constant(num_steps))
 
     def _can_save_iterator(self) -> bool:
         """One local replica: the plain tf.data iterator is saved in checkpoints."""
@@ -708,8 +715,14 @@ def evaluate(model, dataset: tf.data.Dataset,
     strategy = strategy or tf.distribute.get_strategy()
     model_inputs = model_inputs or (lambda batch: batch)
 
+    # One CPU replica: LayerNorm as the fused kernel (modeling.kernels.switch), set in the
+    # replica's own thread (a MirroredStrategy's replica runs in one).
+    fused = (strategy.num_replicas_in_sync == 1 and training_kernels.inference_kernels_allowed()
+             and distribution.cpu_kernels_apply(strategy, model.variables))
+
     def replica_fn(batch):
-        outputs = model(model_inputs(batch), training=False)
+        with training_kernels.fused_inference_kernels(fused):
+            outputs = model(model_inputs(batch), training=False)
         return {n: (tf.cast(a, tf.float32), tf.cast(b, tf.float32))
                 for n, (a, b) in metrics_fn(outputs, batch).items()}
 
@@ -726,12 +739,9 @@ def evaluate(model, dataset: tf.data.Dataset,
         iterator = iter(strategy.experimental_distribute_dataset(dataset))
     sums: Dict[str, List[float]] = {}
     reporter = Progress("eval", num_steps, unit="steps", enabled=progress)
-    fused = (strategy.num_replicas_in_sync == 1
-             and distribution.cpu_kernels_apply(strategy, model.variables))
     for index in range(num_steps):
         try:
-            with training_kernels.fused_inference_kernels(fused):
-                values = step(iterator)  # traced on the first call
+            values = step(iterator)
         except (StopIteration, tf.errors.OutOfRangeError):
             logging.warning("Eval data ran out after %d of %d steps", index, num_steps)
             break

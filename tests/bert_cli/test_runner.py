@@ -175,3 +175,21 @@ def test_only_results_in_the_output_dir_count_for_a_failed_run(tmp_path):
     result = files.abspath(str(out / "eval_results.txt"))
     assert runner._results_in(str(out), state + [result]) == [result]
     assert runner._results_in(str(out), [files.abspath(str(out / "export" / "x.txt"))]) == []
+
+
+@pytest.mark.parametrize("argv, allowed", [([], True), (["--xla_kernels"], True),
+                                           (["--noxla_kernels"], False),
+                                           (["--deterministic"], False)])
+def test_noxla_kernels_and_deterministic_keep_tensorflows_ops_in_prediction(argv, allowed):
+    """The flags that turn the training kernels off turn off prediction's fused LayerNorm too
+    (modeling/kernels/switch.py), for the whole run."""
+    from modeling.kernels import switch
+
+    values = flags.FlagValues()
+    flags.DEFINE_bool("xla_kernels", True, "", flag_values=values)
+    flags.DEFINE_bool("deterministic", False, "", flag_values=values)
+    values(["tool"] + argv)
+    seen = runner.run_main("tool.py", lambda fv: switch.inference_kernels_allowed(), values,
+                           ["tool"])
+    assert seen == allowed
+    assert switch.inference_kernels_allowed()  # only for the run

@@ -118,12 +118,81 @@ def test_predictor_returns_dataset_order_and_extra_features():
     np.testing.assert_array_equal(out["example_index"], np.arange(10))
     np.testing.assert_array_equal(out["label_ids"], data["label_ids"])
     # one CPU replica: traced with the fused LayerNorm kernel; the plain call keeps TF's ops
-    predictor = finetuning._PREDICTORS[model][(("probabilities",), id(tf.distribute.get_strategy()))]
+    predictor = finetuning._PREDICTORS[model][(("probabilities",), id(tf.distribute.get_strategy()),
+                                                True)]
     assert predictor.fused_kernels
     graph = next(iter(predictor._steps.values())).get_concrete_function().graph
     assert "BertLayerNorm" in {op.type for op in graph.get_operations()}
     direct = model({k: data[k] for k in finetuning.MODEL_INPUT_NAMES})["probabilities"]
     np.testing.assert_allclose(out["probabilities"], direct, atol=1e-6)
+
+
+def _saved_op_types(path):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        saved.ParseFromString(f.read())
+    graph = saved.meta_graphs[0].graph_def
+    types = {node.op for node in graph.node}
+    for function in graph.library.function:
+        types |= {node.op for node in function.node_def}
+    return types
+
+
+def test_kernels_off_in_the_context_and_never_in_an_export(tmp_path):
+    """``fused_inference_kernels(False)`` around predict (a tool's --noxla_kernels): TensorFlow's
+    ops; a SavedModel exported after predicting holds no op of the kernel library (a serving
+    binary could not load it)."""
+    from modeling.kernels import switch
+
+    model = _model()
+    data = dict(_examples(8), example_index=np.arange(8, dtype=np.int32))
+    dataset = tf.data.Dataset.from_tensor_slices(data).batch(4)
+    fused = finetuning.predict(model, dataset, ["logits"])
+    with switch.fused_inference_kernels(False):
+        plain = finetuning.predict(model, dataset, ["logits"])
+    key = (("logits",), id(tf.distribute.get_strategy()))
+    predictors = finetuning._PREDICTORS[model]
+    assert predictors[key + (True,)].fused_kernels and not predictors[key + (False,)].fused_kernels
+    for allowed, uses_kernel in ((True, True), (False, False)):
+        graph = next(iter(predictors[key + (allowed,)]._steps.values())).get_concrete_function().graph
+        assert ("BertLayerNorm" in {op.type for op in graph.get_operations()}) == uses_kernel
+    np.testing.assert_allclose(fused["logits"], plain["logits"], rtol=1e-5, atol=1e-5)
+    model.export(str(tmp_path / "export"), format="tf_saved_model", verbose=False)
+    types = _saved_op_types(str(tmp_path / "export"))
+    assert "MatMul" in types or "BatchMatMulV2" in types
+    assert not {t for t in types if t.startswith("Bert")}
+
+
+def test_evaluate_uses_the_layer_norm_kernel_unless_turned_off(monkeypatch):
+    from modeling.kernels import switch
+
+    seen = []
+    real = switch.inference_kernels_enabled
+
+    def spy():
+        seen.append(real())
+        return seen[-1]
+
+    model = _model()  # built before the spy: building calls the layers symbolically
+    monkeypatch.setattr(switch, "inference_kernels_enabled", spy)
+    dataset = tf.data.Dataset.from_tensor_slices(_examples(8)).batch(4)
+
+    def metrics(outputs, batch):
+        return {"logit_sum": (tf.reduce_sum(outputs["logits"]), tf.constant(1.0))}
+
+    def inputs(batch):
+        return finetuning.model_inputs(batch)
+
+    fused = training_loop.evaluate(model, dataset, metrics, 2, model_inputs=inputs, progress=False)
+    assert seen and all(seen)
+    seen.clear()
+    with switch.fused_inference_kernels(False):
+        plain = training_loop.evaluate(model, dataset, metrics, 2, model_inputs=inputs,
+                                       progress=False)
+    assert seen and not any(seen)
+    assert fused["logit_sum"] == pytest.approx(plain["logit_sum"], rel=1e-5, abs=1e-5)
 
 
 def test_predict_traces_once_per_model_and_does_not_keep_the_model_alive():
@@ -136,7 +205,8 @@ def test_predict_traces_once_per_model_and_does_not_keep_the_model_alive():
     longer = short.map(lambda b: dict(b, **{k: tf.pad(b[k], [[0, 0], [0, 8]])
                                             for k in finetuning.MODEL_INPUT_NAMES}))
     first = finetuning.predict(model, short, ["probabilities"])
-    predictor = finetuning._PREDICTORS[model][(("probabilities",), id(tf.distribute.get_strategy()))]
+    predictor = finetuning._PREDICTORS[model][(("probabilities",), id(tf.distribute.get_strategy()),
+                                                True)]
     again = finetuning.predict(model, longer, ["probabilities"])  # other lengths, same trace
     np.testing.assert_allclose(again["probabilities"], first["probabilities"], atol=1e-6)
     step = next(iter(predictor._steps.values()))
