@@ -96,12 +96,13 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
 def _kernel_choice(flag_values: flags.FlagValues):
     """``--noxla_kernels`` (and run_pretraining's ``--deterministic``) keep TensorFlow's ops in
     prediction and evaluation too, not only in training (``modeling/kernels/switch.py``)."""
-    from modeling.kernels import switch
-
     def value(name, default):
         return flag_values[name].value if name in flag_values else default
 
     if not value("xla_kernels", True) or value("deterministic", False):
+        # imported here: ``modeling`` loads TensorFlow, which the text tools never import
+        from modeling.kernels import switch
+
         return switch.fused_inference_kernels(False)
     return contextlib.nullcontext()
 
