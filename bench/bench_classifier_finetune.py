@@ -34,6 +34,7 @@ Set up the PyTorch venv once:
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import re
@@ -112,7 +113,9 @@ def run_ours(task: str, seed: int, lr: float, epochs: float, run_dir: str,
     start = time.time()
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     train_seconds = float("nan")
+    tail = collections.deque(maxlen=20)  # what a failed run said last
     for line in proc.stderr:
+        tail.append(line.rstrip())
         if line.startswith("train step"):
             print("  ours %s seed %d lr %g: %s" % (task, seed, lr, line.strip()),
                   file=sys.stderr, flush=True)
@@ -120,7 +123,8 @@ def run_ours(task: str, seed: int, lr: float, epochs: float, run_dir: str,
         if done:
             train_seconds = float(done.group(1))
     if proc.wait() != 0:
-        raise RuntimeError("run_classifier failed for %s seed %d" % (task, seed))
+        raise RuntimeError("run_classifier failed for %s seed %d:\n%s"
+                           % (task, seed, "\n".join(tail)))
     wall = time.time() - start
     results = dict(line.split(" = ") for line in
                    open(os.path.join(run_dir, "eval_results.txt")).read().splitlines())
