@@ -7,7 +7,8 @@ pooler; fresh classifier), see the same features (``run_classifier``'s converter
 learning rate from {2e-5, 3e-5, 5e-5} (``--learning_rates``):
 
 * ``ours``: ``run_classifier.py --do_train --do_eval`` as a subprocess (its own optimizer,
-  input pipeline and eval_results.txt; training time from its progress lines);
+  input pipeline and eval_results.txt; training time from the trainer's last line, "Trained to
+  step N in Xs": the first trace and the final checkpoint included);
 * ``hf``: ``BertForSequenceClassification`` + torch AdamW in the PyTorch venv
   ``bench/.venvs/hf`` (``torch==2.13.0`` CPU wheel + transformers; git-ignored), via
   ``bench/bench_classifier_finetune_hf.py``;
@@ -34,13 +35,13 @@ Set up the PyTorch venv once:
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import os
 import re
 import subprocess
 import sys
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -92,6 +93,20 @@ def score(task: str, logits: np.ndarray, labels: np.ndarray) -> dict:
     return {k: 100.0 * v for k, v in glue_metrics.task_metrics(task, preds, labels).items()}
 
 
+def _run(cmd: list, env: Optional[dict], progress: str, label: str) -> list:
+    """Runs ``cmd``, echoing its stderr lines that start with ``progress`` (prefixed by
+    ``label``); returns its stderr lines; a failure raises with the last 20 of them."""
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    lines = []
+    for line in proc.stderr:
+        lines.append(line.rstrip())
+        if line.startswith(progress):
+            print("  %s: %s" % (label, line.strip()), file=sys.stderr, flush=True)
+    if proc.wait() != 0:
+        raise RuntimeError("%s failed:\n%s" % (label, "\n".join(lines[-20:])))
+    return lines
+
+
 def run_ours(task: str, seed: int, lr: float, epochs: float, run_dir: str,
              fused: bool = True) -> dict:
     result_file = os.path.join(run_dir, "result.json")
@@ -104,27 +119,20 @@ def run_ours(task: str, seed: int, lr: float, epochs: float, run_dir: str,
            "--bert_config_file=%s" % os.path.join(MODEL_DIR, "config.json"),
            "--init_checkpoint=%s" % MODEL_DIR, "--output_dir=%s" % run_dir, "--do_train",
            "--do_eval", "--max_seq_length=%d" % SEQ, "--train_batch_size=%d" % BATCH,
-           "--eval_batch_size=32", "--learning_rate=%g" % lr, "--num_train_epochs=%g" % epochs,
+           "--eval_batch_size=%d" % BATCH, "--learning_rate=%g" % lr, "--num_train_epochs=%g" % epochs,
            "--save_checkpoints_steps=1000000", "--random_seed=%d" % seed,
            "--iterations_per_loop=20"]
     if not fused:
         cmd += ["--noxla_kernels", "--noxla_optimizer"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     start = time.time()
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
-    train_seconds = float("nan")
-    tail = collections.deque(maxlen=20)  # what a failed run said last
-    for line in proc.stderr:
-        tail.append(line.rstrip())
-        if line.startswith("train step"):
-            print("  ours %s seed %d lr %g: %s" % (task, seed, lr, line.strip()),
-                  file=sys.stderr, flush=True)
-        done = re.search(r"Trained to step \d+ in ([\d.]+)s", line)  # the trainer's last line
-        if done:
-            train_seconds = float(done.group(1))
-    if proc.wait() != 0:
-        raise RuntimeError("run_classifier failed for %s seed %d:\n%s"
-                           % (task, seed, "\n".join(tail)))
+    lines = _run(cmd, env, "train step", "ours %s seed %d lr %g" % (task, seed, lr))
+    # The trainer's last line: the whole training, first trace and final checkpoint included.
+    done = [m for m in (re.search(r"Trained to step \d+ in ([\d.]+)s", l) for l in lines) if m]
+    if not done:
+        print("  ours %s seed %d: no 'Trained to step' line, training time unknown"
+              % (task, seed), file=sys.stderr)
+    train_seconds = float(done[-1].group(1)) if done else float("nan")
     wall = time.time() - start
     results = dict(line.split(" = ") for line in
                    open(os.path.join(run_dir, "eval_results.txt")).read().splitlines())
@@ -149,15 +157,10 @@ def run_hf(task: str, seed: int, lr: float, epochs: float, data: dict, run_dir: 
            "--model_dir=%s" % MODEL_DIR, "--train=%s" % data["train"], "--dev=%s" % data["dev"],
            "--output=%s" % output, "--num_labels=%d" % data["num_labels"],
            "--epochs=%g" % epochs, "--learning_rate=%g" % lr, "--seed=%d" % seed,
-           "--optimizer=%s" % optimizer, "--threads=%d" % HF_THREADS]
+           "--optimizer=%s" % optimizer, "--threads=%d" % HF_THREADS,
+           "--batch_size=%d" % BATCH, "--eval_batch_size=%d" % BATCH]
     start = time.time()
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    for line in proc.stderr:
-        if line.startswith("hf train step"):
-            print("  hf(%s) %s seed %d lr %g: %s" % (optimizer, task, seed, lr, line.strip()),
-                  file=sys.stderr, flush=True)
-    if proc.wait() != 0:
-        raise RuntimeError("HF run failed for %s seed %d" % (task, seed))
+    _run(cmd, None, "hf train step", "hf(%s) %s seed %d lr %g" % (optimizer, task, seed, lr))
     got = np.load(output)
     labels = np.load(data["dev"])["label_ids"]
     out = {"metrics": score(task, got["logits"], labels),
@@ -236,8 +239,8 @@ def main() -> None:
                 summary.append(row)
                 line = "%-6s %-8g %-10s" % (task, lr, metric)
                 line += "".join(" %12.2f" % row[side] for side in sides)
-                row["ours_minus_hf"] = row["ours"] - row[hf]
-                line += " %+16.2f" % row["ours_minus_hf"]
+                row["ours_minus_" + hf] = row["ours"] - row[hf]
+                line += " %+16.2f" % row["ours_minus_" + hf]
                 line += "".join(" %12.0f" % row[side + "_train_s"] for side in sides)
                 print(line)
                 if "ours_opbyop" in sides:

@@ -53,9 +53,11 @@ a run replaces the entries of the workloads it measured and keeps the others'.
 
 ``--memory`` measures peak RSS instead of speed: each training engine of each workload in a
 fresh worker that builds that engine alone (``--only``), warms it up and runs ``--memory_units``
-more units, then reports ``getrusage``'s peak (and the peak once built) over the harness's
-``MEMORY`` message; results go to ``bench/out/bench_finetuning_memory.json``, keyed by workload,
-sequence length and batch (``--max_seq_length`` / ``--train_batch_size`` override the workloads').
+more units, then reports its peak resident set (``VmHWM``; and the peak once built) over the
+harness's ``MEMORY`` message; results go to ``bench/out/bench_finetuning_memory.json``, keyed by
+workload, sequence length, batch and ``--quick`` (``--max_seq_length`` / ``--train_batch_size``
+override the workloads'); each engine's figure records when and over how many units it was
+measured.
 
     .venv/bin/python bench/bench_finetuning.py            # all four workloads, 3 rounds
     .venv/bin/python bench/bench_finetuning.py --quick    # SQuAD and MRPC on MiniLM, 2 rounds
@@ -457,7 +459,7 @@ def workload_config(name: str, quick: bool, overrides: Optional[dict] = None) ->
     return w
 
 
-def summarize(rates: dict) -> dict:
+def phase_summary(rates: dict) -> dict:
     """Per phase: ours, the best peer (highest median) and the median per-round ratio."""
     out = {}
     for phase, unit in (("train", "sequences/s"), ("predict", "examples/s")):
@@ -507,6 +509,8 @@ def main() -> None:
         return
     if overrides and not args.memory:  # the speed table's entries are keyed by workload alone
         sys.exit("--max_seq_length/--train_batch_size: only with --memory")
+    if args.only:
+        sys.exit("--only: a worker's flag (--memory starts one worker per engine itself)")
     if not harness.set_up_peers(args):
         return
     names = (args.workloads.split(",") if args.workloads
@@ -522,7 +526,7 @@ def main() -> None:
         if args.memory:
             results = measure_memory(args, names, overrides, base_dir)
         else:
-            results, load = measure(args, names, rounds, base_dir, overrides)
+            results, load = measure(args, names, rounds, base_dir)
     finally:
         if not args.work_dir:  # records, .npz, the workers' model and prediction folders
             shutil.rmtree(base_dir, ignore_errors=True)
@@ -540,11 +544,11 @@ def _worker_flags(args, name: str, work_dir: str) -> list:
     return flags
 
 
-def measure(args, names, rounds: int, base_dir: str, overrides: dict):
+def measure(args, names, rounds: int, base_dir: str):
     """Prepares and measures each workload in ``names``; returns (results, load averages)."""
     results, load = {}, {"start": os.getloadavg()}
     for name in names:
-        w = workload_config(name, args.quick, overrides)
+        w = workload_config(name, args.quick)
         work_dir = os.path.join(base_dir, name)
         data = prepare(w, work_dir)
         print("%s: %s" % (name, json.dumps(data)), file=sys.stderr, flush=True)
@@ -559,7 +563,7 @@ def measure(args, names, rounds: int, base_dir: str, overrides: dict):
         print("%s: load average before the rounds %.2f" % (name, os.getloadavg()[0]),
               file=sys.stderr)
         rates = harness.run_rounds(workers, engines, rounds, 1, rate, digits=2)
-        results[name] = dict(summarize(rates), data=data, settings={
+        results[name] = dict(phase_summary(rates), data=data, settings={
             k: v for k, v in w.items() if k != "shape"}, shape=w["shape"],
             check=info.get("check"), load_after=os.getloadavg()[0], rounds=rounds,
             quick=args.quick, measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
@@ -588,40 +592,39 @@ def measure_memory(args, names, overrides: dict, base_dir: str) -> dict:
         for python, kind in harness.peers(args):
             for engine in TRAIN_ENGINES[kind]:
                 flags = _worker_flags(args, name, work_dir) + ["--only", engine]
-                workers, built, _ = harness.start_workers(__file__, [(python, kind)], flags)
+                workers, pairs, _ = harness.start_workers(__file__, [(python, kind)], flags)
                 try:
-                    if [n for n, _ in built] != [engine]:
-                        raise RuntimeError("worker %s built %s, not %s" % (kind, built, engine))
+                    if [n for n, _ in pairs] != [engine]:
+                        raise RuntimeError("worker %s built %s, not %s" % (kind, pairs, engine))
                     workers[0].time(engine, args.memory_units)
                     m = workers[0].memory()
                 finally:
                     workers[0].close()
                 engines[engine[len("train "):]] = {
                     "peak_rss_gb": m["peak_rss_bytes"] / 1e9,
-                    "built_peak_rss_gb": m["built_peak_rss_bytes"] / 1e9}
+                    "built_peak_rss_gb": m["built_peak_rss_bytes"] / 1e9,
+                    "memory_units": args.memory_units,
+                    "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
                 print("%s %s: peak RSS %.2f GB (built %.2f GB)" % (
                     name, engine, m["peak_rss_bytes"] / 1e9, m["built_peak_rss_bytes"] / 1e9),
                     file=sys.stderr, flush=True)
-        results[name] = {"engines": engines, "data": data, "memory_units": args.memory_units,
+        results[name] = {"engines": engines, "data": data, "quick": args.quick,
                          "settings": {k: v for k, v in w.items() if k != "shape"},
-                         "shape": w["shape"],
-                         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+                         "shape": w["shape"]}
     return results
 
 
 def report_memory(args, results: dict) -> None:
     """Merges ``results`` into ``bench/out/bench_finetuning_memory.json`` (keyed by workload,
-    sequence length and batch; engines not measured this time, e.g. under ``--skip_hf``, keep
-    their earlier figures), then prints the merged entries with ours / the lowest peer."""
-    previous = os.path.join(harness.OUT_DIR, "bench_finetuning_memory.json")
-    merged = {}
-    if os.path.exists(previous):
-        with open(previous, encoding="utf-8") as f:
-            merged = json.load(f)
+    sequence length, batch and --quick; engines not measured this time, e.g. under
+    ``--skip_hf``, keep their earlier figures with their own date and units), then prints the
+    merged entries with ours / the lowest peer."""
+    merged = harness.read_json("bench_finetuning_memory.json", {})
     print("\nPeak RSS of training (GB; one process per engine, warm-up + %d units)"
           % args.memory_units)
     for name, r in results.items():
-        key = "%s seq%d batch%d" % (name, r["settings"]["seq"], r["settings"]["train_batch"])
+        key = "%s seq%d batch%d%s" % (name, r["settings"]["seq"], r["settings"]["train_batch"],
+                                      " quick" if r["quick"] else "")
         engines = dict(merged.get(key, {}).get("engines", {}), **r["engines"])
         r = dict(r, engines=engines)
         peers = {k: v for k, v in engines.items() if k != "ours"}
@@ -655,12 +658,8 @@ def report(args, names, rounds: int, results: dict, load: dict) -> None:
     # entries of the workloads it measured and keeps the others' (each says when and how it
     # was measured). --quick figures go to a file of their own.
     name = "bench_finetuning_quick.json" if args.quick else "bench_finetuning.json"
-    previous = os.path.join(harness.OUT_DIR, name)
-    kept = {}
-    if os.path.exists(previous):
-        with open(previous, encoding="utf-8") as f:
-            kept = {k: v for k, v in json.load(f).get("workloads", {}).items()
-                    if k not in results}
+    kept = {k: v for k, v in harness.read_json(name, {}).get("workloads", {}).items()
+            if k not in results}
     path = harness.write_json(name, {
         "last_run": {"quick": args.quick, "rounds": rounds, "load_average": load,
                      "workloads": names},

@@ -43,11 +43,6 @@ PEAK_BF16 = "GEMM peak bf16"
 
 # ------------------------------------------------------------------------------ workers
 
-def _dims(args):
-    return dict(vocab=30522, layers=args.layers, hidden=args.hidden, heads=args.heads,
-                intermediate=args.intermediate, batch=args.batch_size, seq=args.seq_length)
-
-
 def _tf_inputs(d, names):
     import numpy as np
     import tensorflow as tf
@@ -72,22 +67,23 @@ def ours_model(d, policy: str):
             _tf_inputs(d, ("input_ids", "input_mask", "segment_ids")))
 
 
-def call_fused(fn, inputs, fused: bool):
-    """``fn(inputs).numpy()``, traced (first call) with the fused LayerNorm when ``fused`` and
-    the default strategy computes on a CPU (as ``finetuning.Predictor`` decides)."""
+def ours_forward(model, inputs, jit: bool):
+    """A call of one forward pass (``sequence_output`` as numpy). The graph is traced here with
+    the fused LayerNorm where the tools' prediction would use it (one replica on a CPU:
+    ``distribution.prediction_kernels_apply``); XLA compiles TensorFlow's ops."""
     import tensorflow as tf
 
     from modeling.kernels import switch
     from modeling.training import distribution
 
-    fused = fused and distribution.cpu_kernels_apply(tf.distribute.get_strategy())
+    fn = tf.function(lambda x: model(x, training=False)["sequence_output"], jit_compile=jit)
+    fused = not jit and distribution.prediction_kernels_apply(tf.distribute.get_strategy())
     with switch.fused_inference_kernels(fused):
-        return fn(inputs).numpy()
+        fn.get_concrete_function(inputs)  # the trace that reads the switch
+    return lambda: fn(inputs).numpy()
 
 
 def _ours_engines(d):
-    import tensorflow as tf
-
     engines = {}
     # (variables' dtype policy, name, XLA variants): "bf16" stores the weights in bfloat16
     # (``BertModel(config, dtype="bfloat16")``, the inference deployment); "mixed-bf16" keeps
@@ -97,12 +93,8 @@ def _ours_engines(d):
                               ("bfloat16", "bf16", (False,))):
         model, inputs = ours_model(d, policy)
         for jit in jits:
-            fn = tf.function(lambda x, m=model: m(x, training=False)["sequence_output"],
-                             jit_compile=jit)
-            # graph: traced with the fused LayerNorm, as the tools' prediction (Predictor,
-            # extract_features bfloat16) traces it on a CPU; XLA compiles TensorFlow's ops
-            engines["ours %s %s" % (tag, "XLA" if jit else "graph")] = (
-                lambda fn=fn, inputs=inputs, fused=not jit: call_fused(fn, inputs, fused))
+            engines["ours %s %s" % (tag, "XLA" if jit else "graph")] = ours_forward(
+                model, inputs, jit)
     for name, dtype in ((PEAK_FP32, "float32"), (PEAK_BF16, "bfloat16")):
         engines[name] = (lambda run=harness.gemm_peak_engine(dtype): run(1))  # one matmul
     return engines
@@ -155,16 +147,14 @@ def worker(kind: str, d) -> None:
 
 
 def gflop_per_sequence(d) -> float:
-    """Matmul FLOPs of one sequence through the encoder (2 per multiply-add)."""
-    s, h, i = d["seq"], d["hidden"], d["intermediate"]
-    per_layer = 2 * s * (4 * h * h + 2 * h * i + 2 * s * h)
-    return d["layers"] * per_layer / 1e9
+    """Matmul GFLOP of one sequence's forward pass (``harness.encoder_gflop``)."""
+    return harness.encoder_gflop(d)
 
 
 def main() -> None:
     parser = harness.make_parser(__doc__, "forward passes per measurement")
     args = parser.parse_args()
-    d = _dims(args)
+    d = harness.dims_of(args)
     if args.worker:
         worker(args.worker, d)
         return

@@ -56,18 +56,11 @@ ATTENTION = "attention core fp32"
 # ---------------------------------------------------------------------------------- shapes
 
 
-def dims_of(args) -> dict:
-    return dict(vocab=30522, layers=args.layers, hidden=args.hidden, heads=args.heads,
-                intermediate=args.intermediate, batch=args.batch_size, seq=args.seq_length,
-                predictions=args.predictions)
-
-
 def gflop_per_sequence(d) -> float:
-    """Forward + backward (3x) matmul FLOPs of the encoder and the MLM head, per sequence."""
-    s, h, i, v, p = d["seq"], d["hidden"], d["intermediate"], d["vocab"], d["predictions"]
-    encoder = d["layers"] * 2 * s * (4 * h * h + 2 * h * i + 2 * s * h)
-    mlm_head = 2 * p * (h * h + h * v)
-    return 3 * (encoder + mlm_head) / 1e9
+    """Forward + backward (3x) matmul GFLOP of the encoder and the MLM head, per sequence."""
+    h, v, p = d["hidden"], d["vocab"], d["predictions"]
+    mlm_head = 2 * p * (h * h + h * v) / 1e9
+    return 3 * (harness.encoder_gflop(d) + mlm_head)
 
 
 def synthetic_batch(d, seed=0):
@@ -248,9 +241,8 @@ def worker(kind: str, d, iters: int) -> None:
 
 def main() -> None:
     parser = harness.make_parser(__doc__, "train steps per measurement")
-    parser.add_argument("--predictions", type=int, default=20)
     args = parser.parse_args()
-    d = dims_of(args)
+    d = harness.dims_of(args)
     if args.worker:
         worker(args.worker, d, args.iters)
         return
@@ -259,7 +251,7 @@ def main() -> None:
 
     workers, engines, _ = harness.start_workers(
         __file__, harness.peers(args),
-        harness.flags_of(args, harness.MODEL_FLAGS + ("predictions", "iters")))
+        harness.flags_of(args, harness.MODEL_FLAGS + ("iters",)))
     gflop = gflop_per_sequence(d)
 
     def rate(name: str, seconds: float) -> float:  # seq/s, or GFLOP/s for the GEMM peaks

@@ -81,17 +81,36 @@ def ensure_venvs(kerashub: bool, hf: bool) -> None:
 
 # ----------------------------------------------------------------------------- arguments
 
-MODEL_FLAGS = ("layers", "hidden", "heads", "intermediate", "batch_size", "seq_length")
+MODEL_FLAGS = ("layers", "hidden", "heads", "intermediate", "batch_size", "seq_length",
+               "predictions")
 
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
-    """The model shape flags (``MODEL_FLAGS``): BERT-base, batch 8 x sequence 128 by default."""
+    """The model shape flags (``MODEL_FLAGS``): BERT-base, batch 8 x sequence 128 by default,
+    20 masked predictions."""
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--hidden", type=int, default=768)
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--intermediate", type=int, default=3072)
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--predictions", type=int, default=20,
+                        help="masked positions per sequence (pre-training step)")
+
+
+def dims_of(args) -> dict:
+    """The shape of ``add_model_flags``' flags as one dict (BERT's vocabulary size)."""
+    return dict(vocab=30522, layers=args.layers, hidden=args.hidden, heads=args.heads,
+                intermediate=args.intermediate, batch=args.batch_size, seq=args.seq_length,
+                predictions=args.predictions)
+
+
+def encoder_gflop(d: dict) -> float:
+    """Matmul GFLOP of one sequence's forward pass through the encoder (2 per multiply-add):
+    per layer the Q/K/V/output projections, the two feed-forward matmuls, scores and the
+    weighted sum."""
+    s, h, i = d["seq"], d["hidden"], d["intermediate"]
+    return d["layers"] * 2 * s * (4 * h * h + 2 * h * i + 2 * s * h) / 1e9
 
 
 def make_parser(doc: str, iters_help: str) -> argparse.ArgumentParser:
@@ -243,12 +262,29 @@ class Worker:
         return json.loads(self._ask("MEMORY", "MEMORY"))
 
     def close(self) -> None:
+        """Asks the worker to stop; one that does not within 120 s is killed."""
         try:
             self.proc.stdin.write("STOP\n")
             self.proc.stdin.close()
         except OSError:
             pass
-        self.proc.wait(timeout=120)
+        try:
+            self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def close_all(workers: Sequence[Worker]) -> None:
+    """Closes every worker, also when closing one of them fails (the first error is raised)."""
+    error = None
+    for w in workers:
+        try:
+            w.close()
+        except Exception as e:  # noqa: BLE001 - the others must still be closed
+            error = error or e
+    if error is not None:
+        raise error
 
 
 def start_workers(script: str, kinds: Sequence[Tuple[str, str]], flags: Sequence[str]
@@ -271,6 +307,7 @@ def start_workers(script: str, kinds: Sequence[Tuple[str, str]], flags: Sequence
     except BaseException:
         for w in workers:
             w.proc.kill()
+            w.proc.wait()
         raise
     return workers, engines, info
 
@@ -291,8 +328,7 @@ def run_rounds(workers: Sequence[Worker], engines: Sequence[Tuple[str, Worker]],
                 "%s %.*f" % (name, digits, rates[name][-1]) for name, _ in engines)),
                 file=sys.stderr)
     finally:
-        for w in workers:
-            w.close()
+        close_all(workers)
     return rates
 
 
@@ -302,6 +338,15 @@ def summarize(samples: Sequence[float], reference: Optional[Sequence[float]]
     ratio = (statistics.median(a / b for a, b in zip(samples, reference))
              if reference else float("nan"))
     return statistics.median(samples), max(samples), ratio
+
+
+def read_json(name: str, default: Any) -> Any:
+    """``bench/out/<name>`` as written by ``write_json``, or ``default`` when there is none."""
+    path = os.path.join(OUT_DIR, name)
+    if not os.path.exists(path):
+        return default
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
 
 
 def write_json(name: str, obj: Any) -> str:

@@ -5,10 +5,10 @@ default step, oneDNN matmuls + the fused training kernels; ``bench_inference.our
 encoder in graph mode with the fused LayerNorm), warms it up, then records ``--steps`` calls
 with TensorFlow's profiler and sums each kernel's self time from the trace (``op_stats``).
 TensorFlow runs with one inter-op thread here, so kernels do not overlap and their times add up
-to the step (each kernel still uses every core). Prints the time per category (GEMMs, attention, softmax,
-dropout, LayerNorm, GELU, casts, the optimizer update, the loss, data movement, other), the
-GEMMs' rate against a 2048^3 matmul of the same dtype measured in the same process, and the
-largest kernels.
+to the step (each kernel still uses every core). Prints the time per category (GEMMs,
+attention, softmax, dropout, LayerNorm, GELU, casts, the optimizer update, the loss, data
+movement, other), the GEMMs' rate against a 2048^3 matmul of the same dtype measured in the
+same process, and the largest kernels.
 
     .venv/bin/python bench/profile_step.py --what train --dtype bf16
     .venv/bin/python bench/profile_step.py --what inference --dtype bf16 --batch_size 8
@@ -21,6 +21,7 @@ import collections
 import glob
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -114,7 +115,6 @@ def main() -> None:
                         help="train: float32 or mixed_bfloat16; inference: float32 or bfloat16 "
                              "weights")
     harness.add_model_flags(parser)
-    parser.add_argument("--predictions", type=int, default=20)
     parser.add_argument("--steps", type=int, default=3, help="calls profiled (after 2 warm-up)")
     parser.add_argument("--top", type=int, default=25, help="largest kernels listed")
     args = parser.parse_args()
@@ -125,9 +125,7 @@ def main() -> None:
     tf.config.threading.set_inter_op_parallelism_threads(1)
     from bench import bench_inference, bench_pretraining
 
-    d = dict(vocab=30522, layers=args.layers, hidden=args.hidden, heads=args.heads,
-             intermediate=args.intermediate, batch=args.batch_size, seq=args.seq_length,
-             predictions=args.predictions)
+    d = harness.dims_of(args)
     if args.what == "train":
         trainer, iterator = bench_pretraining.ours_trainer(
             d, "mixed_bfloat16" if args.dtype == "bf16" else "float32")
@@ -136,8 +134,7 @@ def main() -> None:
     else:
         model, inputs = bench_inference.ours_model(
             d, "bfloat16" if args.dtype == "bf16" else "float32")
-        fn = tf.function(lambda x: model(x, training=False)["sequence_output"])
-        run = lambda: bench_inference.call_fused(fn, inputs, True)  # noqa: E731 (as the bench)
+        run = bench_inference.ours_forward(model, inputs, jit=False)  # as the bench
         flop = bench_inference.gflop_per_sequence(d) * d["batch"]
     for _ in range(2):
         run()
@@ -153,7 +150,10 @@ def main() -> None:
     for _ in range(args.steps):
         run()
     tf.profiler.experimental.stop()
-    stats = op_stats(logdir)
+    try:
+        stats = op_stats(logdir)
+    finally:
+        shutil.rmtree(logdir, ignore_errors=True)
 
     by_category = collections.Counter()
     by_kernel = collections.Counter()

@@ -152,8 +152,8 @@ def extract(input_file: str, output_file: str, bert_config_file: str, init_check
         outputs = model(batch, training=False)["encoder_outputs"]
         return [tf.cast(outputs[index], tf.float32) for index in layer_indexes]  # [B, S, H]
 
-    fused = (inference_dtype != "float32"
-             and distribution.cpu_kernels_apply(tf.distribute.get_strategy(), model.variables))
+    fused = (inference_dtype != "float32" and distribution.prediction_kernels_apply(
+        tf.distribute.get_strategy(), model.variables))
     features = convert_examples_to_features(examples, max_seq_length, tokenizer)
     total, done = len(examples), 0
     progress = Progress("extract_features", total, unit="lines")

@@ -1,4 +1,5 @@
-// CPU kernels of the training step: dropout, LayerNorm and the AdamWeightDecay update.
+// CPU kernels of the training step: dropout, LayerNorm and the AdamWeightDecay update (and
+// LayerNorm's forward in prediction).
 // Dropout and LayerNorm take float32 or bfloat16 activations (T); bfloat16 is read into
 // float32, computed in float32 and rounded to bfloat16 once on the way out (nearest even).
 //

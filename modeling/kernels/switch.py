@@ -24,10 +24,10 @@ Inside ``with fused_inference_kernels():`` layers called without ``training`` (F
 use the one kernel that applies to a forward pass without dropout: ``BertLayerNorm``'s one-pass
 CPU kernel (on float32 or bfloat16 activations, any ``gamma``/``beta`` dtype; its rows are
 independent, so the result does not depend on the thread count). ``finetuning.Predictor`` and
-``trainer.evaluate`` enable it for their steps where ``distribution.cpu_kernels_apply`` holds,
-unless an enclosing ``fused_inference_kernels(False)`` says no (the tools' ``--noxla_kernels``
-and ``--deterministic``: ``bert_cli.runner``); exported SavedModels are traced outside it and
-keep TensorFlow's ops (a serving binary has no kernel library).
+``trainer.evaluate`` enable it for their steps where ``distribution.prediction_kernels_apply``
+holds (one replica on a CPU, unless an enclosing ``fused_inference_kernels(False)`` says no: the
+tools' ``--noxla_kernels`` and ``--deterministic``, ``bert_cli.runner``); exported SavedModels
+are traced outside it and keep TensorFlow's ops (a serving binary has no kernel library).
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def fused_training_kernels(enabled: bool = True):
 
 
 def fused_inference_kernels(enabled: bool = True):
-    """Within this context, steps traced without ``training`` (False or None) use the fused LayerNorm."""
+    """Within this context, steps traced without ``training`` (False or None) use the fused
+    LayerNorm."""
     return _set("inference", enabled)
 
 

@@ -8,9 +8,9 @@ float32) and the result is cast back to the compute dtype.
 Called with ``training=True`` inside ``training_kernels.fused_training_kernels()`` on float32 or
 bfloat16 activations with float32 ``gamma``/``beta`` (with the CPU kernel library built), it
 computes the same formula as one CPU kernel forward and one backward (``cpu_ops.layer_norm``;
-equal up to float rounding, statistics in float32 either way). Called with ``training`` False or None
-inside ``training_kernels.fused_inference_kernels()`` (prediction and evaluation on a CPU), it
-runs the same kernel forward, for any ``gamma``/``beta`` dtype.
+equal up to float rounding, statistics in float32 either way). Called with ``training`` False or
+None inside ``training_kernels.fused_inference_kernels()`` (prediction and evaluation on a CPU),
+it runs the same kernel forward, for any ``gamma``/``beta`` dtype.
 """
 
 from __future__ import annotations

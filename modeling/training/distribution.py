@@ -44,6 +44,7 @@ from typing import Optional
 import tensorflow as tf
 from bert_common import cluster
 from bert_common.errors import InputError, first_line
+from modeling.kernels import switch
 
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 MIXED_PRECISIONS = ("bf16", "fp16")
@@ -188,6 +189,15 @@ def cpu_kernels_apply(strategy: tf.distribute.Strategy, variables=()) -> bool:
         return False
     placed = [getattr(v, "device", "") for v in variables]
     return all(is_cpu_device(d) for d in placed if d)
+
+
+def prediction_kernels_apply(strategy: tf.distribute.Strategy, variables=()) -> bool:
+    """Whether a prediction or evaluation step of ``strategy`` is traced with the fused LayerNorm
+    (``switch.fused_inference_kernels``): one replica, computing on a CPU (``cpu_kernels_apply``),
+    unless an enclosing ``switch.fused_inference_kernels(False)`` (a tool's ``--noxla_kernels``
+    or ``--deterministic``) turned the kernels off."""
+    return (strategy.num_replicas_in_sync == 1 and switch.inference_kernels_allowed()
+            and cpu_kernels_apply(strategy, variables))
 
 
 def is_multi_worker(strategy: tf.distribute.Strategy) -> bool:

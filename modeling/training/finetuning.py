@@ -109,10 +109,7 @@ class Predictor:
         self.distributed = (self.strategy.num_replicas_in_sync > 1
                             or distribution.is_tpu(self.strategy))
         self._steps = {}
-        # One CPU replica: the step is traced with the fused LayerNorm (modeling.kernels.switch),
-        # unless the caller's context turned the kernels off.
-        self.fused_kernels = (not self.distributed and training_kernels.inference_kernels_allowed()
-                              and distribution.cpu_kernels_apply(self.strategy, model.variables))
+        self.fused_kernels = distribution.prediction_kernels_apply(self.strategy, model.variables)
 
     @property
     def model(self):

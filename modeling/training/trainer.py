@@ -715,12 +715,10 @@ def evaluate(model, dataset: tf.data.Dataset,
     strategy = strategy or tf.distribute.get_strategy()
     model_inputs = model_inputs or (lambda batch: batch)
 
-    # One CPU replica: LayerNorm as the fused kernel (modeling.kernels.switch), set in the
-    # replica's own thread (a MirroredStrategy's replica runs in one).
-    fused = (strategy.num_replicas_in_sync == 1 and training_kernels.inference_kernels_allowed()
-             and distribution.cpu_kernels_apply(strategy, model.variables))
+    fused = distribution.prediction_kernels_apply(strategy, model.variables)
 
     def replica_fn(batch):
+        # set in the replica's own thread: a MirroredStrategy runs the replica in one
         with training_kernels.fused_inference_kernels(fused):
             outputs = model(model_inputs(batch), training=False)
         return {n: (tf.cast(a, tf.float32), tf.cast(b, tf.float32))

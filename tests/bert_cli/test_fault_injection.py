@@ -48,7 +48,8 @@ def test_tfrecords_disk_full_mid_stream_keeps_the_previous_file(tmp_path):
     before = snapshot(tmp_path)
     with files.inject_faults(DiskFull("write", "pretraining.tfrecord")):
         failed = run_tool(create_pretraining_data, argv[:-1] + ["--random_seed=2"])
-    assert_one_error_line(failed, "create_pretraining_data.py", "No space left on device", "pretraining.tfrecord")
+    assert_one_error_line(failed, "create_pretraining_data.py", "No space left on device",
+                          "pretraining.tfrecord")
     assert snapshot(tmp_path) == before
     again = run_tool(create_pretraining_data, argv[:-1] + ["--random_seed=2"])
     assert again.code == 0 and snapshot(tmp_path) != before
@@ -113,6 +114,7 @@ def test_tf1_checkpoint_export_is_all_new_or_all_old(tmp_path):
     before = snapshot(out)
     with files.inject_faults(DiskFull("commit", "bert_model.ckpt.index")):
         failed = run_tool(convert_checkpoint, argv)
-    assert_one_error_line(failed, "convert_checkpoint.py", "No space left on device", "bert_model.ckpt.index")
+    assert_one_error_line(failed, "convert_checkpoint.py", "No space left on device",
+                          "bert_model.ckpt.index")
     assert snapshot(out) == before
     _no_temporaries(out)

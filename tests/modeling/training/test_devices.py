@@ -1,5 +1,5 @@
-"""distribution.cpu_kernels_apply: the CPU-only training kernels are used where the step runs on
-a CPU, never on GPU/TPU devices (faked here: this machine has no accelerator)."""
+"""distribution.cpu_kernels_apply / prediction_kernels_apply: the CPU-only kernels are used where
+the step runs on a CPU, never on GPU/TPU devices (faked here: this machine has no accelerator)."""
 
 import types
 
@@ -38,6 +38,22 @@ def test_cpu_kernels_apply_by_strategy_devices_and_variables():
     unplaced = types.SimpleNamespace(device="")
     assert not distribution.cpu_kernels_apply(_fake_strategy(CPU), [on_gpu])
     assert distribution.cpu_kernels_apply(_fake_strategy(CPU), [unplaced, tf.Variable(1.0)])
+
+
+def test_prediction_kernels_need_one_cpu_replica_and_no_off_switch():
+    from modeling.kernels import switch
+
+    assert distribution.prediction_kernels_apply(tf.distribute.get_strategy())
+    with switch.fused_inference_kernels(False):  # a tool's --noxla_kernels
+        assert not distribution.prediction_kernels_apply(tf.distribute.get_strategy())
+        with switch.fused_inference_kernels(True):  # the innermost context decides
+            assert distribution.prediction_kernels_apply(tf.distribute.get_strategy())
+    two = types.SimpleNamespace(num_replicas_in_sync=2, extended=types.SimpleNamespace(
+        worker_devices=(CPU, CPU)))
+    assert not distribution.prediction_kernels_apply(two)
+    gpu = types.SimpleNamespace(num_replicas_in_sync=1, extended=types.SimpleNamespace(
+        worker_devices=(GPU,)))
+    assert not distribution.prediction_kernels_apply(gpu)
 
 
 def test_default_strategy_with_a_gpu_is_not_cpu(monkeypatch):

@@ -156,7 +156,8 @@ def test_kernels_off_in_the_context_and_never_in_an_export(tmp_path):
     predictors = finetuning._PREDICTORS[model]
     assert predictors[key + (True,)].fused_kernels and not predictors[key + (False,)].fused_kernels
     for allowed, uses_kernel in ((True, True), (False, False)):
-        graph = next(iter(predictors[key + (allowed,)]._steps.values())).get_concrete_function().graph
+        step = next(iter(predictors[key + (allowed,)]._steps.values()))
+        graph = step.get_concrete_function().graph
         assert ("BertLayerNorm" in {op.type for op in graph.get_operations()}) == uses_kernel
     np.testing.assert_allclose(fused["logits"], plain["logits"], rtol=1e-5, atol=1e-5)
     model.export(str(tmp_path / "export"), format="tf_saved_model", verbose=False)
