@@ -175,7 +175,10 @@ def peak_rss_bytes() -> int:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def gemm_peak_engine(dtype: str, n: int = 2048) -> Engine:
+GEMM_N = 2048  # the peak's matmul: GEMM_N^3, large enough that oneDNN runs at its best rate
+
+
+def gemm_peak_engine(dtype: str, n: int = GEMM_N) -> Engine:
     """Worker side (TensorFlow): an engine doing one ``n``^3 ``tf.matmul`` in ``dtype``
     ("float32" / "bfloat16") per unit; ``gemm_rate`` turns its time into GFLOP/s. The benches'
     MFU columns divide by this measured peak, not by a datasheet figure."""
@@ -190,7 +193,7 @@ def gemm_peak_engine(dtype: str, n: int = 2048) -> Engine:
     return run
 
 
-def gemm_rate(units: int, seconds: float, n: int = 2048) -> float:
+def gemm_rate(units: int, seconds: float, n: int = GEMM_N) -> float:
     """GFLOP/s of ``units`` ``n``^3 matmuls in ``seconds``."""
     return units * 2 * n ** 3 / seconds / 1e9
 
