@@ -1,2 +1,3 @@
 """Fused training kernels: the switch (``switch``), the XLA GELU dense (``gelu_dense``) and the
-C++ CPU ops (``cpu_ops`` + ``bert_cpu_ops.cc``: dropout, LayerNorm, AdamWeightDecay update)."""
+C++ CPU ops (``cpu_ops`` + ``bert_cpu_ops.cc``: dropout, LayerNorm, bfloat16 GELU, AdamWeightDecay
+update)."""

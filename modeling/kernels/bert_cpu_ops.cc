@@ -1,6 +1,6 @@
-// CPU kernels of the training step: dropout, LayerNorm and the AdamWeightDecay update (and
+// CPU kernels of the training step: dropout, LayerNorm, GELU and the AdamWeightDecay update (and
 // LayerNorm's forward in prediction).
-// Dropout and LayerNorm take float32 or bfloat16 activations (T); bfloat16 is read into
+// Dropout, LayerNorm and GELU take float32 or bfloat16 activations (T); bfloat16 is read into
 // float32, computed in float32 and rounded to bfloat16 once on the way out (nearest even).
 //
 // Loaded by modeling/kernels/cpu_ops.py (compiled there on first use); the contract of every op, and
@@ -15,12 +15,14 @@
 #include <vector>
 
 #include "tensorflow/core/framework/bfloat16.h"
+#include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
 #include "tensorflow/core/framework/resource_var.h"
 #include "tensorflow/core/framework/shape_inference.h"
 #include "tensorflow/core/util/work_sharder.h"
+#include "Eigen/Core"
 
 namespace tensorflow {
 namespace {
@@ -494,6 +496,100 @@ class BertAdamWeightDecayApplyOp : public OpKernel {
   bool decay_;
 };
 
+// --------------------------------------------------------------------------------------- GELU
+// The tanh GELU of the intermediate dense layers (modeling/kernels/gelu_dense.py has the math):
+//   y  = z * sigmoid(2c (z + a z^3))
+//   dz = dy * (s + 2c z s (1 - s) (1 + 3a z^2)),   s = sigmoid(2c (z + a z^3))
+// in float32, block by block: z (and dy) read into float32, the sigmoid as Eigen's vectorised
+// logistic, one rounding to T on the way out. XLA computes the same formula one kernel each way,
+// fast in float32 but converting element by element in bfloat16 (several times slower there), so
+// gelu_dense.py uses these kernels for bfloat16 only.
+constexpr float kGeluC2 = 1.5957691216057308f;   // 2 sqrt(2/pi)
+constexpr float kGeluA = 0.044715f;
+constexpr float kGeluA3 = 3.0f * 0.044715f;
+constexpr int64_t kGeluBlock = 1024;               // elements per block (float32 scratch on stack)
+
+REGISTER_OP("BertGelu")
+    .Input("z: T")
+    .Attr("T: {float, bfloat16} = DT_FLOAT")
+    .Output("y: T")
+    .SetShapeFn(shape_inference::UnchangedShape);
+
+REGISTER_OP("BertGeluGrad")
+    .Input("z: T")
+    .Input("dy: T")
+    .Attr("T: {float, bfloat16} = DT_FLOAT")
+    .Output("dz: T")
+    .SetShapeFn(shape_inference::UnchangedShape);
+
+// s[i] = sigmoid(2c (z[i] + a z[i]^3)) for the block's m elements.
+inline void GeluSigmoid(const float* z, float* s, int64_t m) {
+  for (int64_t i = 0; i < m; ++i) s[i] = kGeluC2 * (z[i] + kGeluA * (z[i] * z[i] * z[i]));
+  Eigen::Map<Eigen::ArrayXf> a(s, m);
+  a = a.logistic();
+}
+
+template <typename T>
+class BertGeluOp : public OpKernel {
+ public:
+  explicit BertGeluOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& z = ctx->input(0);
+    Tensor* y = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, z.shape(), &y));
+    const T* in = z.flat<T>().data();
+    T* out = y->flat<T>().data();
+    const int64_t n = z.NumElements();
+    const int64_t blocks = (n + kGeluBlock - 1) / kGeluBlock;
+    ParallelFor(ctx, blocks, kGeluBlock * 8, [&](int64_t begin, int64_t end) {
+      alignas(64) float zf[kGeluBlock];
+      alignas(64) float s[kGeluBlock];
+      for (int64_t b = begin; b < end; ++b) {
+        const int64_t lo = b * kGeluBlock, m = std::min(kGeluBlock, n - lo);
+        for (int64_t i = 0; i < m; ++i) zf[i] = Load(in[lo + i]);
+        GeluSigmoid(zf, s, m);
+        for (int64_t i = 0; i < m; ++i) out[lo + i] = Store<T>(zf[i] * s[i]);
+      }
+    });
+  }
+};
+
+template <typename T>
+class BertGeluGradOp : public OpKernel {
+ public:
+  explicit BertGeluGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& z = ctx->input(0);
+    const Tensor& dy = ctx->input(1);
+    OP_REQUIRES(ctx, z.shape() == dy.shape(),
+                errors::InvalidArgument("BertGeluGrad: z ", z.shape().DebugString(),
+                                        " and dy ", dy.shape().DebugString(), " differ"));
+    Tensor* dz = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, z.shape(), &dz));
+    const T* zin = z.flat<T>().data();
+    const T* gin = dy.flat<T>().data();
+    T* out = dz->flat<T>().data();
+    const int64_t n = z.NumElements();
+    const int64_t blocks = (n + kGeluBlock - 1) / kGeluBlock;
+    ParallelFor(ctx, blocks, kGeluBlock * 12, [&](int64_t begin, int64_t end) {
+      alignas(64) float zf[kGeluBlock];
+      alignas(64) float s[kGeluBlock];
+      for (int64_t b = begin; b < end; ++b) {
+        const int64_t lo = b * kGeluBlock, m = std::min(kGeluBlock, n - lo);
+        for (int64_t i = 0; i < m; ++i) zf[i] = Load(zin[lo + i]);
+        GeluSigmoid(zf, s, m);
+        for (int64_t i = 0; i < m; ++i) {
+          const float zi = zf[i], si = s[i];
+          const float d = si + kGeluC2 * zi * si * (1.0f - si) * (1.0f + kGeluA3 * (zi * zi));
+          out[lo + i] = Store<T>(Load(gin[lo + i]) * d);
+        }
+      }
+    });
+  }
+};
+
 #define REGISTER_ACTIVATION_KERNELS(T)                                                       \
   REGISTER_KERNEL_BUILDER(Name("BertDropout").Device(DEVICE_CPU).TypeConstraint<T>("T"),      \
                           BertDropoutOp<T>);                                                 \
@@ -502,7 +598,11 @@ class BertAdamWeightDecayApplyOp : public OpKernel {
   REGISTER_KERNEL_BUILDER(Name("BertLayerNorm").Device(DEVICE_CPU).TypeConstraint<T>("T"),    \
                           BertLayerNormOp<T>);                                               \
   REGISTER_KERNEL_BUILDER(Name("BertLayerNormGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),\
-                          BertLayerNormGradOp<T>);
+                          BertLayerNormGradOp<T>);                                           \
+  REGISTER_KERNEL_BUILDER(Name("BertGelu").Device(DEVICE_CPU).TypeConstraint<T>("T"),         \
+                          BertGeluOp<T>);                                                    \
+  REGISTER_KERNEL_BUILDER(Name("BertGeluGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),     \
+                          BertGeluGradOp<T>);
 REGISTER_ACTIVATION_KERNELS(float)
 REGISTER_ACTIVATION_KERNELS(bfloat16)
 #undef REGISTER_ACTIVATION_KERNELS

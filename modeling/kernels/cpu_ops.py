@@ -1,5 +1,5 @@
 """CPU kernels of the training step (and of LayerNorm in prediction), compiled on first use:
-dropout, LayerNorm, AdamWeightDecay.
+dropout, LayerNorm, GELU (bfloat16), AdamWeightDecay.
 
 On a CPU, the BERT-base pre-training step spends ~80% of its time in oneDNN matmuls that already
 run near the machine's peak; most of the rest went to memory-bound ops that TensorFlow runs one
@@ -21,6 +21,11 @@ measured figures). ``modeling/kernels/bert_cpu_ops.cc`` does each in one multi-t
   up to float rounding, ~1e-6 in float32; a bfloat16 result can differ by one bfloat16 rounding).
   The backward pass is the analytic LayerNorm gradient, with dgamma/dbeta summed per block of
   rows in a fixed order (the result does not depend on the thread count).
+* ``gelu(z)`` / ``gelu_grad(z, dy)`` [any shape] float32 or bfloat16: the tanh GELU and
+  ``dy * gelu'(z)`` in the sigmoid form of ``modeling/kernels/gelu_dense.py``, one pass each
+  (the sigmoid as Eigen's vectorised logistic). ``gelu_dense`` uses them on bfloat16, where
+  XLA's CPU kernels convert element by element; float32 keeps XLA's kernels (equal to these
+  within float rounding, tested).
 * ``adam_weight_decay_apply(var, m, v, grad, lr, grad_scale, ...)``: the update of
   ``optimization.AdamWeightDecay`` on one variable and its slots in place, with the clipping
   factor of ``tf.clip_by_global_norm`` applied on the fly (g' = g * grad_scale). Compiled
@@ -28,8 +33,8 @@ measured figures). ``modeling/kernels/bert_cpu_ops.cc`` does each in one multi-t
   the result is bit-identical to the unfused path (tested). Like TensorFlow's ``ApplyAdam``, a
   variable whose buffer is still shared with a live read is copied before the update.
 
-On bfloat16 activations (``--mixed_precision=bf16``) dropout and LayerNorm read bfloat16, compute
-in float32 and round the result to bfloat16 once, as TensorFlow's LayerNorm path here does
+On bfloat16 activations (``--mixed_precision=bf16``) dropout, LayerNorm and GELU read bfloat16,
+compute in float32 and round the result to bfloat16 once, as TensorFlow's LayerNorm path here does
 (``modeling.layers.layer_norm``: statistics in float32); TensorFlow's bfloat16 dropout multiplies
 by the scale rounded to bfloat16 (1/0.9 -> 1.109375), these kernels by the float32 scale.
 
@@ -186,6 +191,16 @@ def layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float) 
         return y, backward
 
     return forward(x, gamma, beta)
+
+
+def gelu(z: tf.Tensor) -> tf.Tensor:
+    """z [...] float32/bfloat16 -> the tanh GELU of z, same shape and dtype (see module)."""
+    return load().bert_gelu(z)
+
+
+def gelu_grad(z: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
+    """z, dy [...] float32/bfloat16 (same shape and dtype) -> dy * gelu'(z) (see module)."""
+    return load().bert_gelu_grad(z, dy)
 
 
 def adam_weight_decay_apply(var: tf.Variable, m: tf.Variable, v: tf.Variable, grad: tf.Tensor,

@@ -25,6 +25,12 @@ differ by float rounding only (up to ~1e-6 / ~6e-6 absolute, in the tail where t
 which is why the trainer keeps these kernels off in ``--deterministic`` runs, like the XLA-fused
 optimizer update.
 
+Under ``--mixed_precision=bf16`` the activation is bfloat16, and XLA's CPU kernels convert it
+element by element, several times slower than in float32 (README "Benchmarks" has the figures):
+there the same formula runs as the C++ CPU kernels
+``cpu_ops.gelu`` / ``cpu_ops.gelu_grad`` (bfloat16 read into float32, Eigen's vectorised
+logistic, one rounding to bfloat16), when the kernel library is built. float32 keeps XLA's.
+
 The switch (``modeling/kernels/switch.py``) is read when a step is traced. XLA is
 only used where it can compile a kernel for the replica's device: the trainer enables this for
 one local replica (as for the fused optimizer); TPUs compile the whole step anyway.
@@ -35,6 +41,8 @@ from __future__ import annotations
 import math
 
 import tensorflow as tf
+
+from modeling.kernels import cpu_ops
 
 _C = math.sqrt(2.0 / math.pi)
 _A = 0.044715
@@ -60,16 +68,25 @@ def transpose_2d(kernel: tf.Tensor) -> tf.Tensor:
     return tf.transpose(kernel)
 
 
+def _gelu_kernels(dtype: tf.DType):
+    """(forward, backward) GELU kernels for activations of ``dtype``: XLA's in float32, the C++
+    CPU kernels in bfloat16, where XLA converts element by element (see module)."""
+    if dtype == tf.bfloat16 and cpu_ops.usable(dtype):
+        return cpu_ops.gelu, cpu_ops.gelu_grad
+    return gelu_forward, gelu_backward
+
+
 def gelu_dense_train(x: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
     """x [N, in], kernel [in, units], bias [units] -> gelu(x @ kernel + bias) [N, units]."""
+    gelu, gelu_grad = _gelu_kernels(x.dtype)
 
     @tf.custom_gradient
     def forward(x, kernel, bias):
         z = tf.nn.bias_add(tf.matmul(x, kernel), bias)  # [N, units]: one oneDNN kernel
-        y = gelu_forward(z)  # [N, units]
+        y = gelu(z)  # [N, units]
 
         def grad(dy):
-            dz = gelu_backward(z, tf.cast(dy, z.dtype))  # [N, units]
+            dz = gelu_grad(z, tf.cast(dy, z.dtype))  # [N, units]
             dx = tf.matmul(dz, transpose_2d(kernel))  # [N, in]
             dkernel = tf.matmul(x, dz, transpose_a=True)  # [in, units]
             # Summed in float32 under bf16 too, as TensorFlow's BiasAddGrad accumulates.

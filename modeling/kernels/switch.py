@@ -4,8 +4,8 @@ Inside ``with fused_training_kernels():`` layers called with ``training=True`` c
 model with faster kernels that round differently from TensorFlow's op-by-op graph (within float
 rounding):
 
-* ``BertDense`` with the tanh GELU: XLA-fused GELU and a hand-written gradient
-  (``modeling/kernels/gelu_dense.py``);
+* ``BertDense`` with the tanh GELU: fused GELU kernels (XLA's on float32, the C++ CPU kernel on
+  bfloat16) and a hand-written gradient (``modeling/kernels/gelu_dense.py``);
 * ``modeling.layers.dropout.Dropout`` and ``BertLayerNorm`` on float32 or bfloat16: one-pass CPU
   kernels (``modeling/kernels/cpu_ops.py``), when the kernel library could be built;
 * ``AdamWeightDecay`` (float32 variables, one replica, no loss scaling): the clipping and the

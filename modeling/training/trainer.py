@@ -64,7 +64,7 @@ steps of a loop; the value shown is Σnumerator/Σdenominator (a streaming mean,
   ``fused_kernels`` (same condition, and the step on a CPU:
   ``distribution.cpu_kernels_apply``): steps are traced inside
   ``training_kernels.fused_training_kernels()``: the model's tanh-GELU dense layers run
-  XLA-fused GELU kernels with a hand-written gradient (``modeling/kernels/gelu_dense.py``), dropout and
+  fused GELU kernels with a hand-written gradient (``modeling/kernels/gelu_dense.py``), dropout and
   LayerNorm run one-pass CPU kernels, and AdamWeightDecay's clipping + update runs as one
   in-place CPU kernel per variable instead of the XLA-fused update (``modeling/kernels/cpu_ops.py``,
   compiled on first use; without a compiler TensorFlow's ops are used). Values within float

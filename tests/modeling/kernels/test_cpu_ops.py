@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from modeling.kernels import cpu_ops
+from modeling.kernels import gelu_dense
 from modeling.training import optimization
 from modeling.kernels import switch as training_kernels
 from modeling.layers.dropout import Dropout
@@ -233,6 +234,62 @@ def test_layer_norm_forward_uses_the_kernel_inside_the_inference_switch(ops, pol
     else:  # each side rounds its own float32 result to bfloat16: at most one step apart
         np.testing.assert_allclose(tf.cast(y, tf.float32), tf.cast(reference, tf.float32),
                                    rtol=2.0 ** -7, atol=1e-2)
+
+
+# -------------------------------------------------------------------------------------- GELU
+def _gelu_float64(z):
+    """The original's tanh GELU and its derivative, in float64."""
+    z64, c, a = z.astype(np.float64), np.sqrt(2 / np.pi), 0.044715
+    t = np.tanh(c * (z64 + a * z64 ** 3))
+    return 0.5 * z64 * (1 + t), 0.5 * (1 + t) + 0.5 * z64 * (1 - t * t) * c * (1 + 3 * a * z64 ** 2)
+
+
+def test_gelu_kernel_matches_the_formula_and_the_xla_kernel(ops):
+    z = np.linspace(-12.0, 12.0, 48001).astype(np.float32)
+    dy = np.random.RandomState(0).randn(z.size).astype(np.float32)
+    value, derivative = _gelu_float64(z)
+    y = cpu_ops.gelu(tf.constant(z)).numpy()
+    dz = cpu_ops.gelu_grad(tf.constant(z), tf.constant(dy)).numpy()
+    assert y.dtype == dz.dtype == np.float32
+    # the XLA kernels' bounds (test_gelu_dense.py): ~an ulp of the value
+    np.testing.assert_allclose(y, value, rtol=2e-7, atol=6e-7)
+    np.testing.assert_allclose(dz, dy * derivative, rtol=2e-6, atol=4e-6)
+    np.testing.assert_allclose(y, gelu_dense.gelu_forward(tf.constant(z)), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(dz, gelu_dense.gelu_backward(tf.constant(z), tf.constant(dy)),
+                               rtol=1e-5, atol=1e-5)
+    # any shape, blocks not a multiple of the kernel's block size, and an empty tensor
+    zs = tf.random.stateless_normal([3, 7, 333], seed=(1, 1)) * 4.0
+    np.testing.assert_allclose(cpu_ops.gelu(zs), gelu_dense.gelu_forward(zs), rtol=1e-6,
+                               atol=1e-6)
+    assert cpu_ops.gelu(tf.zeros([0, 5])).shape == (0, 5)
+    assert cpu_ops.gelu_grad(tf.zeros([0, 5]), tf.zeros([0, 5])).shape == (0, 5)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="differ"):
+        cpu_ops.gelu_grad(tf.zeros([2, 3]), tf.zeros([3, 2]))
+
+
+def test_gelu_on_bfloat16_is_the_float32_kernel_rounded_once(ops):
+    z = tf.cast(tf.random.stateless_normal([64, 1000], seed=(3, 1)) * 4.0, tf.bfloat16)
+    dy = tf.cast(tf.random.stateless_normal([64, 1000], seed=(3, 2)), tf.bfloat16)
+    y, dz = cpu_ops.gelu(z), cpu_ops.gelu_grad(z, dy)
+    assert y.dtype == dz.dtype == tf.bfloat16
+    wide_z, wide_dy = tf.cast(z, tf.float32), tf.cast(dy, tf.float32)
+    np.testing.assert_array_equal(y.numpy(), tf.cast(cpu_ops.gelu(wide_z), tf.bfloat16).numpy())
+    np.testing.assert_array_equal(
+        dz.numpy(), tf.cast(cpu_ops.gelu_grad(wide_z, wide_dy), tf.bfloat16).numpy())
+
+
+def test_gelu_dense_uses_the_kernel_for_bfloat16_and_xla_for_float32(ops):
+    def step(x, kernel, bias):
+        with tf.GradientTape() as tape:
+            tape.watch([x, kernel, bias])
+            y = gelu_dense.gelu_dense_train(x, kernel, bias)
+        return tape.gradient(y, [x, kernel, bias])
+
+    for dtype, ours in ((tf.bfloat16, True), (tf.float32, False)):
+        args = [tf.cast(tf.random.stateless_normal(s, seed=(4, i)), dtype)
+                for i, s in enumerate([[16, 8], [8, 24], [24]])]
+        types = _graph_op_types(step, *args)
+        assert ({"BertGelu", "BertGeluGrad"} <= types) == ours, dtype
 
 
 # --------------------------------------------------------------------------------------- Adam
