@@ -47,7 +47,12 @@ class WordEmbedding(keras.layers.Layer):
             x = tf.cast(inputs, self.compute_dtype)  # [N, H]
             return tf.matmul(x, table, transpose_b=True)  # [N, V]
         ids = tf.cast(inputs, tf.int32)  # [B, S]
-        rows = tf.gather(self.embeddings.value, ids)  # [B, S, H] float32
+        # Gather from a read of the table, not from the variable: a gather on the variable
+        # (ResourceGather) switches it to copy-on-read, and every later read of the 30522 x 768
+        # table (the tied output layer's, each step) then copies it. Same values, same
+        # IndexedSlices gradient.
+        table = tf.convert_to_tensor(self.embeddings.value)  # [V, H] float32
+        rows = tf.gather(table, ids)  # [B, S, H] float32
         return tf.cast(rows, self.compute_dtype)
 
 
