@@ -529,6 +529,24 @@ inline void GeluSigmoid(const float* z, float* s, int64_t m) {
   a = a.logistic();
 }
 
+// Calls finish(lo, m, zf, s) for each block of up to kGeluBlock elements of z [n], in parallel:
+// elements lo .. lo+m-1, zf = them in float32, s = their GeluSigmoid.
+template <typename T, typename Finish>
+void ForGeluBlocks(OpKernelContext* ctx, const T* z, int64_t n, int64_t cost_per_element,
+                   Finish finish) {
+  const int64_t blocks = (n + kGeluBlock - 1) / kGeluBlock;
+  ParallelFor(ctx, blocks, kGeluBlock * cost_per_element, [&](int64_t begin, int64_t end) {
+    alignas(64) float zf[kGeluBlock];
+    alignas(64) float s[kGeluBlock];
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t lo = b * kGeluBlock, m = std::min(kGeluBlock, n - lo);
+      for (int64_t i = 0; i < m; ++i) zf[i] = Load(z[lo + i]);
+      GeluSigmoid(zf, s, m);
+      finish(lo, m, zf, s);
+    }
+  });
+}
+
 template <typename T>
 class BertGeluOp : public OpKernel {
  public:
@@ -538,20 +556,11 @@ class BertGeluOp : public OpKernel {
     const Tensor& z = ctx->input(0);
     Tensor* y = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, z.shape(), &y));
-    const T* in = z.flat<T>().data();
     T* out = y->flat<T>().data();
-    const int64_t n = z.NumElements();
-    const int64_t blocks = (n + kGeluBlock - 1) / kGeluBlock;
-    ParallelFor(ctx, blocks, kGeluBlock * 8, [&](int64_t begin, int64_t end) {
-      alignas(64) float zf[kGeluBlock];
-      alignas(64) float s[kGeluBlock];
-      for (int64_t b = begin; b < end; ++b) {
-        const int64_t lo = b * kGeluBlock, m = std::min(kGeluBlock, n - lo);
-        for (int64_t i = 0; i < m; ++i) zf[i] = Load(in[lo + i]);
-        GeluSigmoid(zf, s, m);
-        for (int64_t i = 0; i < m; ++i) out[lo + i] = Store<T>(zf[i] * s[i]);
-      }
-    });
+    ForGeluBlocks(ctx, z.flat<T>().data(), z.NumElements(), 8,
+                  [&](int64_t lo, int64_t m, const float* zf, const float* s) {
+                    for (int64_t i = 0; i < m; ++i) out[lo + i] = Store<T>(zf[i] * s[i]);
+                  });
   }
 };
 
@@ -568,25 +577,17 @@ class BertGeluGradOp : public OpKernel {
                                         " and dy ", dy.shape().DebugString(), " differ"));
     Tensor* dz = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, z.shape(), &dz));
-    const T* zin = z.flat<T>().data();
-    const T* gin = dy.flat<T>().data();
+    const T* g = dy.flat<T>().data();
     T* out = dz->flat<T>().data();
-    const int64_t n = z.NumElements();
-    const int64_t blocks = (n + kGeluBlock - 1) / kGeluBlock;
-    ParallelFor(ctx, blocks, kGeluBlock * 12, [&](int64_t begin, int64_t end) {
-      alignas(64) float zf[kGeluBlock];
-      alignas(64) float s[kGeluBlock];
-      for (int64_t b = begin; b < end; ++b) {
-        const int64_t lo = b * kGeluBlock, m = std::min(kGeluBlock, n - lo);
-        for (int64_t i = 0; i < m; ++i) zf[i] = Load(zin[lo + i]);
-        GeluSigmoid(zf, s, m);
-        for (int64_t i = 0; i < m; ++i) {
-          const float zi = zf[i], si = s[i];
-          const float d = si + kGeluC2 * zi * si * (1.0f - si) * (1.0f + kGeluA3 * (zi * zi));
-          out[lo + i] = Store<T>(Load(gin[lo + i]) * d);
-        }
-      }
-    });
+    ForGeluBlocks(ctx, z.flat<T>().data(), z.NumElements(), 12,
+                  [&](int64_t lo, int64_t m, const float* zf, const float* s) {
+                    for (int64_t i = 0; i < m; ++i) {
+                      const float zi = zf[i], si = s[i];
+                      const float d =
+                          si + kGeluC2 * zi * si * (1.0f - si) * (1.0f + kGeluA3 * (zi * zi));
+                      out[lo + i] = Store<T>(Load(g[lo + i]) * d);
+                    }
+                  });
   }
 };
 
