@@ -7,9 +7,9 @@ update). Engines:
 * ours: ``run_pretraining``'s train step (``modeling.training.trainer.Trainer`` with the original
   optimizer: clip by global norm + AdamWeightDecay; MLM + NSP) in float32 and mixed_bfloat16 as
   run_pretraining runs it by default (``--xla_kernels``: matmuls on TensorFlow's oneDNN kernels,
-  the GELU as XLA kernels, dropout, LayerNorm and the clipping + update as the one-pass CPU
-  kernels of ``modeling/kernels/cpu_ops.py``) and float32 with the whole step under XLA
-  (``--use_xla``); one host loop of ``--iters`` steps per measurement;
+  the GELU as fused kernels (XLA's; a CPU kernel on bf16), dropout, LayerNorm and the
+  clipping + update as the one-pass CPU kernels of ``modeling/kernels/cpu_ops.py``) and float32
+  with the whole step under XLA (``--use_xla``); one host loop of ``--iters`` steps per measurement;
 * keras-hub ``BertMaskedLM`` (MLM head on the 20 positions, tied embeddings), Keras ``AdamW``
   with ``global_clipnorm=1.0``, ``compile(jit_compile=True)`` then ``fit`` (separate venv
   ``bench/.venvs/kerashub``: the project's TensorFlow/Keras through a .pth file + keras-hub);
@@ -125,8 +125,9 @@ def ours_trainer(d, policy: str = "float32", jit: bool = False):
 
 def _ours_engines(d):
     engines = {}
-    # "default" = run_pretraining's default step: oneDNN matmuls, fused training kernels (XLA GELU,
-    # CPU dropout / LayerNorm / update: --xla_kernels); "XLA" = the whole step compiled (--use_xla).
+    # "default" = run_pretraining's default step: oneDNN matmuls, fused training kernels (GELU:
+    # XLA, CPU on bf16; CPU dropout / LayerNorm / update: --xla_kernels); "XLA" = the whole
+    # step compiled (--use_xla).
     for policy, tag, jit in (("float32", "fp32", True), ("float32", "fp32", False),
                              ("mixed_bfloat16", "bf16", False)):
         trainer, iterator = ours_trainer(d, policy, jit)

@@ -60,8 +60,9 @@ def category(op_type: str, op_name: str) -> str:
 def op_stats(logdir: str) -> list:
     """[(op type, op name, self time in us)], one entry per kernel run, from the profile in
     ``logdir``: the host plane's ``tf_Compute`` threads, whose op events are named
-    ``name:Type``; an op's self time leaves out the ops nested in it (a function call's body);
-    XLA's compiled kernels count in the op that launches them."""
+    ``name:Type``; an op's self time leaves out the ops nested in it (a function call's body).
+    XLA's compiled kernels inside a step appear under no op: their time shows only as the
+    wall time that no kernel accounts for (``main`` prints it)."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     paths = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)

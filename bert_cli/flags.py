@@ -96,11 +96,11 @@ def define_precision_flags(flag_values: FlagValues = flags.FLAGS) -> None:
            "variables, no loss scaling). Off with run_pretraining's --deterministic.")
     define(flag_values, "bool", "xla_kernels", True, "One replica on a CPU: fused training "
            "kernels: the GELU of the intermediate layers as fused kernels (XLA; a CPU kernel "
-           "on bf16) with a hand-written gradient (modeling/kernels/gelu_dense.py); dropout, LayerNorm and the "
-           "AdamWeightDecay clipping + update as one-pass CPU kernels compiled on first use "
-           "(modeling/kernels/cpu_ops.py); LayerNorm's kernel also in prediction and evaluation. "
-           "Values within float rounding of the op-by-op graph, other dropout masks. Off with "
-           "run_pretraining's --deterministic.")
+           "on bf16) with a hand-written gradient (modeling/kernels/gelu_dense.py); dropout, "
+           "LayerNorm and the AdamWeightDecay clipping + update as one-pass CPU kernels "
+           "compiled on first use (modeling/kernels/cpu_ops.py); LayerNorm's kernel also in "
+           "prediction and evaluation. Values within float rounding of the op-by-op graph, "
+           "other dropout masks. Off with run_pretraining's --deterministic.")
 
 
 def define_checkpoint_flags(flag_values: FlagValues = flags.FLAGS) -> None:

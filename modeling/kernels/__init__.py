@@ -1,3 +1,3 @@
-"""Fused training kernels: the switch (``switch``), the XLA GELU dense (``gelu_dense``) and the
+"""Fused training kernels: the switch (``switch``), the fused GELU dense (``gelu_dense``) and the
 C++ CPU ops (``cpu_ops`` + ``bert_cpu_ops.cc``: dropout, LayerNorm, bfloat16 GELU, AdamWeightDecay
 update)."""

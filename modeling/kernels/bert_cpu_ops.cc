@@ -504,9 +504,10 @@ class BertAdamWeightDecayApplyOp : public OpKernel {
 // logistic, one rounding to T on the way out. XLA computes the same formula one kernel each way,
 // fast in float32 but converting element by element in bfloat16 (several times slower there), so
 // gelu_dense.py uses these kernels for bfloat16 only.
-constexpr float kGeluC2 = 1.5957691216057308f;   // 2 sqrt(2/pi)
-constexpr float kGeluA = 0.044715f;
-constexpr float kGeluA3 = 3.0f * 0.044715f;
+// The constants as gelu_dense.py's float64 ones rounded once to float32.
+constexpr float kGeluC2 = static_cast<float>(1.5957691216057308);  // 2 sqrt(2/pi)
+constexpr float kGeluA = static_cast<float>(0.044715);
+constexpr float kGeluA3 = static_cast<float>(3.0 * 0.044715);
 constexpr int64_t kGeluBlock = 1024;               // elements per block (float32 scratch on stack)
 
 REGISTER_OP("BertGelu")
@@ -520,7 +521,12 @@ REGISTER_OP("BertGeluGrad")
     .Input("dy: T")
     .Attr("T: {float, bfloat16} = DT_FLOAT")
     .Output("dz: T")
-    .SetShapeFn(shape_inference::UnchangedShape);
+    .SetShapeFn([](InferenceContext* c) {
+      shape_inference::ShapeHandle shape;
+      TF_RETURN_IF_ERROR(c->Merge(c->input(0), c->input(1), &shape));
+      c->set_output(0, shape);
+      return absl::OkStatus();
+    });
 
 // s[i] = sigmoid(2c (z[i] + a z[i]^3)) for the block's m elements.
 inline void GeluSigmoid(const float* z, float* s, int64_t m) {

@@ -194,12 +194,14 @@ def layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float) 
 
 
 def gelu(z: tf.Tensor) -> tf.Tensor:
-    """z [...] float32/bfloat16 -> the tanh GELU of z, same shape and dtype (see module)."""
+    """z [...] float32/bfloat16 -> the tanh GELU of z, same shape and dtype (see module). No
+    gradient is registered: ``gelu_dense``'s custom gradient calls ``gelu_grad``."""
     return load().bert_gelu(z)
 
 
 def gelu_grad(z: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
-    """z, dy [...] float32/bfloat16 (same shape and dtype) -> dy * gelu'(z) (see module)."""
+    """z, dy [...] float32/bfloat16 (same shape and dtype) -> dy * gelu'(z) (see module); not
+    differentiable itself (no second derivative)."""
     return load().bert_gelu_grad(z, dy)
 
 

@@ -4,7 +4,8 @@ Used by ``BertDense`` (the ``intermediate`` layers) when called with ``training=
 ``training_kernels.fused_training_kernels()``: the model is the same, only how TensorFlow
 computes the step changes. In graph mode TensorFlow runs the tanh GELU as ~7 elementwise ops
 forward and ~8 backward, each a pass over the [B*S, I] activation; here the forward GELU is one
-XLA-compiled kernel and its derivative another (one pass each), and the input gradient is
+fused kernel and its derivative another (one pass each; XLA-compiled in float32, C++ CPU kernels
+in bfloat16: below), and the input gradient is
 computed as ``dz @ transpose(kernel)`` with the transpose materialised by XLA (oneDNN runs that
 plain matmul faster than the same product with ``transpose_b=True`` at K = I; a TensorFlow
 ``Transpose`` would be folded back into the matmul by grappler). README "Benchmarks" has the

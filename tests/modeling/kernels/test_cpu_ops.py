@@ -251,8 +251,9 @@ def test_gelu_kernel_matches_the_formula_and_the_xla_kernel(ops):
     y = cpu_ops.gelu(tf.constant(z)).numpy()
     dz = cpu_ops.gelu_grad(tf.constant(z), tf.constant(dy)).numpy()
     assert y.dtype == dz.dtype == np.float32
-    # the XLA kernels' bounds (test_gelu_dense.py): ~an ulp of the value
-    np.testing.assert_allclose(y, value, rtol=2e-7, atol=6e-7)
+    # ~an ulp of the value, as the XLA kernels (test_gelu_dense.py), with room for Eigen's
+    # logistic (a few ulp at worst, by vector width)
+    np.testing.assert_allclose(y, value, rtol=2e-7, atol=1e-6)
     np.testing.assert_allclose(dz, dy * derivative, rtol=2e-6, atol=4e-6)
     np.testing.assert_allclose(y, gelu_dense.gelu_forward(tf.constant(z)), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(dz, gelu_dense.gelu_backward(tf.constant(z), tf.constant(dy)),
@@ -263,8 +264,11 @@ def test_gelu_kernel_matches_the_formula_and_the_xla_kernel(ops):
                                atol=1e-6)
     assert cpu_ops.gelu(tf.zeros([0, 5])).shape == (0, 5)
     assert cpu_ops.gelu_grad(tf.zeros([0, 5]), tf.zeros([0, 5])).shape == (0, 5)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="differ"):
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError)):
         cpu_ops.gelu_grad(tf.zeros([2, 3]), tf.zeros([3, 2]))
+    with pytest.raises(ValueError):  # the shape function merges z's and dy's shapes
+        tf.function(cpu_ops.gelu_grad).get_concrete_function(
+            tf.TensorSpec([2, 3]), tf.TensorSpec([3, 2]))
 
 
 def test_gelu_on_bfloat16_is_the_float32_kernel_rounded_once(ops):

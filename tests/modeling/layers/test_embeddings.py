@@ -43,6 +43,8 @@ def test_lookup_gradient_is_sparse_and_the_table_is_read_not_gathered():
     counts = np.zeros([50, 8], np.float32)
     np.add.at(counts, [1, 2, 2], 2.0)
     np.testing.assert_array_equal(tf.convert_to_tensor(sparse).numpy(), counts)
-    assert dense.shape == (50, 8)
+    assert isinstance(dense, tf.Tensor) and not isinstance(dense, tf.IndexedSlices)
+    logits_grad = np.ones([2, 50], np.float32).T @ np.ones([2, 8], np.float32)  # d(sum x T^T)/dT
+    np.testing.assert_allclose(dense.numpy(), counts / 2.0 + logits_grad, rtol=1e-6)
     types = {op.type for op in grads.get_concrete_function(ids, x).graph.get_operations()}
     assert "GatherV2" in types and "ResourceGather" not in types
