@@ -124,7 +124,6 @@ def run(fv: flags.FlagValues) -> None:
     from modeling import checkpoints
     from modeling.training.trainer import write_eval_summaries
     from bert_tasks import classifier as task
-    from data.glue import features as classifier_features
     from data.glue import metrics as glue_metrics
     from data.glue import submission
     from data.tokenization import wordpiece as tokenization
@@ -165,8 +164,8 @@ def run(fv: flags.FlagValues) -> None:
 
     if fv.do_train:
         train_file = os.path.join(fv.output_dir, "train.tf_record")
-        classifier_features.file_based_convert_examples_to_features(
-            splits["train"], label_list, fv.max_seq_length, tokenizer, train_file)
+        task.write_train_records(splits["train"], label_list, fv.max_seq_length, tokenizer,
+                                 train_file, fv.random_seed)
         dataset = task.dataset(train_file, fv.max_seq_length, fv.train_batch_size, True,
                                regression=regression, length_aware=fv.length_aware_batching,
                                static_shapes=tpu, seed=fv.random_seed)

@@ -1,5 +1,7 @@
 """Sentence (pair) classification and regression: records, datasets, in-order predictions.
 
+* ``write_train_records(examples, ...)``: the training examples shuffled once, then written as
+  records (see there why).
 * ``dataset(record_file, ...)``: batches of classifier records (``data.glue.dataset``'s rule
   for training / eval / predict, length-aware off TPU).
 * ``predict_examples(model, examples, ...)``: writes the examples' records and returns the
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -27,6 +30,24 @@ from data.glue import features as glue_features
 from data.glue.processors import PaddingInputExample
 from modeling.heads.classifier import per_example_classifier_loss
 from modeling.training import distribution, finetuning
+
+
+def write_train_records(examples: List, label_list: List[str], max_seq_length: int, tokenizer,
+                        path: str, seed: int) -> None:
+    """Writes the training ``examples`` to ``path`` as classifier records, in an order shuffled
+    with ``random.Random(seed)`` (``examples`` itself is left as it is).
+
+    The training input shuffles with the original's buffer of 100 records, which only mixes
+    neighbours: GLUE files can come sorted (STS-B by genre and source, CoLA by source), and then
+    each stretch of an epoch trains on one genre (README "Benchmarks", the quality table, has
+    what it cost on STS-B). The original's run_squad shuffles its training
+    examples before writing them for the same reason ("to avoid having to make a very large
+    shuffle buffer"); the classifier does the same here. The records of each example are the
+    original's (``file_based_convert_examples_to_features``)."""
+    order = list(examples)
+    random.Random(seed).shuffle(order)
+    glue_features.file_based_convert_examples_to_features(order, label_list, max_seq_length,
+                                                          tokenizer, path)
 
 
 def per_example_loss(regression: bool):
