@@ -35,6 +35,8 @@ from bench import harness  # noqa: E402
 CATEGORIES = [
     ("optimizer update", lambda t, n: "AdamWeightDecay" in n or "AdamWeightDecay" in t
      or "global_norm" in n or "clip_by_global_norm" in n),
+    # the fused scale + bias + softmax + dropout of the attention probabilities, both ways
+    ("attention softmax+dropout", lambda t, n: t.startswith("BertAttentionProbs")),
     ("dropout", lambda t, n: "dropout" in n.lower() or t.startswith("BertDropout")),
     ("LayerNorm", lambda t, n: "LayerNorm" in n or t.startswith("BertLayerNorm")),
     ("attention matmuls", lambda t, n: "BatchMatMul" in t),

@@ -30,14 +30,55 @@ namespace {
 using shape_inference::InferenceContext;
 
 // float32 <-> T (float or bfloat16) for the kernels' loads and stores; arithmetic is float32.
+// The bfloat16 conversions are Eigen's (exact widening; round to nearest even, NaN to the quiet
+// NaN of its sign) written branch-free on the bits, so that loops around them vectorise.
+inline float Widen(uint16_t h) {  // bfloat16 bits -> float32 (exact)
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+inline uint16_t Narrow(float x) {  // float32 -> bfloat16 bits
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof(u));
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = ((u >> 16) & 0x8000u) | 0x7FC0u;
+  return static_cast<uint16_t>((u & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded);
+}
 inline float Load(float x) { return x; }
-inline float Load(bfloat16 x) { return static_cast<float>(x); }
+inline float Load(bfloat16 x) {
+  uint16_t h;
+  std::memcpy(&h, &x, sizeof(h));
+  return Widen(h);
+}
 template <typename T>
 inline T Store(float x);
 template <>
 inline float Store<float>(float x) { return x; }
 template <>
-inline bfloat16 Store<bfloat16>(float x) { return bfloat16(x); }  // round to nearest even
+inline bfloat16 Store<bfloat16>(float x) {
+  const uint16_t h = Narrow(x);
+  bfloat16 out;
+  std::memcpy(&out, &h, sizeof(h));
+  return out;
+}
+// The same on element i of an array, through the raw bits (loops over these vectorise; the
+// bfloat16 struct's own copies do not).
+inline float LoadAt(const float* p, int64_t i) { return p[i]; }
+inline float LoadAt(const bfloat16* p, int64_t i) {
+  return Widen(reinterpret_cast<const uint16_t*>(p)[i]);
+}
+inline void StoreAt(float* p, int64_t i, float x) { p[i] = x; }
+inline void StoreAt(bfloat16* p, int64_t i, float x) {
+  reinterpret_cast<uint16_t*>(p)[i] = Narrow(x);
+}
+// x rounded to T's precision, as float32.
+template <typename T>
+inline float RoundTo(float x);
+template <>
+inline float RoundTo<float>(float x) { return x; }
+template <>
+inline float RoundTo<bfloat16>(float x) { return Widen(Narrow(x)); }
 
 void ParallelFor(OpKernelContext* ctx, int64_t total, int64_t cost_per_unit,
                  const std::function<void(int64_t, int64_t)>& work) {
@@ -99,6 +140,34 @@ inline void PhiloxLanes(const PhiloxKey& key, uint64_t first_block, uint32_t* ou
   }
 }
 
+// The Philox words of the dropout stream (BertDropout's chunks) by flat element index, one chunk
+// computed at a time.
+class DropoutWords {
+ public:
+  explicit DropoutWords(const PhiloxKey& key) : key_(key) {}
+  // The words of elements e, e+1, ..., e+*len-1: *len = up to max_len, to the chunk's end.
+  const uint32_t* From(int64_t e, int64_t max_len, int64_t* len) {
+    const int64_t chunk = e / kChunk, offset = e - chunk * kChunk;
+    if (chunk != chunk_) {
+      PhiloxLanes(key_, static_cast<uint64_t>(chunk) * kLanes, words_);
+      chunk_ = chunk;
+    }
+    *len = std::min(kChunk - offset, max_len);
+    return words_ + offset;
+  }
+
+ private:
+  PhiloxKey key_;
+  int64_t chunk_ = -1;
+  uint32_t words_[kChunk];
+};
+
+// Dropped iff word < threshold: P(drop) = ceil(rate * 2^32) / 2^32.
+uint32_t DropThreshold(float rate) {
+  return static_cast<uint32_t>(
+      std::min(std::ceil(static_cast<double>(rate) * 4294967296.0), 4294967295.0));
+}
+
 // ------------------------------------------------------------------------------------ dropout
 REGISTER_OP("BertDropout")
     .Input("x: T")
@@ -143,9 +212,7 @@ class BertDropoutOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, x.shape(), &mask));
     const auto s = seed.flat<int64_t>();
     const PhiloxKey key = KeyFromSeed(s(0), s(1));
-    // Dropped iff word < threshold: P(drop) = ceil(rate * 2^32) / 2^32.
-    const uint32_t threshold = static_cast<uint32_t>(
-        std::min(std::ceil(static_cast<double>(rate_) * 4294967296.0), 4294967295.0));
+    const uint32_t threshold = DropThreshold(rate_);
     // As TensorFlow's dropout: x * (1 / (1 - rate)), the product in float32 (for bfloat16: one
     // rounding, of the product; TensorFlow's bfloat16 op rounds the scale to bfloat16 first).
     const float scale = 1.0f / (1.0f - rate_);
@@ -214,6 +281,183 @@ class BertDropoutGradOp : public OpKernel {
 
  private:
   float rate_;
+};
+
+// -------------------------------------------------------------------- attention probabilities
+// probs = softmax(scores * scale + bias) over the last axis, then dropout: the attention's
+// elementwise chain as one pass over the [B, N, F, T] scores. bias [B, 1, 1, T] (the mask's
+// additive bias, broadcast over heads and queries). float32 inside (bfloat16 scores read once),
+// probs rounded to T once; y = dropout(probs) with the keep decisions, the scale and the rounding
+// of BertDropout on these probs with the same seed (same Philox words by flat element index).
+REGISTER_OP("BertAttentionProbs")
+    .Input("scores: T")
+    .Input("bias: T")
+    .Input("seed: int64")
+    .Attr("scale: float")
+    .Attr("rate: float")
+    .Attr("T: {float, bfloat16} = DT_FLOAT")
+    .Output("y: T")
+    .Output("probs: T")
+    .Output("mask: uint8")
+    .SetShapeFn([](InferenceContext* c) {
+      shape_inference::ShapeHandle shape;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 4, &shape));
+      c->set_output(0, shape);
+      c->set_output(1, shape);
+      c->set_output(2, shape);
+      return absl::OkStatus();
+    });
+
+// dscores = scale * probs * (dp - sum_T(dp * probs)), dp = dropout's gradient of dy.
+REGISTER_OP("BertAttentionProbsGrad")
+    .Input("dy: T")
+    .Input("probs: T")
+    .Input("mask: uint8")
+    .Attr("scale: float")
+    .Attr("rate: float")
+    .Attr("T: {float, bfloat16} = DT_FLOAT")
+    .Output("dscores: T")
+    .SetShapeFn([](InferenceContext* c) {
+      shape_inference::ShapeHandle shape;
+      TF_RETURN_IF_ERROR(c->Merge(c->input(0), c->input(1), &shape));
+      c->set_output(0, shape);
+      return absl::OkStatus();
+    });
+
+template <typename T>
+class BertAttentionProbsOp : public OpKernel {
+ public:
+  explicit BertAttentionProbsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("scale", &scale_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("rate", &rate_));
+    OP_REQUIRES(ctx, rate_ >= 0.0f && rate_ < 1.0f,
+                errors::InvalidArgument("BertAttentionProbs: rate must be in [0, 1), got ", rate_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& scores = ctx->input(0);
+    const Tensor& bias = ctx->input(1);
+    const Tensor& seed = ctx->input(2);
+    OP_REQUIRES(ctx, scores.dims() == 4,
+                errors::InvalidArgument("BertAttentionProbs: scores must be [B, N, F, T]"));
+    const int64_t b = scores.dim_size(0), heads_x_queries = scores.dim_size(1) * scores.dim_size(2);
+    const int64_t t = scores.dim_size(3);
+    OP_REQUIRES(ctx, bias.dims() == 4 && bias.dim_size(0) == b && bias.dim_size(1) == 1 &&
+                         bias.dim_size(2) == 1 && bias.dim_size(3) == t,
+                errors::InvalidArgument("BertAttentionProbs: bias must be [B, 1, 1, T], got ",
+                                        bias.shape().DebugString()));
+    OP_REQUIRES(ctx, seed.NumElements() == 2,
+                errors::InvalidArgument("BertAttentionProbs: seed must have 2 elements"));
+    Tensor *y = nullptr, *probs = nullptr, *mask = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, scores.shape(), &y));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, scores.shape(), &probs));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(2, scores.shape(), &mask));
+    if (scores.NumElements() == 0) return;
+    const auto sd = seed.flat<int64_t>();
+    const PhiloxKey key = KeyFromSeed(sd(0), sd(1));
+    const uint32_t threshold = DropThreshold(rate_);
+    const float scale = scale_, keep_scale = 1.0f / (1.0f - rate_);
+    const T* in = scores.flat<T>().data();
+    const T* bs = bias.flat<T>().data();
+    T* out = y->flat<T>().data();
+    T* pout = probs->flat<T>().data();
+    uint8_t* keep = mask->flat<uint8_t>().data();
+    const int64_t rows = b * heads_x_queries;
+    ParallelFor(ctx, rows, t * 40, [&](int64_t begin, int64_t end) {
+      // Locals, not the captured references: the uint8_t mask stores may alias those, which
+      // would keep the loops below from vectorising.
+      const float sc = scale, ks = keep_scale;
+      const uint32_t th = threshold;
+      // Eigen's own allocation: aligned for its widest packet, so that its vectorised sums run in
+      // the same order wherever the buffer lies (an unaligned start is summed apart first), and
+      // a resumed run computes the same bits.
+      Eigen::ArrayXf x(t);
+      DropoutWords words(key);
+      for (int64_t r = begin; r < end; ++r) {
+        const T* sr = in + r * t;
+        const T* br = bs + (r / heads_x_queries) * t;
+        float* __restrict__ xr = x.data();
+        for (int64_t j = 0; j < t; ++j) xr[j] = LoadAt(sr, j) * sc + LoadAt(br, j);
+        // Eigen's vectorised max, exp and sum (a fixed order for a given T: x is aligned).
+        const float mx = x.maxCoeff();
+        x = (x - mx).exp();
+        const float inv = 1.0f / x.sum();
+        const int64_t base = r * t;
+        // The row in pieces that each lie in one chunk of the dropout stream.
+        for (int64_t j = 0; j < t;) {
+          int64_t len = 0;
+          const uint32_t* __restrict__ w = words.From(base + j, t - j, &len);
+          const float* __restrict__ xj = x.data() + j;
+          T* __restrict__ pj = pout + base + j;
+          T* __restrict__ yj = out + base + j;
+          uint8_t* __restrict__ kj = keep + base + j;
+#pragma omp simd
+          for (int64_t i = 0; i < len; ++i) {
+            const float p = RoundTo<T>(xj[i] * inv);
+            const bool k = w[i] >= th;
+            StoreAt(pj, i, p);
+            kj[i] = k;
+            StoreAt(yj, i, k ? p * ks : 0.0f);
+          }
+          j += len;
+        }
+      }
+    });
+  }
+
+ private:
+  float scale_, rate_;
+};
+
+template <typename T>
+class BertAttentionProbsGradOp : public OpKernel {
+ public:
+  explicit BertAttentionProbsGradOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("scale", &scale_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("rate", &rate_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& dy = ctx->input(0);
+    const Tensor& probs = ctx->input(1);
+    const Tensor& mask = ctx->input(2);
+    OP_REQUIRES(ctx, dy.shape() == probs.shape() && dy.NumElements() == mask.NumElements() &&
+                         dy.dims() >= 1,
+                errors::InvalidArgument("BertAttentionProbsGrad: dy, probs, mask differ"));
+    Tensor* dscores = nullptr;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, dy.shape(), &dscores));
+    const int64_t t = dy.dim_size(dy.dims() - 1);
+    if (dy.NumElements() == 0 || t == 0) return;
+    const int64_t rows = dy.NumElements() / t;
+    const float scale = scale_, keep_scale = 1.0f / (1.0f - rate_);
+    const T* g = dy.flat<T>().data();
+    const T* p = probs.flat<T>().data();
+    const uint8_t* keep = mask.flat<uint8_t>().data();
+    T* out = dscores->flat<T>().data();
+    ParallelFor(ctx, rows, t * 12, [&](int64_t begin, int64_t end) {
+      const float sc = scale, ks = keep_scale;  // locals: see BertAttentionProbsOp
+      Eigen::VectorXf dp(t), pf(t);  // aligned: see BertAttentionProbsOp
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t base = r * t;
+        const uint8_t* __restrict__ kr = keep + base;
+        const T* __restrict__ gr = g + base;
+        const T* __restrict__ prow = p + base;
+        T* __restrict__ orow = out + base;
+        float* __restrict__ d = dp.data();
+        float* __restrict__ q = pf.data();
+        for (int64_t j = 0; j < t; ++j) {
+          d[j] = kr[j] ? LoadAt(gr, j) * ks : 0.0f;
+          q[j] = LoadAt(prow, j);
+        }
+        // sum_T(dp * probs): Eigen's vectorised dot product (a fixed order for a given T)
+        const float dot = dp.dot(pf);
+        for (int64_t j = 0; j < t; ++j) StoreAt(orow, j, sc * (q[j] * (d[j] - dot)));
+      }
+    });
+  }
+
+ private:
+  float scale_, rate_;
 };
 
 // ---------------------------------------------------------------------------------- LayerNorm
@@ -516,15 +760,20 @@ REGISTER_OP("BertGelu")
     .Output("y: T")
     .SetShapeFn(shape_inference::UnchangedShape);
 
+// dz = dy * gelu'(z) [..., units] and dbias = dz summed over the leading axes [units], in float32
+// (of dz as rounded to T): the gradient of the bias added before the GELU, in the same pass.
 REGISTER_OP("BertGeluGrad")
     .Input("z: T")
     .Input("dy: T")
     .Attr("T: {float, bfloat16} = DT_FLOAT")
     .Output("dz: T")
+    .Output("dbias: float")
     .SetShapeFn([](InferenceContext* c) {
       shape_inference::ShapeHandle shape;
       TF_RETURN_IF_ERROR(c->Merge(c->input(0), c->input(1), &shape));
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(shape, 1, &shape));
       c->set_output(0, shape);
+      c->set_output(1, c->Vector(c->Dim(shape, -1)));
       return absl::OkStatus();
     });
 
@@ -581,19 +830,50 @@ class BertGeluGradOp : public OpKernel {
     OP_REQUIRES(ctx, z.shape() == dy.shape(),
                 errors::InvalidArgument("BertGeluGrad: z ", z.shape().DebugString(),
                                         " and dy ", dy.shape().DebugString(), " differ"));
-    Tensor* dz = nullptr;
+    OP_REQUIRES(ctx, z.dims() >= 1,
+                errors::InvalidArgument("BertGeluGrad: z must have at least one axis"));
+    const int64_t units = z.dim_size(z.dims() - 1);
+    Tensor *dz = nullptr, *dbias = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, z.shape(), &dz));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({units}), &dbias));
+    float* db = dbias->flat<float>().data();
+    std::fill(db, db + units, 0.0f);
+    if (units == 0 || z.NumElements() == 0) return;
+    const int64_t rows = z.NumElements() / units;
+    const T* zin = z.flat<T>().data();
     const T* g = dy.flat<T>().data();
     T* out = dz->flat<T>().data();
-    ForGeluBlocks(ctx, z.flat<T>().data(), z.NumElements(), 12,
-                  [&](int64_t lo, int64_t m, const float* zf, const float* s) {
-                    for (int64_t i = 0; i < m; ++i) {
-                      const float zi = zf[i], si = s[i];
-                      const float d =
-                          si + kGeluC2 * zi * si * (1.0f - si) * (1.0f + kGeluA3 * (zi * zi));
-                      out[lo + i] = Store<T>(Load(g[lo + i]) * d);
-                    }
-                  });
+    // Row blocks, each with its own dbias partial sums, added in block order (the result does
+    // not depend on the thread count); a row goes through in pieces of up to kGeluBlock.
+    const int64_t blocks = std::min<int64_t>(rows, 32);
+    std::vector<float> partial(static_cast<size_t>(blocks) * units, 0.0f);
+    ParallelFor(ctx, blocks, (rows / blocks + 1) * units * 12, [&](int64_t begin, int64_t end) {
+      alignas(64) float zf[kGeluBlock];
+      alignas(64) float s[kGeluBlock];
+      for (int64_t blk = begin; blk < end; ++blk) {
+        float* pb = partial.data() + blk * units;
+        const int64_t r0 = rows * blk / blocks, r1 = rows * (blk + 1) / blocks;
+        for (int64_t r = r0; r < r1; ++r) {
+          for (int64_t c0 = 0; c0 < units; c0 += kGeluBlock) {
+            const int64_t lo = r * units + c0, m = std::min(kGeluBlock, units - c0);
+            for (int64_t i = 0; i < m; ++i) zf[i] = Load(zin[lo + i]);
+            GeluSigmoid(zf, s, m);
+            for (int64_t i = 0; i < m; ++i) {
+              const float zi = zf[i], si = s[i];
+              const float d =
+                  si + kGeluC2 * zi * si * (1.0f - si) * (1.0f + kGeluA3 * (zi * zi));
+              StoreAt(out, lo + i, LoadAt(g, lo + i) * d);
+            }
+            float* pbc = pb + c0;
+            for (int64_t i = 0; i < m; ++i) pbc[i] += LoadAt(out, lo + i);  // dz as rounded to T
+          }
+        }
+      }
+    });
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const float* pb = partial.data() + blk * units;
+      for (int64_t j = 0; j < units; ++j) db[j] += pb[j];
+    }
   }
 };
 
@@ -609,7 +889,13 @@ class BertGeluGradOp : public OpKernel {
   REGISTER_KERNEL_BUILDER(Name("BertGelu").Device(DEVICE_CPU).TypeConstraint<T>("T"),         \
                           BertGeluOp<T>);                                                    \
   REGISTER_KERNEL_BUILDER(Name("BertGeluGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),     \
-                          BertGeluGradOp<T>);
+                          BertGeluGradOp<T>);                                                \
+  REGISTER_KERNEL_BUILDER(                                                                   \
+      Name("BertAttentionProbs").Device(DEVICE_CPU).TypeConstraint<T>("T"),                  \
+      BertAttentionProbsOp<T>);                                                              \
+  REGISTER_KERNEL_BUILDER(                                                                   \
+      Name("BertAttentionProbsGrad").Device(DEVICE_CPU).TypeConstraint<T>("T"),              \
+      BertAttentionProbsGradOp<T>);
 REGISTER_ACTIVATION_KERNELS(float)
 REGISTER_ACTIVATION_KERNELS(bfloat16)
 #undef REGISTER_ACTIVATION_KERNELS

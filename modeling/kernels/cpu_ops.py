@@ -15,15 +15,21 @@ measured figures). ``modeling/kernels/bert_cpu_ops.cc`` does each in one multi-t
   dropped iff its 32-bit word < ceil(rate * 2^32), so P(drop) = rate up to 2^-32 (TensorFlow's
   float draw: 2^-23). The random stream is not TensorFlow's: same distribution, other masks.
   The mask is kept as uint8 for the backward pass (dx = dy * (1 / (1 - rate)) where kept).
+* ``attention_probs(scores, bias, scale, rate, seed)`` scores [B, N, F, T], bias [B, 1, 1, T]:
+  the attention's ``dropout(softmax(scores * scale + bias))`` in one pass per row (float32
+  inside, the probabilities rounded once), and its gradient in one pass (the softmax gradient
+  through the dropout mask, times the scale), instead of five ops forward and six backward. Its
+  dropout is ``dropout`` above on these probabilities: same seed, same mask, same values.
 * ``layer_norm(x, gamma, beta, epsilon)`` x [..., H] float32 or bfloat16, gamma/beta [H] float32:
   the original's formula ``x * inv + (beta - mean * inv)``, inv = rsqrt(var + eps) * gamma, with
   mean and variance over H (two passes, vectorised sums: equal to ``modeling.layers.layer_norm``
   up to float rounding, ~1e-6 in float32; a bfloat16 result can differ by one bfloat16 rounding).
   The backward pass is the analytic LayerNorm gradient, with dgamma/dbeta summed per block of
   rows in a fixed order (the result does not depend on the thread count).
-* ``gelu(z)`` / ``gelu_grad(z, dy)`` [any shape] float32 or bfloat16: the tanh GELU and
+* ``gelu(z)`` / ``gelu_grad(z, dy)`` [..., units] float32 or bfloat16: the tanh GELU and
   ``dy * gelu'(z)`` in the sigmoid form of ``modeling/kernels/gelu_dense.py``, one pass each
-  (the sigmoid as Eigen's vectorised logistic). ``gelu_dense`` uses them on bfloat16, where
+  (the sigmoid as Eigen's vectorised logistic); the gradient pass also sums dz over the leading
+  axes in float32 (the bias gradient, per block of rows in a fixed order). ``gelu_dense`` uses them on bfloat16, where
   XLA's CPU kernels convert element by element; float32 keeps XLA's kernels (equal to these
   within float rounding, tested).
 * ``adam_weight_decay_apply(var, m, v, grad, lr, grad_scale, ...)``: the update of
@@ -61,7 +67,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from typing import Optional
+from typing import Optional, Tuple
 
 import tensorflow as tf
 from absl import logging
@@ -175,6 +181,27 @@ def dropout(x: tf.Tensor, rate: float, seed: tf.Tensor) -> tf.Tensor:
     return forward(x)
 
 
+def attention_probs(scores: tf.Tensor, bias: tf.Tensor, scale: float, rate: float,
+                    seed: tf.Tensor) -> tf.Tensor:
+    """scores [B, N, F, T] float32/bfloat16, bias [B, 1, 1, T] (same dtype), ``seed`` [2] int ->
+    dropout(softmax(scores * scale + bias), rate) [B, N, F, T] (see module); differentiable in
+    ``scores`` (the bias, a function of the input mask, gets no gradient)."""
+    ops = load()
+    scale, rate = float(scale), float(rate)
+    seed = tf.cast(seed, tf.int64)
+
+    @tf.custom_gradient
+    def forward(scores):
+        y, probs, mask = ops.bert_attention_probs(scores, bias, seed, scale=scale, rate=rate)
+
+        def backward(dy):
+            return ops.bert_attention_probs_grad(dy, probs, mask, scale=scale, rate=rate)
+
+        return y, backward
+
+    return forward(scores)
+
+
 def layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float) -> tf.Tensor:
     """x [..., H] float32/bfloat16, gamma [H], beta [H] float32 -> LayerNorm over H [..., H] in
     x's dtype (see module)."""
@@ -199,10 +226,13 @@ def gelu(z: tf.Tensor) -> tf.Tensor:
     return load().bert_gelu(z)
 
 
-def gelu_grad(z: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
-    """z, dy [...] float32/bfloat16 (same shape and dtype) -> dy * gelu'(z) (see module); not
+def gelu_grad(z: tf.Tensor, dy: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    """z, dy [..., units] float32/bfloat16 (same shape and dtype) -> (dz = dy * gelu'(z) in
+    their dtype [..., units], dbias = dz summed over the leading axes in float32 [units]): the
+    gradients of ``gelu(z)``, z = x @ kernel + bias, at z and at the bias (see module); not
     differentiable itself (no second derivative)."""
-    return load().bert_gelu_grad(z, dy)
+    dz, dbias = load().bert_gelu_grad(z, dy)
+    return dz, dbias
 
 
 def adam_weight_decay_apply(var: tf.Variable, m: tf.Variable, v: tf.Variable, grad: tf.Tensor,

@@ -30,7 +30,8 @@ Under ``--mixed_precision=bf16`` the activation is bfloat16, and XLA's CPU kerne
 element by element, several times slower than in float32 (README "Benchmarks" has the figures):
 there the same formula runs as the C++ CPU kernels
 ``cpu_ops.gelu`` / ``cpu_ops.gelu_grad`` (bfloat16 read into float32, Eigen's vectorised
-logistic, one rounding to bfloat16), when the kernel library is built. float32 keeps XLA's.
+logistic, one rounding to bfloat16; the backward kernel also sums dbias, in float32, in the same
+pass), when the kernel library is built. float32 keeps XLA's.
 
 The switch (``modeling/kernels/switch.py``) is read when a step is traced. XLA is
 only used where it can compile a kernel for the replica's device: the trainer enables this for
@@ -69,12 +70,20 @@ def transpose_2d(kernel: tf.Tensor) -> tf.Tensor:
     return tf.transpose(kernel)
 
 
+def _xla_gelu_grad(z: tf.Tensor, dy: tf.Tensor):
+    """z, dy [N, units] -> (dz [N, units], dbias [units] float32): the XLA backward kernel, then
+    the bias gradient summed in float32 (as TensorFlow's BiasAddGrad accumulates)."""
+    dz = gelu_backward(z, dy)  # [N, units]
+    return dz, tf.reduce_sum(tf.cast(dz, tf.float32), axis=0)  # [units]
+
+
 def _gelu_kernels(dtype: tf.DType):
     """(forward, backward) GELU kernels for activations of ``dtype``: XLA's in float32, the C++
-    CPU kernels in bfloat16, where XLA converts element by element (see module)."""
+    CPU kernels in bfloat16, where XLA converts element by element (see module). backward(z, dy)
+    -> (dz, dbias in float32): the C++ kernel sums the bias gradient in the same pass."""
     if dtype == tf.bfloat16 and cpu_ops.usable(dtype):
         return cpu_ops.gelu, cpu_ops.gelu_grad
-    return gelu_forward, gelu_backward
+    return gelu_forward, _xla_gelu_grad
 
 
 def gelu_dense_train(x: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
@@ -87,12 +96,10 @@ def gelu_dense_train(x: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor) -> tf.Ten
         y = gelu(z)  # [N, units]
 
         def grad(dy):
-            dz = gelu_grad(z, tf.cast(dy, z.dtype))  # [N, units]
+            dz, dbias = gelu_grad(z, tf.cast(dy, z.dtype))  # [N, units], [units] float32
             dx = tf.matmul(dz, transpose_2d(kernel))  # [N, in]
             dkernel = tf.matmul(x, dz, transpose_a=True)  # [in, units]
-            # Summed in float32 under bf16 too, as TensorFlow's BiasAddGrad accumulates.
-            dbias = tf.cast(tf.reduce_sum(tf.cast(dz, tf.float32), axis=0), dz.dtype)  # [units]
-            return dx, dkernel, dbias
+            return dx, dkernel, tf.cast(dbias, dz.dtype)
 
         return y, grad
 

@@ -13,6 +13,7 @@ import math
 import keras
 import tensorflow as tf
 
+from modeling.kernels import cpu_ops
 from modeling.layers.dense import BertDense
 from modeling.layers.dropout import Dropout
 from modeling.layers.embeddings import truncated_normal
@@ -83,16 +84,27 @@ class SelfAttention(keras.layers.Layer):
         k = tf.transpose(k, [0, 2, 1, 3])  # [B, N, T, D]
         # (q k^T) * 1/sqrt(D) + bias: the original's order (BatchMatMul on [B, N, S, D]).
         scores = tf.matmul(q, k, transpose_b=True)  # [B, N, F, T]
-        scores = scores * tf.cast(1.0 / math.sqrt(float(self.size_per_head)), scores.dtype)
-        scores = scores + tf.cast(attention_bias, scores.dtype)  # [B, N, F, T]
-        # Softmax in the compute dtype: oneDNN's bfloat16 softmax accumulates in float32.
-        probs = tf.nn.softmax(scores)  # [B, N, F, T]
-        probs = self.dropout(probs, training=training)
+        probs = self._probs(scores, tf.cast(attention_bias, scores.dtype), training)
         context = tf.matmul(probs, tf.transpose(v, [0, 2, 1, 3]))  # [B, N, F, D]
         context = tf.transpose(context, [0, 2, 1, 3])  # [B, F, N, D]
         shape = tf.shape(context)
         return tf.reshape(context, [shape[0], shape[1],
                                     self.num_attention_heads * self.size_per_head])  # [B, F, H]
+
+    def _probs(self, scores, bias, training):
+        """scores [B, N, F, T], bias [B, 1, 1, T] -> dropout(softmax(scores / sqrt(D) + bias))."""
+        scale = 1.0 / math.sqrt(float(self.size_per_head))
+        if (training and self.dropout.fused_kernel_applies(scores.dtype)
+                and bias.shape.rank == 4 and bias.shape[1] == 1 and bias.shape[2] == 1):
+            # One CPU kernel each way for the chain below (modeling/kernels/cpu_ops.py); its
+            # dropout draws the mask the layer's fused dropout would draw on these probs.
+            return cpu_ops.attention_probs(scores, bias, scale, self.dropout.rate,
+                                           self.dropout.seed_generator.next())
+        scores = scores * tf.cast(scale, scores.dtype)
+        scores = scores + bias  # [B, N, F, T]
+        # Softmax in the compute dtype: oneDNN's bfloat16 softmax accumulates in float32.
+        probs = tf.nn.softmax(scores)  # [B, N, F, T]
+        return self.dropout(probs, training=training)
 
     def get_config(self):
         config = super().get_config()

@@ -23,9 +23,12 @@ from modeling.kernels import switch as training_kernels
 class Dropout(keras.layers.Dropout):
     """[...] -> [...]: x / (1 - rate) where kept, 0 where dropped (only with ``training=True``)."""
 
+    def fused_kernel_applies(self, dtype) -> bool:
+        """Whether a training call on ``dtype`` inputs takes the CPU kernel (here, now)."""
+        return (0.0 < self.rate < 1.0 and self.noise_shape is None
+                and training_kernels.training_kernels_enabled() and cpu_ops.usable(dtype))
+
     def call(self, inputs, training=False):
-        if (training and 0.0 < self.rate < 1.0 and self.noise_shape is None
-                and training_kernels.training_kernels_enabled()
-                and cpu_ops.usable(inputs.dtype)):
+        if training and self.fused_kernel_applies(inputs.dtype):
             return cpu_ops.dropout(inputs, self.rate, self.seed_generator.next())
         return super().call(inputs, training=training)

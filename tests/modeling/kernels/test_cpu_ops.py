@@ -249,8 +249,11 @@ def test_gelu_kernel_matches_the_formula_and_the_xla_kernel(ops):
     dy = np.random.RandomState(0).randn(z.size).astype(np.float32)
     value, derivative = _gelu_float64(z)
     y = cpu_ops.gelu(tf.constant(z)).numpy()
-    dz = cpu_ops.gelu_grad(tf.constant(z), tf.constant(dy)).numpy()
-    assert y.dtype == dz.dtype == np.float32
+    dz, dbias = cpu_ops.gelu_grad(tf.constant(z), tf.constant(dy))
+    dz = dz.numpy()
+    assert y.dtype == dz.dtype == dbias.dtype == np.float32
+    assert dbias.shape == (z.size,)  # one row: the bias gradient is dz itself
+    np.testing.assert_array_equal(dbias, dz)
     # ~an ulp of the value, as the XLA kernels (test_gelu_dense.py), with room for Eigen's
     # logistic (a few ulp at worst, by vector width)
     np.testing.assert_allclose(y, value, rtol=2e-7, atol=1e-6)
@@ -263,23 +266,43 @@ def test_gelu_kernel_matches_the_formula_and_the_xla_kernel(ops):
     np.testing.assert_allclose(cpu_ops.gelu(zs), gelu_dense.gelu_forward(zs), rtol=1e-6,
                                atol=1e-6)
     assert cpu_ops.gelu(tf.zeros([0, 5])).shape == (0, 5)
-    assert cpu_ops.gelu_grad(tf.zeros([0, 5]), tf.zeros([0, 5])).shape == (0, 5)
+    dz0, dbias0 = cpu_ops.gelu_grad(tf.zeros([0, 5]), tf.zeros([0, 5]))
+    assert dz0.shape == (0, 5)
+    np.testing.assert_array_equal(dbias0, np.zeros(5, np.float32))  # no rows: a zero gradient
     with pytest.raises((tf.errors.InvalidArgumentError, ValueError)):
         cpu_ops.gelu_grad(tf.zeros([2, 3]), tf.zeros([3, 2]))
     with pytest.raises(ValueError):  # the shape function merges z's and dy's shapes
         tf.function(cpu_ops.gelu_grad).get_concrete_function(
             tf.TensorSpec([2, 3]), tf.TensorSpec([3, 2]))
+    spec = tf.function(cpu_ops.gelu_grad).get_concrete_function(
+        tf.TensorSpec([None, 7]), tf.TensorSpec([4, None]))
+    assert [t.shape.as_list() for t in spec.outputs] == [[4, 7], [7]]
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_gelu_grad_sums_the_bias_gradient_of_the_rounded_dz(ops, dtype):
+    # more rows than the kernel's 32 row blocks, a row longer than its 1024-element pieces
+    z = tf.cast(tf.random.stateless_normal([2, 45, 1100], seed=(5, 1)) * 3.0, dtype)
+    dy = tf.cast(tf.random.stateless_normal([2, 45, 1100], seed=(5, 2)), dtype)
+    dz, dbias = cpu_ops.gelu_grad(z, dy)
+    assert dz.dtype == dtype and dbias.dtype == tf.float32 and dbias.shape == (1100,)
+    wide = tf.cast(dz, tf.float64).numpy().reshape(-1, 1100)
+    np.testing.assert_allclose(dbias, wide.sum(axis=0), rtol=1e-5, atol=1e-5)
+    assert np.abs(dbias.numpy()).max() > 1.0  # not a vanishing sum
+    # partial sums per fixed block of rows, added in block order: the same bits again
+    again = tf.function(lambda a, b: cpu_ops.gelu_grad(a, b)[1])(z, dy)
+    np.testing.assert_array_equal(dbias.numpy(), again.numpy())
 
 
 def test_gelu_on_bfloat16_is_the_float32_kernel_rounded_once(ops):
     z = tf.cast(tf.random.stateless_normal([64, 1000], seed=(3, 1)) * 4.0, tf.bfloat16)
     dy = tf.cast(tf.random.stateless_normal([64, 1000], seed=(3, 2)), tf.bfloat16)
-    y, dz = cpu_ops.gelu(z), cpu_ops.gelu_grad(z, dy)
+    y, (dz, _) = cpu_ops.gelu(z), cpu_ops.gelu_grad(z, dy)
     assert y.dtype == dz.dtype == tf.bfloat16
     wide_z, wide_dy = tf.cast(z, tf.float32), tf.cast(dy, tf.float32)
     np.testing.assert_array_equal(y.numpy(), tf.cast(cpu_ops.gelu(wide_z), tf.bfloat16).numpy())
     np.testing.assert_array_equal(
-        dz.numpy(), tf.cast(cpu_ops.gelu_grad(wide_z, wide_dy), tf.bfloat16).numpy())
+        dz.numpy(), tf.cast(cpu_ops.gelu_grad(wide_z, wide_dy)[0], tf.bfloat16).numpy())
 
 
 def test_gelu_dense_uses_the_kernel_for_bfloat16_and_xla_for_float32(ops):
@@ -405,3 +428,73 @@ def test_trainer_with_fused_kernels_runs_the_cpu_kernels_and_learns(ops, tmp_pat
                    "BertAdamWeightDecayApply"):
         assert kernel in types, kernel
     assert "StatelessRandomUniformV2" not in types
+
+
+# ------------------------------------------------------------------ attention probabilities
+def _scores_and_bias(dtype, shape=(2, 3, 5, 70), seed=6):
+    scores = tf.cast(tf.random.stateless_normal(shape, seed=(seed, 1)) * 3.0, dtype)
+    padding = np.random.RandomState(seed).rand(shape[0], 1, 1, shape[3]) < 0.2
+    bias = tf.constant(np.where(padding, -10000.0, 0.0), dtype)  # [B, 1, 1, T]
+    return scores, bias
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_attention_probs_is_softmax_then_the_dropout_kernel(ops, dtype):
+    scores, bias = _scores_and_bias(dtype)
+    seed = tf.constant([11, 12], tf.int64)
+    y, probs, mask = ops.bert_attention_probs(scores, bias, seed, scale=0.125, rate=0.1)
+    assert y.dtype == probs.dtype == dtype and mask.dtype == tf.uint8
+    # the dropout: BertDropout on these probabilities with the same seed, bit for bit
+    dropped, dropout_mask = ops.bert_dropout(probs, seed, rate=0.1)
+    np.testing.assert_array_equal(mask.numpy(), dropout_mask.numpy())
+    np.testing.assert_array_equal(tf.bitcast(y, tf.uint16 if dtype == tf.bfloat16 else tf.uint32),
+                                  tf.bitcast(dropped, tf.uint16 if dtype == tf.bfloat16
+                                             else tf.uint32))
+    assert 0.07 < 1.0 - mask.numpy().mean() < 0.13
+    # the softmax: TensorFlow's on the same float32 logits (bfloat16: rounded once from float32)
+    wide = tf.cast(scores, tf.float32) * 0.125 + tf.cast(bias, tf.float32)
+    reference = tf.nn.softmax(wide)
+    if dtype == tf.float32:
+        np.testing.assert_allclose(probs, reference, rtol=1e-6, atol=1e-7)
+    else:
+        fp32_probs = ops.bert_attention_probs(tf.cast(scores, tf.float32),
+                                              tf.cast(bias, tf.float32), seed, scale=0.125,
+                                              rate=0.1)[1]
+        np.testing.assert_array_equal(probs.numpy(), tf.cast(fp32_probs, tf.bfloat16).numpy())
+    padded = np.broadcast_to(bias.numpy() < 0, probs.shape)
+    assert (tf.cast(probs, tf.float32).numpy()[padded] == 0).all()  # exp(-10000) underflows
+    np.testing.assert_allclose(tf.reduce_sum(tf.cast(probs, tf.float32), -1), 1.0,
+                               atol=1e-5 if dtype == tf.float32 else 2e-2)
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.bfloat16])
+def test_attention_probs_gradient_is_the_op_by_op_gradient(ops, dtype):
+    scores, bias = _scores_and_bias(dtype, shape=(2, 4, 9, 130), seed=7)
+    seed = tf.constant([3, 4], tf.int64)
+    dy = tf.cast(tf.random.stateless_normal(scores.shape, seed=(7, 3)), dtype)
+    keep = tf.cast(ops.bert_dropout(tf.ones_like(scores), seed, rate=0.1)[1], tf.float32)
+    wide, wide_bias, wide_dy = (tf.cast(t, tf.float32) for t in (scores, bias, dy))
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([scores, wide])
+        fused = cpu_ops.attention_probs(scores, bias, 0.125, 0.1, seed)
+        reference = tf.nn.softmax(wide * 0.125 + wide_bias) * keep / 0.9
+    np.testing.assert_allclose(tf.cast(fused, tf.float32), reference, rtol=1e-2, atol=1e-6)
+    got = tf.cast(tape.gradient(fused, scores, dy), tf.float32).numpy()
+    want = tape.gradient(reference, wide, wide_dy).numpy()
+    assert np.abs(want).max() > 0.01
+    if dtype == tf.float32:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    else:  # from bfloat16 probabilities, rounded to bfloat16 once
+        np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-3)
+
+
+def test_attention_probs_rejects_a_bias_that_is_not_per_key(ops):
+    scores, _ = _scores_and_bias(tf.float32)
+    seed = tf.constant([1, 2], tf.int64)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="bias must be"):
+        ops.bert_attention_probs(scores, tf.zeros([2, 1, 5, 70]), seed, scale=1.0, rate=0.1)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="rate"):
+        ops.bert_attention_probs(scores, tf.zeros([2, 1, 1, 70]), seed, scale=1.0, rate=1.0)
+    y, probs, _ = ops.bert_attention_probs(scores, tf.zeros([2, 1, 1, 70]), seed, scale=1.0,
+                                           rate=0.0)
+    np.testing.assert_array_equal(y.numpy(), probs.numpy())  # rate 0 keeps everything
