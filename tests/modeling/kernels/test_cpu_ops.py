@@ -498,3 +498,16 @@ def test_attention_probs_rejects_a_bias_that_is_not_per_key(ops):
     y, probs, _ = ops.bert_attention_probs(scores, tf.zeros([2, 1, 1, 70]), seed, scale=1.0,
                                            rate=0.0)
     np.testing.assert_array_equal(y.numpy(), probs.numpy())  # rate 0 keeps everything
+
+
+def test_bfloat16_stores_keep_infinities_and_quiet_nans(ops):
+    # the kernels' branch-free bfloat16 rounding: specials as Eigen's (NaN -> the quiet NaN of
+    # its sign), every other bfloat16 value unchanged by a pass with rate 0 (scale 1)
+    # (no subnormals: TensorFlow's CPU threads flush them to zero)
+    bits = np.array([0x7F80, 0xFF80, 0x7FC0, 0xFFC0, 0x7F81, 0xFF81, 0x7F7F, 0x0080, 0x8000,
+                     0x3F80], np.uint16)
+    x = tf.bitcast(tf.constant(bits), tf.bfloat16)
+    y, _ = ops.bert_dropout(x, tf.constant([1, 2], tf.int64), rate=0.0)
+    want = bits.copy()
+    want[[4, 5]] = [0x7FC0, 0xFFC0]  # signalling-pattern NaNs come back quiet
+    np.testing.assert_array_equal(tf.bitcast(y, tf.uint16).numpy(), want)
