@@ -179,7 +179,7 @@ def main() -> None:
              os.getloadavg()[0]))
     print("kernel self time per step, profiled: %.1f ms" % (total / 1e3))
     for c, us in by_category.most_common():
-        print("  %-22s %8.1f ms  %5.1f%%" % (c, us / 1e3, 100 * us / total))
+        print("  %-26s %8.1f ms  %5.1f%%" % (c, us / 1e3, 100 * us / total))
     if gemm_us:
         print("matmuls (GEMMs + attention): %.0f GFLOP/s while they run"
               % (flop / (gemm_us / 1e6)))
@@ -191,7 +191,7 @@ def main() -> None:
                                           (total - gemm_us) / 1e3, wall * 1e3 - total / 1e3))
     print("largest kernels (ms per step):")
     for (c, op_type, name), us in by_kernel.most_common(args.top):
-        print("  %8.2f  %-18s %-24s %s" % (us / 1e3, c, op_type, name[-90:]))
+        print("  %8.2f  %-26s %-24s %s" % (us / 1e3, c, op_type, name[-90:]))
     other = [(k, us) for k, us in by_kernel.most_common() if k[0] == "other"][:args.top // 2]
     if other:
         print("largest kernels in \"other\":")
