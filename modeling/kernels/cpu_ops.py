@@ -1,5 +1,5 @@
 """CPU kernels of the training step (and of LayerNorm in prediction), compiled on first use:
-dropout, LayerNorm, GELU (bfloat16), AdamWeightDecay.
+dropout, the attention's softmax + dropout, LayerNorm, GELU (bfloat16), AdamWeightDecay.
 
 On a CPU, the BERT-base pre-training step spends ~80% of its time in oneDNN matmuls that already
 run near the machine's peak; most of the rest went to memory-bound ops that TensorFlow runs one
@@ -39,7 +39,7 @@ measured figures). ``modeling/kernels/bert_cpu_ops.cc`` does each in one multi-t
   the result is bit-identical to the unfused path (tested). Like TensorFlow's ``ApplyAdam``, a
   variable whose buffer is still shared with a live read is copied before the update.
 
-On bfloat16 activations (``--mixed_precision=bf16``) dropout, LayerNorm and GELU read bfloat16,
+On bfloat16 activations (``--mixed_precision=bf16``) the activation kernels read bfloat16,
 compute in float32 and round the result to bfloat16 once, as TensorFlow's LayerNorm path here does
 (``modeling.layers.layer_norm``: statistics in float32); TensorFlow's bfloat16 dropout multiplies
 by the scale rounded to bfloat16 (1/0.9 -> 1.109375), these kernels by the float32 scale.

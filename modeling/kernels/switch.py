@@ -8,6 +8,8 @@ rounding):
   bfloat16) and a hand-written gradient (``modeling/kernels/gelu_dense.py``);
 * ``modeling.layers.dropout.Dropout`` and ``BertLayerNorm`` on float32 or bfloat16: one-pass CPU
   kernels (``modeling/kernels/cpu_ops.py``), when the kernel library could be built;
+* ``SelfAttention``'s scale + bias + softmax + dropout (float32 or bfloat16, a [B, 1, 1, T] bias):
+  one CPU kernel each way, drawing its layer's dropout mask as the dropout kernel would;
 * ``AdamWeightDecay`` (float32 variables, one replica, no loss scaling): the clipping and the
   update as one in-place CPU kernel per variable (bit-identical to the op-by-op update).
 

@@ -4,6 +4,10 @@ Shapes: hidden [B, S, H]; attention bias [B, 1, 1, S] (0 for real tokens, -10000
 N heads of size D = H / N. Scores are ``(q k^T) * 1/sqrt(D) + bias``, softmax over the keys,
 dropout on the probabilities (only with ``training=True``), then ``probs @ v`` merged back to
 [B, S, H]. Sub-layers are named ``query``, ``key``, ``value`` (the original's variable scopes).
+
+Training inside ``training_kernels.fused_training_kernels()`` computes the scale, bias, softmax
+and dropout as one CPU kernel each way (``cpu_ops.attention_probs``: same mask as the layer's
+dropout kernel, the softmax in float32 with one rounding); elsewhere they are TensorFlow's ops.
 """
 
 from __future__ import annotations
