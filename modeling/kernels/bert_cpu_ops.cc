@@ -1,7 +1,7 @@
-// CPU kernels of the training step: dropout, LayerNorm, GELU and the AdamWeightDecay update (and
-// LayerNorm's forward in prediction).
-// Dropout, LayerNorm and GELU take float32 or bfloat16 activations (T); bfloat16 is read into
-// float32, computed in float32 and rounded to bfloat16 once on the way out (nearest even).
+// CPU kernels of the training step: dropout, the attention's softmax + dropout, LayerNorm, GELU
+// and the AdamWeightDecay update (and LayerNorm's forward in prediction).
+// The activation kernels take float32 or bfloat16 (T); bfloat16 is read into float32, computed in
+// float32 and rounded to bfloat16 once on the way out (nearest even).
 //
 // Loaded by modeling/kernels/cpu_ops.py (compiled there on first use); the contract of every op, and
 // why it exists, is documented in that module. Built with -ffp-contract=off so that elementwise
@@ -376,7 +376,7 @@ class BertAttentionProbsOp : public OpKernel {
       for (int64_t r = begin; r < end; ++r) {
         const T* sr = in + r * t;
         const T* br = bs + (r / heads_x_queries) * t;
-        float* __restrict__ xr = x.data();
+        float* xr = x.data();  // not restrict: Eigen reads x below
         for (int64_t j = 0; j < t; ++j) xr[j] = LoadAt(sr, j) * sc + LoadAt(br, j);
         // Eigen's vectorised max, exp and sum (a fixed order for a given T: x is aligned).
         const float mx = x.maxCoeff();
@@ -443,8 +443,8 @@ class BertAttentionProbsGradOp : public OpKernel {
         const T* __restrict__ gr = g + base;
         const T* __restrict__ prow = p + base;
         T* __restrict__ orow = out + base;
-        float* __restrict__ d = dp.data();
-        float* __restrict__ q = pf.data();
+        float* d = dp.data();  // not restrict: Eigen's dot reads both below
+        float* q = pf.data();
         for (int64_t j = 0; j < t; ++j) {
           d[j] = kr[j] ? LoadAt(gr, j) * ks : 0.0f;
           q[j] = LoadAt(prow, j);

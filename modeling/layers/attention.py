@@ -102,6 +102,8 @@ class SelfAttention(keras.layers.Layer):
                 and bias.shape.rank == 4 and bias.shape[1] == 1 and bias.shape[2] == 1):
             # One CPU kernel each way for the chain below (modeling/kernels/cpu_ops.py); its
             # dropout draws the mask the layer's fused dropout would draw on these probs.
+            shape = tf.shape(scores)
+            bias = tf.broadcast_to(bias, [shape[0], 1, 1, shape[3]])  # the kernel's [B, 1, 1, T]
             return cpu_ops.attention_probs(scores, bias, scale, self.dropout.rate,
                                            self.dropout.seed_generator.next())
         scores = scores * tf.cast(scale, scores.dtype)

@@ -65,3 +65,16 @@ def test_fused_kernel_only_in_fused_training_steps(layer_and_inputs):
     assert {"BertAttentionProbs", "BertAttentionProbsGrad"} <= train and "Softmax" not in train
     assert "BertAttentionProbs" not in predict and "Softmax" in predict
     assert "BertAttentionProbs" not in plain and "Softmax" in plain
+
+
+def test_fused_training_probs_broadcast_a_bias_over_the_batch(layer_and_inputs):
+    layer, _, _ = layer_and_inputs
+    scores = tf.random.stateless_normal([2, 2, 6, 6], seed=(5, 6))
+    bias = attention_bias_from_mask(tf.constant([[1] * 5 + [0]]), tf.float32)  # [1, 1, 1, 6]
+    state = layer.dropout.seed_generator.state.numpy()
+    with training_kernels.fused_training_kernels():
+        one = layer._probs(scores, bias, training=True)  # noqa: SLF001
+        layer.dropout.seed_generator.state.assign(state)
+        full = layer._probs(scores, tf.tile(bias, [2, 1, 1, 1]), training=True)  # noqa: SLF001
+    np.testing.assert_array_equal(one.numpy(), full.numpy())
+    assert (one.numpy()[..., 5] == 0).all()  # the padded key, in both sequences
