@@ -1,6 +1,8 @@
 """The CPU training kernels (modeling/kernels/cpu_ops.py) against TensorFlow's op-by-op computations."""
 
 import os
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -511,3 +513,37 @@ def test_bfloat16_stores_keep_infinities_and_quiet_nans(ops):
     want = bits.copy()
     want[[4, 5]] = [0x7FC0, 0xFFC0]  # signalling-pattern NaNs come back quiet
     np.testing.assert_array_equal(tf.bitcast(y, tf.uint16).numpy(), want)
+
+
+_THREADS_SCRIPT = r"""
+import sys
+import numpy as np
+import tensorflow as tf
+tf.config.threading.set_intra_op_parallelism_threads(int(sys.argv[1]))
+from modeling.kernels import cpu_ops
+ops = cpu_ops.load()
+z = tf.cast(tf.random.stateless_normal([300, 1100], seed=(8, 1)) * 3.0, tf.bfloat16)
+dy = tf.cast(tf.random.stateless_normal([300, 1100], seed=(8, 2)), tf.bfloat16)
+scores = tf.random.stateless_normal([3, 4, 50, 77], seed=(8, 3))
+bias = tf.zeros([3, 1, 1, 77])
+seed = tf.constant([5, 6], tf.int64)
+x = tf.random.stateless_normal([300, 96], seed=(8, 4))
+y, probs, mask = ops.bert_attention_probs(scores, bias, seed, scale=0.3, rate=0.1)
+_, mean, rstd = ops.bert_layer_norm(x, tf.ones([96]), tf.zeros([96]), epsilon=1e-12)
+parts = [ops.bert_gelu_grad(z, dy)[1], y, mask,
+         ops.bert_attention_probs_grad(scores, probs, mask, scale=0.3, rate=0.1),
+         *ops.bert_layer_norm_grad(x, x, mean, rstd, tf.ones([96]))[1:]]
+sys.stdout.write("".join(np.ascontiguousarray(p.numpy()).tobytes().hex() for p in parts))
+"""
+
+
+def test_kernel_results_do_not_depend_on_the_thread_count(ops):
+    # A resumed run may land on a machine with another core count: the sums over rows (dbias,
+    # dgamma/dbeta) and the per-row kernels must give the same bits with 1 thread as with 2.
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+    outputs = [subprocess.run([sys.executable, "-c", _THREADS_SCRIPT, str(n)], cwd=root, env=env,
+                              capture_output=True, text=True, check=True).stdout
+               for n in (1, 2)]
+    assert len(outputs[0]) > 100000 and outputs[0] == outputs[1]
