@@ -784,24 +784,6 @@ inline void GeluSigmoid(const float* z, float* s, int64_t m) {
   a = a.logistic();
 }
 
-// Calls finish(lo, m, zf, s) for each block of up to kGeluBlock elements of z [n], in parallel:
-// elements lo .. lo+m-1, zf = them in float32, s = their GeluSigmoid.
-template <typename T, typename Finish>
-void ForGeluBlocks(OpKernelContext* ctx, const T* z, int64_t n, int64_t cost_per_element,
-                   Finish finish) {
-  const int64_t blocks = (n + kGeluBlock - 1) / kGeluBlock;
-  ParallelFor(ctx, blocks, kGeluBlock * cost_per_element, [&](int64_t begin, int64_t end) {
-    alignas(64) float zf[kGeluBlock];
-    alignas(64) float s[kGeluBlock];
-    for (int64_t b = begin; b < end; ++b) {
-      const int64_t lo = b * kGeluBlock, m = std::min(kGeluBlock, n - lo);
-      for (int64_t i = 0; i < m; ++i) zf[i] = Load(z[lo + i]);
-      GeluSigmoid(zf, s, m);
-      finish(lo, m, zf, s);
-    }
-  });
-}
-
 template <typename T>
 class BertGeluOp : public OpKernel {
  public:
@@ -811,11 +793,19 @@ class BertGeluOp : public OpKernel {
     const Tensor& z = ctx->input(0);
     Tensor* y = nullptr;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, z.shape(), &y));
+    const T* in = z.flat<T>().data();
     T* out = y->flat<T>().data();
-    ForGeluBlocks(ctx, z.flat<T>().data(), z.NumElements(), 8,
-                  [&](int64_t lo, int64_t m, const float* zf, const float* s) {
-                    for (int64_t i = 0; i < m; ++i) out[lo + i] = Store<T>(zf[i] * s[i]);
-                  });
+    const int64_t n = z.NumElements(), blocks = (n + kGeluBlock - 1) / kGeluBlock;
+    ParallelFor(ctx, blocks, kGeluBlock * 8, [&](int64_t begin, int64_t end) {
+      alignas(64) float zf[kGeluBlock];
+      alignas(64) float s[kGeluBlock];
+      for (int64_t b = begin; b < end; ++b) {
+        const int64_t lo = b * kGeluBlock, m = std::min(kGeluBlock, n - lo);
+        for (int64_t i = 0; i < m; ++i) zf[i] = Load(in[lo + i]);
+        GeluSigmoid(zf, s, m);
+        for (int64_t i = 0; i < m; ++i) out[lo + i] = Store<T>(zf[i] * s[i]);
+      }
+    });
   }
 };
 

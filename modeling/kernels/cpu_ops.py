@@ -29,9 +29,9 @@ measured figures). ``modeling/kernels/bert_cpu_ops.cc`` does each in one multi-t
 * ``gelu(z)`` / ``gelu_grad(z, dy)`` [..., units] float32 or bfloat16: the tanh GELU and
   ``dy * gelu'(z)`` in the sigmoid form of ``modeling/kernels/gelu_dense.py``, one pass each
   (the sigmoid as Eigen's vectorised logistic); the gradient pass also sums dz over the leading
-  axes in float32 (the bias gradient, per block of rows in a fixed order). ``gelu_dense`` uses them on bfloat16, where
-  XLA's CPU kernels convert element by element; float32 keeps XLA's kernels (equal to these
-  within float rounding, tested).
+  axes in float32 (the bias gradient, per block of rows in a fixed order). ``gelu_dense`` uses
+  them on bfloat16, where XLA's CPU kernels convert element by element; float32 keeps XLA's
+  kernels (equal to these within float rounding, tested).
 * ``adam_weight_decay_apply(var, m, v, grad, lr, grad_scale, ...)``: the update of
   ``optimization.AdamWeightDecay`` on one variable and its slots in place, with the clipping
   factor of ``tf.clip_by_global_norm`` applied on the fly (g' = g * grad_scale). Compiled
@@ -231,7 +231,7 @@ def gelu_grad(z: tf.Tensor, dy: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
     their dtype [..., units], dbias = dz summed over the leading axes in float32 [units]): the
     gradients of ``gelu(z)``, z = x @ kernel + bias, at z and at the bias (see module); not
     differentiable itself (no second derivative)."""
-    dz, dbias = load().bert_gelu_grad(z, dy)
+    dz, dbias = load().bert_gelu_grad(z, dy)  # [..., units] z.dtype, [units] float32
     return dz, dbias
 
 
