@@ -7,7 +7,9 @@ each globbed), ``--output_file`` (comma list: records go round-robin), ``--vocab
 ``--masked_lm_prob=0.15``, ``--short_seq_prob=0.1``; plus ``--num_workers`` (default 1: one
 stream, the original's records for the same seed; N > 1 splits the corpus at document
 boundaries across N processes, each with its own seed and output file, see
-``data/pretraining/shards.py``) and ``--show_progress``.
+``data/pretraining/shards.py``), ``--num_shards`` / ``--shard_range`` (corpus scale: shards
+by content hash, generated independently in bounded memory, resumable, split across machines;
+``data/pretraining/sharded.py``) and ``--show_progress``.
 
 Input: one sentence per line, a blank line between documents; documents continue across input
 files. With ``--num_workers=1`` the records are identical (parsed) to the original's.
@@ -63,7 +65,20 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                          "Processes to split the corpus across (at document boundaries). 1 = one "
                          "stream: the original's records for the same seed. N > 1: worker k uses "
                          "seed '<random_seed>/<k>' and writes its own file(s), so the records "
-                         "differ from the original's.", flag_values=fv)
+                         "differ from the original's. With --num_shards: the processes that "
+                         "share the shards (the output does not depend on it).", flag_values=fv)
+    flags.DEFINE_integer("num_shards", None,
+                         "Corpus scale: write PREFIX-00000-of-NNNNN .. (--output_file=PREFIX), "
+                         "each document in the shard its content's hash picks, each shard "
+                         "generated on its own (seed '<random_seed>/<shard>/<num_shards>'), in "
+                         "memory bounded by its text; --num_workers processes share the "
+                         "shards. The bytes depend only on the corpus, flags, seed and "
+                         "num_shards. Shards that exist are skipped (a rerun continues). "
+                         "About 100 MB of text per shard at --dupe_factor=1, 10-20 MB at 10 "
+                         "(README).", flag_values=fv)
+    flags.DEFINE_string("shard_range", None,
+                        "With --num_shards: only shards i..j-1, as 'i:j' (split the work "
+                        "across machines or array jobs).", flag_values=fv)
     flags.DEFINE_bool("show_progress", True, "Print progress (documents, instances, rate, ETA) "
                       "on stderr.", flag_values=fv)
 
@@ -96,16 +111,27 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
     cli_flags.check_values(fv, min_seq_length=5)
     pretraining.check_settings(fv.max_seq_length, fv.max_predictions_per_seq, fv.dupe_factor,
                                fv.masked_lm_prob, fv.short_seq_prob)
-    output_files = _split_outputs(fv.output_file)
+    shard_range = _check_sharding(fv)
+    output_files = [fv.output_file] if fv.num_shards else _split_outputs(fv.output_file)
     tokenizer = FastFullTokenizer(fv.vocab_file, fv.do_lower_case)
     vocab = pretraining.PretrainingVocab(tokenizer.vocab, fv.vocab_file)  # [CLS] [SEP] [MASK]
-    input_files = pretraining_corpus.expand_input_patterns(fv.input_file)
+    input_files = pretraining_corpus.expand_input_patterns(fv.input_file,
+                                                           sort=bool(fv.num_shards))
     settings = dict(max_seq_length=fv.max_seq_length,
                     max_predictions_per_seq=fv.max_predictions_per_seq,
                     masked_lm_prob=fv.masked_lm_prob, short_seq_prob=fv.short_seq_prob,
                     dupe_factor=fv.dupe_factor, do_whole_word_mask=fv.do_whole_word_mask,
                     random_seed=fv.random_seed)
     start = time.perf_counter()
+    if fv.num_shards:
+        from data.pretraining import sharded
+
+        del tokenizer
+        summary = sharded.run_sharded(input_files, fv.output_file, fv.num_shards, shard_range,
+                                      fv.num_workers, fv.vocab_file, fv.do_lower_case, settings,
+                                      fv.show_progress)
+        _log(fv, summary.line())
+        return summary.instances
     if fv.num_workers > 1:
         from data.pretraining import shards as pretraining_shards
 
@@ -132,6 +158,31 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
          % (written, corpus.num_documents, corpus.num_sentences, ",".join(output_files),
             time.perf_counter() - start))
     return written
+
+
+def _check_sharding(fv: flags.FlagValues):
+    """``(first, end)`` of the shards to make with ``--num_shards`` (else None); FlagError for
+    ``--num_shards`` < 1, a bad ``--shard_range`` or one without ``--num_shards``, and a comma
+    list of outputs with ``--num_shards``."""
+    from data.pretraining import sharded
+
+    if fv.num_shards is None:
+        if fv.shard_range is not None:
+            raise FlagError("--shard_range=%s needs --num_shards" % fv.shard_range)
+        return None
+    if fv.num_shards < 1:
+        raise FlagError("--num_shards=%d must be at least 1" % fv.num_shards)
+    if fv.num_shards > 99999:
+        raise FlagError("--num_shards=%d: at most 99999 (five-digit shard names)"
+                        % fv.num_shards)
+    if "," in fv.output_file:
+        raise FlagError("--output_file=%s: with --num_shards it is one name prefix (the "
+                        "shards are PREFIX-00000-of-%05d ...), not a comma list"
+                        % (fv.output_file, fv.num_shards))
+    try:
+        return sharded.parse_shard_range(fv.shard_range, fv.num_shards)
+    except ValueError as e:
+        raise FlagError(str(e)) from None
 
 
 def _check_corpus(corpus, input_files) -> None:

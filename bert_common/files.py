@@ -415,6 +415,13 @@ def _staging_dir(path: str) -> str:
     return staging
 
 
+def local_scratch_dir(name: str) -> str:
+    """A new empty folder ``<$TMPDIR>/.<name>.<host>-<pid>.<random>.tmp`` for a run's scratch
+    files (local disk, whatever the outputs' file system); the ones that killed processes of
+    this machine left are removed first. The caller removes it when done."""
+    return _staging_dir(os.path.join(tempfile.gettempdir(), name))
+
+
 _RECORDERS: List[List[str]] = []  # the lists of ``recording_writes`` blocks now open
 
 

@@ -25,7 +25,7 @@ arrays, instead of one Python string per token.
 from __future__ import annotations
 
 import array
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -101,10 +101,12 @@ class Corpus:
 # ------------------------------------------------------------------------------------------
 
 
-def expand_input_patterns(patterns: Union[str, Sequence[str]]) -> List[str]:
+def expand_input_patterns(patterns: Union[str, Sequence[str]], sort: bool = False) -> List[str]:
     """``--input_file`` -> files: each comma-separated pattern globbed, in order.
 
-    Raises CorpusError naming the pattern when one matches nothing or matches a folder.
+    ``sort``: each pattern's matches sorted by name, not in directory order (which differs
+    between machines). Raises CorpusError naming the pattern when one matches nothing or
+    matches a folder.
     """
     if isinstance(patterns, str):
         patterns = patterns.split(",")
@@ -114,6 +116,8 @@ def expand_input_patterns(patterns: Union[str, Sequence[str]]) -> List[str]:
             raise CorpusError("--input_file has an empty entry (stray comma?)")
         if io_utils.has_magic(pattern):
             matches = io_utils.glob(pattern)
+            if sort:
+                matches = sorted(matches)
         else:
             matches = [pattern] if io_utils.exists(pattern) else []
         if not matches:
@@ -236,6 +240,49 @@ def read_corpus(input_files: Sequence[Union[str, Piece]], tokenizer,
     if len(sentence_starts) - 1 > document_starts[-1]:
         document_starts.append(len(sentence_starts) - 1)
     progress.update(done_bytes / 1e6, _read_counts(document_starts, lines), force=True)
+    return Corpus(np.frombuffer(tokens, dtype=np.int32) if len(tokens)
+                  else np.empty(0, np.int32),
+                  np.frombuffer(sentence_starts, dtype=np.int64),
+                  np.frombuffer(document_starts, dtype=np.int64))
+
+
+def iter_documents(input_files: Sequence[Union[str, Piece]]) -> Iterator[List[str]]:
+    """The documents of ``input_files`` (paths or pieces, in order) as lists of their
+    stripped, non-empty lines, before tokenization: ``read_corpus``'s reading rules (documents
+    continue across files and pieces; a line that will give no token is still kept here).
+
+    Raises CorpusError naming the file and line for invalid UTF-8 or an unreadable file.
+    """
+    document: List[str] = []
+    for entry in input_files:
+        path, start, stop = (entry, 0, None) if isinstance(entry, str) else entry
+        for text in iter_lines(path, start, stop):
+            text = text.strip()
+            if text:
+                document.append(text)
+            elif document:
+                yield document
+                document = []
+    if document:
+        yield document
+
+
+def tokenize_documents(documents: Iterable[Sequence[str]], tokenizer) -> Corpus:
+    """A ``Corpus`` of documents given as lists of lines (``iter_documents``): each line one
+    sentence; lines without a token and then documents without a sentence are dropped, as
+    ``read_corpus`` drops them."""
+    to_ids = _ids_function(tokenizer)
+    tokens = array.array("i")
+    sentence_starts = array.array("q", [0])
+    document_starts = array.array("q", [0])
+    for document in documents:
+        for text in document:
+            ids = to_ids(text)
+            if ids:
+                tokens.extend(ids)
+                sentence_starts.append(len(tokens))
+        if len(sentence_starts) - 1 > document_starts[-1]:
+            document_starts.append(len(sentence_starts) - 1)
     return Corpus(np.frombuffer(tokens, dtype=np.int32) if len(tokens)
                   else np.empty(0, np.int32),
                   np.frombuffer(sentence_starts, dtype=np.int64),

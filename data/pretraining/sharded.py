@@ -1,0 +1,438 @@
+"""Pre-training records at corpus scale: ``--num_shards`` shards, each made on its own, in a
+worker's memory bounded by the shard's text, not the corpus.
+
+Which document goes where, and in what order (one rule, shared by the process pool here and
+the Beam pipeline, ``data.pretraining.beam``):
+
+* a document is what ``corpus`` reads as one (lines up to a blank line; documents continue
+  across files): its stripped lines joined by ``\\n``, UTF-8 (``document_bytes``);
+* its key is ``blake2b(bytes, digest_size=16)``; it goes to shard
+  ``int(key[:8], big-endian) % num_shards`` (``shard_of``): its content alone decides, not the
+  order of the files, the worker count or the machine;
+* shard ``s`` is the single-stream generator (``data.pretraining.fast``, the original's rules)
+  over the shard's documents sorted by key, seeded with
+  ``random.Random("<random_seed>/<s>/<num_shards>")`` (``shard_seed``); its random-next
+  sentences come from its own documents; it is written to ``PREFIX-<s>-of-<num_shards>``
+  (five digits each, the TFRecord/Beam naming).
+
+So a shard's bytes depend on the corpus's documents, the flags, the seed and ``num_shards``
+only. ``PREFIX.shards.json`` (``manifest``) records what they were made with; a run whose flags
+differ stops before it writes anything. A shard whose file exists is complete (each appears
+atomically under its final name) and is skipped, so a killed run that is run again goes on
+where it stopped, and ``--shard_range`` splits the work across machines.
+
+The process pool does it in two passes, so that no step holds or sorts the corpus:
+
+1. *split*: the input, cut at document boundaries into runs of at most ``RUN_BYTES``, is read
+   by the workers; each appends the documents of the shards wanted to one scratch file per
+   (shard, run) in a local scratch folder (``$TMPDIR``), holding at most ``BUFFER_BYTES``;
+2. *generate*: each missing shard is read back, sorted, tokenized, generated and written by
+   one worker, then its scratch files are removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import re
+import time
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from bert_common import files as io_utils
+from bert_common import fork_safety
+from bert_common.progress import Progress
+from data.pretraining import corpus as pretraining_corpus
+from data.pretraining.instances import PretrainingDataError
+
+MANIFEST_SUFFIX = ".shards.json"
+MANIFEST_FORMAT = "bert-tf2 sharded pre-training records 1"
+RUN_BYTES = 64 << 20  # the most text one split task reads
+BUFFER_BYTES = 32 << 20  # the most document text a split task holds before appending it
+_SHARD_FILE_RE = re.compile(r"-(\d{5})-of-(\d{5})$")
+
+
+# ------------------------------------------------------------------------------------------
+# The rule (see the module docstring).
+# ------------------------------------------------------------------------------------------
+
+
+def shard_path(prefix: str, shard: int, num_shards: int) -> str:
+    """``PREFIX-00003-of-00512``."""
+    return "%s-%05d-of-%05d" % (prefix, shard, num_shards)
+
+
+def manifest_path(prefix: str) -> str:
+    """``PREFIX.shards.json``: the flags the shards of ``prefix`` were made with."""
+    return prefix + MANIFEST_SUFFIX
+
+
+def document_bytes(lines: Sequence[str]) -> bytes:
+    """A document as the rule hashes and stores it: its lines joined by ``\\n``, UTF-8."""
+    return "\n".join(lines).encode("utf-8")
+
+
+def document_key(data: bytes) -> bytes:
+    """The 16-byte key of a document's bytes (``document_bytes``)."""
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def shard_of(key: bytes, num_shards: int) -> int:
+    """The shard of a document with key ``key``."""
+    return int.from_bytes(key[:8], "big") % num_shards
+
+
+def shard_seed(random_seed: int, shard: int, num_shards: int) -> random.Random:
+    """The generator of shard ``shard`` (a string seed: hashed with SHA-512, stable)."""
+    return random.Random("%d/%d/%d" % (random_seed, shard, num_shards))
+
+
+def sorted_documents(datas: Iterable[bytes]) -> List[List[str]]:
+    """A shard's documents (their bytes, in any order) in the rule's order, as lists of lines."""
+    keyed = sorted((document_key(d), d) for d in datas)
+    return [d.decode("utf-8").split("\n") for _, d in keyed]
+
+
+def parse_shard_range(text: Optional[str], num_shards: int) -> Tuple[int, int]:
+    """``--shard_range=i:j`` -> ``(i, j)``, the shards ``i .. j-1``; all of them when unset.
+
+    Raises PretrainingDataError naming the flag when it is not ``i:j`` with
+    ``0 <= i < j <= num_shards``.
+    """
+    if text is None:
+        return 0, num_shards
+    match = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", text)
+    if match is None:
+        raise PretrainingDataError("--shard_range=%s: expected i:j (shards i to j-1), e.g. "
+                                   "0:%d" % (text, num_shards))
+    lo, hi = int(match.group(1)), int(match.group(2))
+    if not 0 <= lo < hi <= num_shards:
+        raise PretrainingDataError("--shard_range=%s: needs 0 <= i < j <= --num_shards=%d"
+                                   % (text, num_shards))
+    return lo, hi
+
+
+def manifest(num_shards: int, settings: Dict, do_lower_case: bool, vocab_file: str,
+             input_files: Sequence[str]) -> Dict:
+    """What a set of shards is made from: the flags, the vocabulary's hash and the input's
+    size (file count and bytes; their names and order do not change the shards)."""
+    with io_utils.open(vocab_file, "rb") as f:
+        vocab_hash = hashlib.sha256(f.read()).hexdigest()
+    out = {"format": MANIFEST_FORMAT, "num_shards": num_shards}
+    out.update({name: settings[name] for name in (
+        "random_seed", "max_seq_length", "max_predictions_per_seq", "masked_lm_prob",
+        "short_seq_prob", "dupe_factor", "do_whole_word_mask")})
+    out.update(do_lower_case=bool(do_lower_case), vocab_sha256=vocab_hash,
+               input_files=len(input_files),
+               input_bytes=sum(io_utils.getsize(p) for p in input_files))
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# The destination: what is there already.
+# ------------------------------------------------------------------------------------------
+
+
+def _describe(key: str, value) -> str:
+    if key == "vocab_sha256":
+        return "another --vocab_file"
+    if key in ("input_files", "input_bytes"):
+        return "other input"
+    return "--%s=%s" % (key, value)
+
+
+def check_destination(prefix: str, expected: Dict) -> bool:
+    """Checks that ``prefix`` can take this run's shards; returns whether its manifest exists.
+
+    Raises PretrainingDataError (nothing written) when ``prefix`` is a folder, when shards of
+    another ``--num_shards`` are there, when shards are there without a manifest, or when the
+    manifest says other flags.
+    """
+    if io_utils.isdir(prefix):
+        raise PretrainingDataError("--output_file=%s is a folder: with --num_shards it is the "
+                                   "shards' name prefix, e.g. %s" % (
+                                       prefix, os.path.join(prefix, "records")))
+    io_utils.check_output_folder(prefix)
+    num_shards = expected["num_shards"]
+    found = io_utils.glob(prefix + "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]")
+    others = sorted({int(m.group(2)) for m in map(_SHARD_FILE_RE.search, found)
+                     if m and int(m.group(2)) != num_shards})
+    if others:
+        raise PretrainingDataError(
+            "%s holds the shards of another run (-of-%05d) and this one writes -of-%05d: use "
+            "another --output_file prefix or remove them" % (
+                os.path.dirname(prefix) or ".", others[0], num_shards))
+    path = manifest_path(prefix)
+    if not io_utils.exists(path):
+        if found:
+            raise PretrainingDataError(
+                "%s exists but %s does not, so the flags that made it are unknown: use "
+                "another --output_file prefix or remove the shards" % (found[0], path))
+        return False
+    try:
+        with io_utils.open(path, "r") as f:
+            there = json.load(f)
+        if not isinstance(there, dict) or there.get("format") != MANIFEST_FORMAT:
+            raise ValueError
+    except (ValueError, UnicodeDecodeError):
+        raise PretrainingDataError("%s is not a shards manifest of this tool: use another "
+                                   "--output_file prefix" % path) from None
+    for key, value in expected.items():
+        if there.get(key) != value:
+            raise PretrainingDataError(
+                "%s: the shards there were made with %s, this run has %s: use another "
+                "--output_file prefix, or the same flags and input to continue them" % (
+                    path, _describe(key, there.get(key)), _describe(key, value)))
+    return True
+
+
+def count_records(path: str) -> Optional[int]:
+    """Records in a local TFRecord file, from its length headers (None on an object store,
+    where each seek is a request)."""
+    if io_utils.is_url(path):
+        return None
+    count = 0
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        position = 0
+        while position < size:
+            header = f.read(8)
+            if len(header) < 8:
+                break
+            position += 16 + int.from_bytes(header, "little")
+            f.seek(position)
+            count += 1
+    return count
+
+
+def _name_shards(shards: Sequence[int]) -> str:
+    """``00000-00003, 00007``: runs of consecutive shard numbers."""
+    parts: List[str] = []
+    start = prev = None
+    for s in list(shards) + [None]:
+        if s is not None and prev is not None and s == prev + 1:
+            prev = s
+            continue
+        if start is not None:
+            parts.append("%05d" % start if start == prev else "%05d-%05d" % (start, prev))
+        start = prev = s
+    return ", ".join(parts)
+
+
+# ------------------------------------------------------------------------------------------
+# The workers' two tasks.
+# ------------------------------------------------------------------------------------------
+
+_WORKER: Dict = {}  # this process's tokenizer and vocabulary (``_init_worker``)
+
+
+def _init_worker(vocab_file: str, do_lower_case: bool) -> None:
+    from data.pretraining import instances as pretraining
+    from data.tokenization.wordpiece import FastFullTokenizer
+
+    tokenizer = FastFullTokenizer(vocab_file, do_lower_case)
+    _WORKER.update(tokenizer=tokenizer,
+                   vocab=pretraining.PretrainingVocab(tokenizer.vocab, vocab_file))
+
+
+def iter_keyed_documents(pieces: Sequence) -> Iterator[Tuple[bytes, bytes]]:
+    """``(key, bytes)`` of each document of ``pieces`` (paths or ``(path, start, stop)``)."""
+    for lines in pretraining_corpus.iter_documents(pieces):
+        data = document_bytes(lines)
+        yield document_key(data), data
+
+
+def _split_task(args: Tuple) -> Dict[str, int]:
+    """Split pass, one run: its documents of shards ``[lo, hi)`` appended to
+    ``<scratch>/<shard>/<run>.txt`` (each followed by a blank line)."""
+    run, pieces, scratch, num_shards, lo, hi = args
+    buffers: Dict[int, List[bytes]] = {}
+    held = documents = kept = 0
+
+    def flush():
+        for shard, parts in buffers.items():
+            folder = os.path.join(scratch, "%05d" % shard)
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, "%05d.txt" % run), "ab") as f:
+                f.write(b"".join(parts))
+        buffers.clear()
+
+    for key, data in iter_keyed_documents(pieces):
+        documents += 1
+        shard = shard_of(key, num_shards)
+        if lo <= shard < hi:
+            kept += 1
+            buffers.setdefault(shard, []).extend((data, b"\n\n"))
+            held += len(data) + 2
+            if held >= BUFFER_BYTES:
+                flush()
+                held = 0
+    flush()
+    size = 0
+    for path, start, stop in pieces:
+        end = io_utils.getsize(path) if stop is None else stop
+        size += end - start
+    return {"run": run, "bytes": size, "documents": documents, "kept": kept}
+
+
+def _read_scratch(folder: str) -> List[bytes]:
+    datas: List[bytes] = []
+    if os.path.isdir(folder):
+        for name in sorted(os.listdir(folder)):
+            with open(os.path.join(folder, name), "rb") as f:
+                datas.extend(f.read().split(b"\n\n")[:-1])
+    return datas
+
+
+def _generate_task(args: Tuple) -> Dict[str, int]:
+    """Generate pass, one shard: its documents read back, in the rule's order, generated and
+    written atomically to the shard's final name; its scratch files removed."""
+    shard, scratch, prefix, num_shards, settings, show_progress = args
+    from data.pretraining import fast as pretraining_fast
+
+    folder = os.path.join(scratch, "%05d" % shard)
+    documents = sorted_documents(_read_scratch(folder))
+    corpus = pretraining_corpus.tokenize_documents(documents, _WORKER["tokenizer"])
+    del documents
+    path = shard_path(prefix, shard, num_shards)
+    if corpus.num_documents == 0:
+        with io_utils.atomic_path(path) as temp:
+            io_utils.open(temp, "wb").close()  # an empty shard: a valid, empty TFRecord file
+        written = 0
+    else:
+        seeded = dict(settings, random_seed=shard_seed(settings["random_seed"], shard,
+                                                       num_shards))
+        written = pretraining_fast.write_records(corpus, _WORKER["vocab"], [path],
+                                                 show_progress=show_progress, helper=False,
+                                                 **seeded)
+    io_utils.rmtree(folder, ignore_errors=True)
+    return {"shard": shard, "instances": written, "documents": corpus.num_documents,
+            "tokens": corpus.num_tokens}
+
+
+# ------------------------------------------------------------------------------------------
+# The driver.
+# ------------------------------------------------------------------------------------------
+
+
+class ShardedSummary:
+    """What a sharded run did (``line()``: the tool's summary)."""
+
+    def __init__(self, prefix: str, num_shards: int):
+        self.prefix = prefix
+        self.num_shards = num_shards
+        self.written: List[Dict[str, int]] = []
+        self.skipped: List[int] = []
+        self.skipped_instances: Optional[int] = 0
+        self.seconds = 0.0
+
+    @property
+    def instances(self) -> int:
+        return sum(r["instances"] for r in self.written)
+
+    def line(self) -> str:
+        shards = sorted(r["shard"] for r in self.written)
+        text = "%s-*-of-%05d: wrote %d shard%s" % (self.prefix, self.num_shards, len(shards),
+                                                  "" if len(shards) == 1 else "s")
+        if shards:
+            text += " (%s), %d instances from %d documents" % (
+                _name_shards(shards), self.instances,
+                sum(r["documents"] for r in self.written))
+        if self.skipped:
+            text += "; skipped %d complete (%s)" % (len(self.skipped),
+                                                   _name_shards(self.skipped))
+            if self.skipped_instances is not None:
+                text += ", %d instances" % self.skipped_instances
+        return text + "; %.1fs" % self.seconds
+
+
+def _split_runs(input_files: Sequence[str], num_workers: int) -> List[List]:
+    total = sum(io_utils.getsize(p) for p in input_files)
+    parts = max(num_workers, int(math.ceil(total / RUN_BYTES)))
+    return pretraining_corpus.split_at_documents(input_files, parts) if total else []
+
+
+def _pool_map(pool, function, tasks):
+    if pool is None:
+        return map(function, tasks)
+    return pool.imap_unordered(function, tasks, chunksize=1)
+
+
+def run_sharded(input_files: Sequence[str], prefix: str, num_shards: int,
+                shard_range: Tuple[int, int], num_workers: int, vocab_file: str,
+                do_lower_case: bool, settings: Dict, show_progress: bool = False
+                ) -> ShardedSummary:
+    """Makes the missing shards of ``shard_range`` (see the module docstring).
+
+    ``settings``: max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob,
+    dupe_factor, do_whole_word_mask, random_seed (an int). ``num_workers`` processes (1: this
+    one). Raises PretrainingDataError (nothing written) for a destination that holds another
+    run's shards, CorpusError for bad or empty input; on any failure the shards completed
+    stay (a rerun continues) and nothing else this run made does.
+    """
+    start = time.perf_counter()
+    lo, hi = shard_range
+    summary = ShardedSummary(prefix, num_shards)
+    expected = manifest(num_shards, settings, do_lower_case, vocab_file, input_files)
+    had_manifest = check_destination(prefix, expected)
+    todo = [s for s in range(lo, hi) if not io_utils.exists(shard_path(prefix, s, num_shards))]
+    summary.skipped = [s for s in range(lo, hi) if s not in set(todo)]
+    if summary.skipped:
+        counts = [count_records(shard_path(prefix, s, num_shards)) for s in summary.skipped]
+        summary.skipped_instances = None if None in counts else sum(counts)
+    if not todo:
+        summary.seconds = time.perf_counter() - start
+        return summary
+    made_manifest = False
+    scratch = None
+    pool = None
+    try:
+        if not had_manifest:
+            with io_utils.atomic_open(manifest_path(prefix), "w") as f:
+                json.dump(expected, f, indent=1, sort_keys=True)
+                f.write("\n")
+            made_manifest = True
+        scratch = io_utils.local_scratch_dir("bert-shards")
+        runs = _split_runs(input_files, num_workers)
+        if num_workers > 1:
+            pool = fork_safety.worker_context().Pool(
+                num_workers, initializer=_init_worker, initargs=(vocab_file, do_lower_case))
+        else:
+            _init_worker(vocab_file, do_lower_case)
+        total_mb = sum(io_utils.getsize(p) for p in input_files) / 1e6
+        progress = Progress("splitting", total_mb, unit="MB", enabled=show_progress)
+        done_mb = 0.0
+        documents = 0
+        tasks = [(r, run, scratch, num_shards, lo, hi) for r, run in enumerate(runs)]
+        for result in _pool_map(pool, _split_task, tasks):
+            done_mb += result["bytes"] / 1e6
+            documents += result["documents"]
+            progress.update(done_mb, "%d documents" % documents)
+        progress.finish()
+        if documents == 0:
+            raise pretraining_corpus.CorpusError(
+                "the input files have no text (no line with a token): %s: nothing to write"
+                % pretraining_corpus.name_files(input_files))
+        progress = Progress("generating shards", len(todo), unit="shards",
+                            enabled=show_progress)
+        tasks = [(s, scratch, prefix, num_shards, settings, show_progress and pool is None)
+                 for s in todo]
+        for result in _pool_map(pool, _generate_task, tasks):
+            summary.written.append(result)
+            progress.update(len(summary.written), "%d instances" % summary.instances)
+        progress.finish()
+    except BaseException:
+        if made_manifest and not any(io_utils.exists(shard_path(prefix, s, num_shards))
+                                     for s in range(num_shards)):
+            io_utils.remove(manifest_path(prefix))
+        raise
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+        if scratch is not None:
+            io_utils.rmtree(scratch, ignore_errors=True)
+    summary.seconds = time.perf_counter() - start
+    return summary
