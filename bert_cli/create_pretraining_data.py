@@ -79,6 +79,13 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     flags.DEFINE_string("shard_range", None,
                         "With --num_shards: only shards i..j-1, as 'i:j' (split the work "
                         "across machines or array jobs).", flag_values=fv)
+    flags.DEFINE_string("beam_options", None,
+                        "With --num_shards: make the shards with an Apache Beam pipeline "
+                        "(pip install '.[beam]') run with these pipeline options, e.g. "
+                        "'--runner=DataflowRunner --project=P --region=R "
+                        "--temp_location=gs://B/tmp --setup_file=./setup.py'; the same bytes "
+                        "as the process pool. Without --runner: Beam's local DirectRunner.",
+                        flag_values=fv)
     flags.DEFINE_bool("show_progress", True, "Print progress (documents, instances, rate, ETA) "
                       "on stderr.", flag_values=fv)
 
@@ -127,9 +134,16 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
         from data.pretraining import sharded
 
         del tokenizer
-        summary = sharded.run_sharded(input_files, fv.output_file, fv.num_shards, shard_range,
-                                      fv.num_workers, fv.vocab_file, fv.do_lower_case, settings,
-                                      fv.show_progress)
+        if fv.beam_options is not None:
+            from data.pretraining import beam
+
+            summary = beam.run_beam(input_files, fv.output_file, fv.num_shards, shard_range,
+                                    fv.vocab_file, fv.do_lower_case, settings,
+                                    fv.beam_options, parts=fv.num_workers)
+        else:
+            summary = sharded.run_sharded(input_files, fv.output_file, fv.num_shards,
+                                          shard_range, fv.num_workers, fv.vocab_file,
+                                          fv.do_lower_case, settings, fv.show_progress)
         _log(fv, summary.line())
         return summary.instances
     if fv.num_workers > 1:
@@ -167,8 +181,9 @@ def _check_sharding(fv: flags.FlagValues):
     from data.pretraining import sharded
 
     if fv.num_shards is None:
-        if fv.shard_range is not None:
-            raise FlagError("--shard_range=%s needs --num_shards" % fv.shard_range)
+        for name in ("shard_range", "beam_options"):
+            if fv[name].value is not None:
+                raise FlagError("--%s=%s needs --num_shards" % (name, fv[name].value))
         return None
     if fv.num_shards < 1:
         raise FlagError("--num_shards=%d must be at least 1" % fv.num_shards)

@@ -296,6 +296,9 @@ def run(fv) -> Optional[Dict[str, float]]:
                 training_data() if fv.deterministic else training_data).global_step
         except tf.errors.DataLossError as e:  # a record file damaged part-way
             raise pd.damaged_record_error(files, e) from None
+        except tf.errors.InvalidArgumentError as e:  # e.g. a file the sample did not check
+            raise pd.find_bad_file(files, fv.max_seq_length, fv.max_predictions_per_seq,
+                                   e) from None
         if chief:
             export_for_finetuning(trainer.model, fv, global_step)
 
@@ -304,6 +307,9 @@ def run(fv) -> Optional[Dict[str, float]]:
             return evaluate(fv, trainer.model, files, strategy, global_step, chief)
         except tf.errors.DataLossError as e:
             raise pd.damaged_record_error(files, e) from None
+        except tf.errors.InvalidArgumentError as e:
+            raise pd.find_bad_file(files, fv.max_seq_length, fv.max_predictions_per_seq,
+                                   e) from None
     return None
 
 

@@ -2,8 +2,10 @@
 
 ``input_files(pattern_list)``: the original ``--input_file`` (comma-separated globs) -> paths.
 ``check_input_files(files, max_seq_length, max_predictions_per_seq)``: reads the first record of
-every file and raises ``PretrainingDataError`` (one line naming the file and the feature) when a
-feature is missing or its length differs from the flags, or when no file holds a record.
+up to ``CHECK_SAMPLE`` files (evenly spaced), in parallel, and raises ``PretrainingDataError``
+(one line naming the file and the feature) when a feature is missing or its length differs from
+the flags, or when no file holds a record; ``find_bad_file`` names a bad file outside the sample
+when the input reaches it.
 
 ``pretraining_dataset(files, max_seq_length, max_predictions_per_seq, batch_size, is_training,
 deterministic=False, seed=None, input_context=None)`` yields dicts of batched features [batch_size, ...]: the 7
@@ -41,12 +43,18 @@ RECORD_SHUFFLE_BUFFER = 100
 
 
 def input_files(pattern_list: str) -> List[str]:
-    """``--input_file``: comma-separated globs -> files (sorted per glob, in flag order)."""
+    """``--input_file``: comma-separated globs -> files (sorted per glob, in flag order);
+    a glob skips the shards' manifest (``PREFIX.shards.json`` of create_pretraining_data)."""
+    from data.pretraining.sharded import MANIFEST_SUFFIX
+
     files: List[str] = []
     for pattern in (pattern_list or "").split(","):
         pattern = pattern.strip()
         if pattern:
-            files.extend(sorted(tf.io.gfile.glob(pattern)))
+            matches = sorted(tf.io.gfile.glob(pattern))
+            if any(c in pattern for c in "*?["):
+                matches = [m for m in matches if not m.endswith(MANIFEST_SUFFIX)]
+            files.extend(matches)
     if not files:
         raise PretrainingDataError("--input_file=%s: no file matched" % pattern_list)
     return files
@@ -79,53 +87,143 @@ def damaged_record_error(files: Sequence[str], error: Exception) -> PretrainingD
                                 % (",".join(files), op_error_reason(error)))
 
 
+def _first_record(path: str) -> Optional[bytes]:
+    """The payload of ``path``'s first TFRecord (None for an empty file), CRCs checked, read
+    with two small reads: no ``tf.data`` pipeline per file (a check of many files would spend
+    its time building them, holding the GIL)."""
+    from bert_common import files as io_utils
+    from data.pretraining.records import crc32c, mask_crc
+
+    with io_utils.open(path, "rb") as f:
+        header = f.read(12)
+        if not header:
+            return None
+        if len(header) < 12:
+            raise ValueError("truncated record at 0")
+        if int.from_bytes(header[8:], "little") != mask_crc(crc32c(header[:8])):
+            raise ValueError("corrupted record at 0")
+        length = int.from_bytes(header[:8], "little")
+        body = f.read(length + 4)
+    if len(body) < length + 4:
+        raise ValueError("truncated record at 0")
+    if int.from_bytes(body[length:], "little") != mask_crc(crc32c(body[:length])):
+        raise ValueError("corrupted record at 0")
+    return body[:length]
+
+
 def _first_example(path: str):
     try:
-        for raw in tf.data.TFRecordDataset(path).take(1):
-            return tf.train.Example.FromString(raw.numpy())
-    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-        raise PretrainingDataError("%s: not a readable TFRecord file (%s)"
-                                   % (path, op_error_reason(e))) from None
+        payload = _first_record(path)
+    except ValueError as e:
+        raise PretrainingDataError("%s: not a readable TFRecord file (%s)" % (path, e)) from None
+    if payload is None:
+        return None
+    try:
+        return tf.train.Example.FromString(payload)
     except Exception as e:  # protobuf DecodeError and friends
         raise PretrainingDataError("%s: first record is not a tf.train.Example (%s)"
                                    % (path, type(e).__name__)) from None
-    return None
+
+
+CHECK_SAMPLE = 64  # files whose first record is read before training (all when fewer)
+CHECK_THREADS = 16  # read at once: on an object store each read is a round trip
+
+
+def check_sample(files: Sequence[str], sample: Optional[int] = CHECK_SAMPLE) -> List[str]:
+    """The files ``check_input_files`` reads: all of them when there are at most ``sample``
+    (or ``sample`` is None), else ``sample`` evenly spaced ones, the first and last included."""
+    files = list(files)
+    if sample is None or len(files) <= sample:
+        return files
+    if sample <= 1:
+        return files[:1]
+    step = (len(files) - 1) / (sample - 1)
+    return [files[i] for i in sorted({int(round(k * step)) for k in range(sample)})]
+
+
+def _check_one(path: str, lengths: Dict[str, int], flag_of: Dict[str, str]) -> bool:
+    """Checks ``path``'s first record; returns whether it has one."""
+    if not tf.io.gfile.exists(path):
+        raise PretrainingDataError("%s: no such file" % path)
+    if tf.io.gfile.isdir(path) and not tf.io.gfile.glob(path + ".*"):
+        # (ram:// tells a file prefix a folder: only a folder with no files beside it is)
+        raise PretrainingDataError("%s is a folder, not a TFRecord file" % path)
+    example = _first_example(path)
+    if example is None:
+        return False
+    feature = example.features.feature
+    for name, expected in lengths.items():
+        if name not in feature:
+            raise PretrainingDataError("%s: record 0 has no feature %r (not a pre-training "
+                                       "record?)" % (path, name))
+        kind = feature[name].WhichOneof("kind")
+        values = getattr(feature[name], kind).value if kind else []
+        if len(values) != expected:
+            if name in flag_of:
+                raise PretrainingDataError(
+                    "%s: %s has %d values per record but %s=%d" % (
+                        path, name, len(values), flag_of[name], expected))
+            raise PretrainingDataError("%s: %s has %d values per record, expected %d"
+                                       % (path, name, len(values), expected))
+    return True
 
 
 def check_input_files(files: Sequence[str], max_seq_length: int,
-                      max_predictions_per_seq: int) -> None:
-    """Checks the first record of every file against the flags (see module docstring)."""
+                      max_predictions_per_seq: int, sample: Optional[int] = CHECK_SAMPLE
+                      ) -> None:
+    """Checks the first record of the files of ``check_sample(files, sample)`` against the
+    flags (see the module docstring), ``CHECK_THREADS`` at a time, so that its cost does not
+    grow with the number of files; the first bad file in ``files``' order is the error. When
+    none of them holds a record, the other files are checked too. A bad file outside the
+    sample is found when the input reaches it (``find_bad_file``).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     lengths = pretraining_schema.feature_lengths(max_seq_length, max_predictions_per_seq)
     flag_of = {name: "--max_seq_length" for name in pretraining_schema.SEQUENCE_FEATURES}
     flag_of.update({name: "--max_predictions_per_seq"
                     for name in pretraining_schema.PREDICTION_FEATURES})
-    any_record = False
-    for path in files:
-        if not tf.io.gfile.exists(path):
-            raise PretrainingDataError("%s: no such file" % path)
-        if tf.io.gfile.isdir(path) and not tf.io.gfile.glob(path + ".*"):
-            # (ram:// tells a file prefix a folder: only a folder with no files beside it is)
-            raise PretrainingDataError("%s is a folder, not a TFRecord file" % path)
-        example = _first_example(path)
-        if example is None:
-            continue
-        any_record = True
-        feature = example.features.feature
-        for name, expected in lengths.items():
-            if name not in feature:
-                raise PretrainingDataError("%s: record 0 has no feature %r (not a pre-training "
-                                           "record?)" % (path, name))
-            kind = feature[name].WhichOneof("kind")
-            values = getattr(feature[name], kind).value if kind else []
-            if len(values) != expected:
-                if name in flag_of:
-                    raise PretrainingDataError(
-                        "%s: %s has %d values per record but %s=%d" % (
-                            path, name, len(values), flag_of[name], expected))
-                raise PretrainingDataError("%s: %s has %d values per record, expected %d"
-                                           % (path, name, len(values), expected))
-    if not any_record:
+    files = list(files)
+    checked = check_sample(files, sample)
+
+    def check(path):
+        try:
+            return _check_one(path, lengths, flag_of), None
+        except PretrainingDataError as e:
+            return False, e
+
+    def check_all(paths):
+        if len(paths) == 1:
+            return [check(paths[0])]
+        with ThreadPoolExecutor(min(CHECK_THREADS, len(paths))) as pool:
+            return list(pool.map(check, paths))
+
+    results = check_all(checked)
+    for _, error in results:
+        if error is not None:
+            raise error
+    if any(has_record for has_record, _ in results):
+        return
+    sampled = set(checked)
+    rest = [p for p in files if p not in sampled]
+    results = check_all(rest) if rest else []
+    for _, error in results:
+        if error is not None:
+            raise error
+    if not any(has_record for has_record, _ in results):
         raise PretrainingDataError("no records in the input files (%s)" % ", ".join(files))
+
+
+def find_bad_file(files: Sequence[str], max_seq_length: int, max_predictions_per_seq: int,
+                  error: Exception) -> Exception:
+    """The error to report for ``error`` (an ``InvalidArgumentError`` met while the input was
+    read, e.g. a record of other lengths in a file the sample left out): the one line naming
+    the first file whose first record is bad, all files checked; else ``error`` itself."""
+    try:
+        check_input_files(files, max_seq_length, max_predictions_per_seq, sample=None)
+    except PretrainingDataError as found:
+        return found
+    return error
 
 
 def _parse_batch(serialized: tf.Tensor, spec) -> Dict[str, tf.Tensor]:

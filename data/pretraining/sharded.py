@@ -32,6 +32,7 @@ The process pool does it in two passes, so that no step holds or sorts the corpu
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -286,30 +287,42 @@ def _read_scratch(folder: str) -> List[bytes]:
     return datas
 
 
-def _generate_task(args: Tuple) -> Dict[str, int]:
-    """Generate pass, one shard: its documents read back, in the rule's order, generated and
-    written atomically to the shard's final name; its scratch files removed."""
-    shard, scratch, prefix, num_shards, settings, show_progress = args
+def generate_shard(shard: int, datas: Iterable[bytes], prefix: str, num_shards: int,
+                   settings: Dict, tokenizer, vocab, show_progress: bool = False
+                   ) -> Dict[str, int]:
+    """Shard ``shard`` from its documents' bytes (any order): sorted by key, tokenized,
+    generated and written atomically to ``shard_path(prefix, shard, num_shards)`` (an empty
+    file for a shard without documents). The one generation step of the process pool and of
+    the Beam pipeline. Returns its counts."""
     from data.pretraining import fast as pretraining_fast
 
-    folder = os.path.join(scratch, "%05d" % shard)
-    documents = sorted_documents(_read_scratch(folder))
-    corpus = pretraining_corpus.tokenize_documents(documents, _WORKER["tokenizer"])
+    documents = sorted_documents(datas)
+    corpus = pretraining_corpus.tokenize_documents(documents, tokenizer)
     del documents
     path = shard_path(prefix, shard, num_shards)
     if corpus.num_documents == 0:
         with io_utils.atomic_path(path) as temp:
-            io_utils.open(temp, "wb").close()  # an empty shard: a valid, empty TFRecord file
+            io_utils.open(temp, "wb").close()  # a valid, empty TFRecord file
         written = 0
     else:
         seeded = dict(settings, random_seed=shard_seed(settings["random_seed"], shard,
                                                        num_shards))
-        written = pretraining_fast.write_records(corpus, _WORKER["vocab"], [path],
+        written = pretraining_fast.write_records(corpus, vocab, [path],
                                                  show_progress=show_progress, helper=False,
                                                  **seeded)
-    io_utils.rmtree(folder, ignore_errors=True)
     return {"shard": shard, "instances": written, "documents": corpus.num_documents,
             "tokens": corpus.num_tokens}
+
+
+def _generate_task(args: Tuple) -> Dict[str, int]:
+    """Generate pass, one shard: its documents read back from the scratch folder, the shard
+    written (``generate_shard``), its scratch files removed."""
+    shard, scratch, prefix, num_shards, settings, show_progress = args
+    folder = os.path.join(scratch, "%05d" % shard)
+    result = generate_shard(shard, _read_scratch(folder), prefix, num_shards, settings,
+                            _WORKER["tokenizer"], _WORKER["vocab"], show_progress)
+    io_utils.rmtree(folder, ignore_errors=True)
+    return result
 
 
 # ------------------------------------------------------------------------------------------
@@ -323,23 +336,26 @@ class ShardedSummary:
     def __init__(self, prefix: str, num_shards: int):
         self.prefix = prefix
         self.num_shards = num_shards
-        self.written: List[Dict[str, int]] = []
-        self.skipped: List[int] = []
-        self.skipped_instances: Optional[int] = 0
+        self.written: List[int] = []  # shards made by this run
+        self.instances = 0  # in them
+        self.documents = 0
+        self.skipped: List[int] = []  # shards complete before it
+        self.skipped_instances: Optional[int] = 0  # None: not counted (object store)
         self.seconds = 0.0
 
-    @property
-    def instances(self) -> int:
-        return sum(r["instances"] for r in self.written)
+    def add(self, result: Dict[str, int]) -> None:
+        """Counts a shard made (``generate_shard``'s result)."""
+        self.written.append(result["shard"])
+        self.instances += result["instances"]
+        self.documents += result["documents"]
 
     def line(self) -> str:
-        shards = sorted(r["shard"] for r in self.written)
+        shards = sorted(self.written)
         text = "%s-*-of-%05d: wrote %d shard%s" % (self.prefix, self.num_shards, len(shards),
                                                   "" if len(shards) == 1 else "s")
         if shards:
             text += " (%s), %d instances from %d documents" % (
-                _name_shards(shards), self.instances,
-                sum(r["documents"] for r in self.written))
+                _name_shards(shards), self.instances, self.documents)
         if self.skipped:
             text += "; skipped %d complete (%s)" % (len(self.skipped),
                                                    _name_shards(self.skipped))
@@ -348,10 +364,52 @@ class ShardedSummary:
         return text + "; %.1fs" % self.seconds
 
 
-def _split_runs(input_files: Sequence[str], num_workers: int) -> List[List]:
+def split_runs(input_files: Sequence[str], parts: int) -> List[List]:
+    """The input cut at document boundaries into at least ``parts`` runs of pieces, each at
+    most ``RUN_BYTES`` where documents allow: the split pass's tasks."""
     total = sum(io_utils.getsize(p) for p in input_files)
-    parts = max(num_workers, int(math.ceil(total / RUN_BYTES)))
+    parts = max(parts, int(math.ceil(total / RUN_BYTES)))
     return pretraining_corpus.split_at_documents(input_files, parts) if total else []
+
+
+@contextlib.contextmanager
+def destination(input_files: Sequence[str], prefix: str, num_shards: int,
+                shard_range: Tuple[int, int], vocab_file: str, do_lower_case: bool,
+                settings: Dict) -> Iterator[Tuple[List[int], ShardedSummary]]:
+    """The shards of ``shard_range`` still to make, and the run's summary (skipped shards
+    filled in); the block makes them. Checks the destination first (``check_destination``)
+    and writes the manifest when it is not there; when the block fails and no shard exists,
+    the manifest this run wrote is removed (the shards completed stay: a rerun continues)."""
+    start = time.perf_counter()
+    lo, hi = shard_range
+    summary = ShardedSummary(prefix, num_shards)
+    expected = manifest(num_shards, settings, do_lower_case, vocab_file, input_files)
+    had_manifest = check_destination(prefix, expected)
+    todo = [s for s in range(lo, hi) if not io_utils.exists(shard_path(prefix, s, num_shards))]
+    summary.skipped = sorted(set(range(lo, hi)) - set(todo))
+    if summary.skipped:
+        counts = [count_records(shard_path(prefix, s, num_shards)) for s in summary.skipped]
+        summary.skipped_instances = None if None in counts else sum(counts)
+    made_manifest = False
+    try:
+        if todo and not had_manifest:
+            with io_utils.atomic_open(manifest_path(prefix), "w") as f:
+                json.dump(expected, f, indent=1, sort_keys=True)
+                f.write("\n")
+            made_manifest = True
+        yield todo, summary
+    except BaseException:
+        if made_manifest and not any(io_utils.exists(shard_path(prefix, s, num_shards))
+                                     for s in range(num_shards)):
+            io_utils.remove(manifest_path(prefix))
+        raise
+    summary.seconds = time.perf_counter() - start
+
+
+def no_text_error(input_files: Sequence[str]) -> pretraining_corpus.CorpusError:
+    return pretraining_corpus.CorpusError(
+        "the input files have no text (no line with a token): %s: nothing to write"
+        % pretraining_corpus.name_files(input_files))
 
 
 def _pool_map(pool, function, tasks):
@@ -364,75 +422,54 @@ def run_sharded(input_files: Sequence[str], prefix: str, num_shards: int,
                 shard_range: Tuple[int, int], num_workers: int, vocab_file: str,
                 do_lower_case: bool, settings: Dict, show_progress: bool = False
                 ) -> ShardedSummary:
-    """Makes the missing shards of ``shard_range`` (see the module docstring).
+    """Makes the missing shards of ``shard_range`` with ``num_workers`` processes (1: this
+    one); see the module docstring.
 
     ``settings``: max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob,
-    dupe_factor, do_whole_word_mask, random_seed (an int). ``num_workers`` processes (1: this
-    one). Raises PretrainingDataError (nothing written) for a destination that holds another
-    run's shards, CorpusError for bad or empty input; on any failure the shards completed
-    stay (a rerun continues) and nothing else this run made does.
+    dupe_factor, do_whole_word_mask, random_seed (an int). Raises PretrainingDataError
+    (nothing written) for a destination that holds another run's shards, CorpusError for bad
+    or empty input; on any failure the shards completed stay (a rerun continues) and nothing
+    else this run made does.
     """
-    start = time.perf_counter()
     lo, hi = shard_range
-    summary = ShardedSummary(prefix, num_shards)
-    expected = manifest(num_shards, settings, do_lower_case, vocab_file, input_files)
-    had_manifest = check_destination(prefix, expected)
-    todo = [s for s in range(lo, hi) if not io_utils.exists(shard_path(prefix, s, num_shards))]
-    summary.skipped = [s for s in range(lo, hi) if s not in set(todo)]
-    if summary.skipped:
-        counts = [count_records(shard_path(prefix, s, num_shards)) for s in summary.skipped]
-        summary.skipped_instances = None if None in counts else sum(counts)
-    if not todo:
-        summary.seconds = time.perf_counter() - start
-        return summary
-    made_manifest = False
-    scratch = None
-    pool = None
-    try:
-        if not had_manifest:
-            with io_utils.atomic_open(manifest_path(prefix), "w") as f:
-                json.dump(expected, f, indent=1, sort_keys=True)
-                f.write("\n")
-            made_manifest = True
-        scratch = io_utils.local_scratch_dir("bert-shards")
-        runs = _split_runs(input_files, num_workers)
-        if num_workers > 1:
-            pool = fork_safety.worker_context().Pool(
-                num_workers, initializer=_init_worker, initargs=(vocab_file, do_lower_case))
-        else:
-            _init_worker(vocab_file, do_lower_case)
-        total_mb = sum(io_utils.getsize(p) for p in input_files) / 1e6
-        progress = Progress("splitting", total_mb, unit="MB", enabled=show_progress)
-        done_mb = 0.0
-        documents = 0
-        tasks = [(r, run, scratch, num_shards, lo, hi) for r, run in enumerate(runs)]
-        for result in _pool_map(pool, _split_task, tasks):
-            done_mb += result["bytes"] / 1e6
-            documents += result["documents"]
-            progress.update(done_mb, "%d documents" % documents)
-        progress.finish()
-        if documents == 0:
-            raise pretraining_corpus.CorpusError(
-                "the input files have no text (no line with a token): %s: nothing to write"
-                % pretraining_corpus.name_files(input_files))
-        progress = Progress("generating shards", len(todo), unit="shards",
-                            enabled=show_progress)
-        tasks = [(s, scratch, prefix, num_shards, settings, show_progress and pool is None)
-                 for s in todo]
-        for result in _pool_map(pool, _generate_task, tasks):
-            summary.written.append(result)
-            progress.update(len(summary.written), "%d instances" % summary.instances)
-        progress.finish()
-    except BaseException:
-        if made_manifest and not any(io_utils.exists(shard_path(prefix, s, num_shards))
-                                     for s in range(num_shards)):
-            io_utils.remove(manifest_path(prefix))
-        raise
-    finally:
-        if pool is not None:
-            pool.terminate()
-            pool.join()
-        if scratch is not None:
-            io_utils.rmtree(scratch, ignore_errors=True)
-    summary.seconds = time.perf_counter() - start
+    with destination(input_files, prefix, num_shards, shard_range, vocab_file, do_lower_case,
+                     settings) as (todo, summary):
+        if not todo:
+            return summary
+        scratch = pool = None
+        try:
+            scratch = io_utils.local_scratch_dir("bert-shards")
+            runs = split_runs(input_files, num_workers)
+            if num_workers > 1:
+                pool = fork_safety.worker_context().Pool(
+                    num_workers, initializer=_init_worker,
+                    initargs=(vocab_file, do_lower_case))
+            else:
+                _init_worker(vocab_file, do_lower_case)
+            total_mb = sum(io_utils.getsize(p) for p in input_files) / 1e6
+            progress = Progress("splitting", total_mb, unit="MB", enabled=show_progress)
+            done_mb = 0.0
+            documents = 0
+            tasks = [(r, run, scratch, num_shards, lo, hi) for r, run in enumerate(runs)]
+            for result in _pool_map(pool, _split_task, tasks):
+                done_mb += result["bytes"] / 1e6
+                documents += result["documents"]
+                progress.update(done_mb, "%d documents" % documents)
+            progress.finish()
+            if documents == 0:
+                raise no_text_error(input_files)
+            progress = Progress("generating shards", len(todo), unit="shards",
+                                enabled=show_progress)
+            tasks = [(s, scratch, prefix, num_shards, settings, show_progress and pool is None)
+                     for s in todo]
+            for result in _pool_map(pool, _generate_task, tasks):
+                summary.add(result)
+                progress.update(len(summary.written), "%d instances" % summary.instances)
+            progress.finish()
+        finally:
+            if pool is not None:
+                pool.terminate()
+                pool.join()
+            if scratch is not None:
+                io_utils.rmtree(scratch, ignore_errors=True)
     return summary

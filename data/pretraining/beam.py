@@ -1,0 +1,162 @@
+"""The sharded pre-training records (``data.pretraining.sharded``) as an Apache Beam pipeline:
+Dataflow, Flink or Spark instead of one machine's process pool, the same bytes.
+
+``pip install .[beam]`` (``apache-beam``; ``apache-beam[gcp]`` for Dataflow and ``gs://``).
+The pipeline, for the shards of ``--shard_range`` whose files are missing:
+
+1. ``Create`` the split pass's runs (the input cut at document boundaries, computed here from
+   the files' sizes), ``Reshuffle`` them over the workers;
+2. ``ParDo`` each run to ``(shard, document bytes)`` for its documents of the wanted shards
+   (``sharded.iter_keyed_documents``, ``sharded.shard_of``), plus one empty marker per wanted
+   shard so that a shard without documents is written too;
+3. ``GroupByKey`` by shard; ``Map`` each group through ``sharded.generate_shard``, the process
+   pool's own step (sort by key, tokenize, generate, write atomically under the final name).
+
+The manifest, the checks of the destination and the skipping of complete shards are the
+process pool's (``sharded.destination``), done here before the pipeline starts. A worker holds
+one shard's documents at a time. Counters ``bert/instances`` and ``bert/documents`` give the
+summary.
+
+Pipeline options come as one string (``--beam_options``), e.g.
+``--runner=DataflowRunner --project=P --region=R --temp_location=gs://B/tmp
+--setup_file=./setup.py``; without ``--runner`` it is Beam's local ``DirectRunner``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Dict, List, Sequence, Tuple
+
+from bert_common import files as io_utils
+from data.pretraining import sharded
+
+_NAMESPACE = "bert"
+
+
+def import_beam():
+    """``apache_beam``, or PretrainingDataError saying how to install it."""
+    try:
+        import apache_beam
+    except ImportError:
+        from data.pretraining.instances import PretrainingDataError
+
+        raise PretrainingDataError(
+            "--beam_options needs Apache Beam: pip install '.[beam]' (or "
+            "'apache-beam[gcp]' for Dataflow)") from None
+    return apache_beam
+
+
+def _make_split_fn(beam, num_shards: int, wanted: frozenset):
+    class SplitRun(beam.DoFn):
+        """A run's documents of the wanted shards, as ``(shard, bytes)``."""
+
+        def setup(self):
+            self.seen = beam.metrics.Metrics.counter(_NAMESPACE, "corpus_documents")
+
+        def process(self, run):
+            for key, data in sharded.iter_keyed_documents(run):
+                self.seen.inc(1)
+                shard = sharded.shard_of(key, num_shards)
+                if shard in wanted:
+                    yield shard, data
+
+    return SplitRun()
+
+
+def _make_generate_fn(beam, prefix: str, num_shards: int, settings: Dict, vocab_file: str,
+                      do_lower_case: bool):
+    class GenerateShard(beam.DoFn):
+        """One shard from its grouped documents (``sharded.generate_shard``)."""
+
+        def setup(self):
+            sharded._init_worker(vocab_file, do_lower_case)
+            self.instances = beam.metrics.Metrics.counter(_NAMESPACE, "instances")
+            self.documents = beam.metrics.Metrics.counter(_NAMESPACE, "documents")
+            self.shards = beam.metrics.Metrics.counter(_NAMESPACE, "shards")
+
+        def process(self, element):
+            shard, datas = element
+            result = sharded.generate_shard(
+                shard, (d for d in datas if d), prefix, num_shards, settings,
+                sharded._WORKER["tokenizer"], sharded._WORKER["vocab"])
+            self.instances.inc(result["instances"])
+            self.documents.inc(result["documents"])
+            self.shards.inc(1)
+            yield result
+
+    return GenerateShard()
+
+
+def build_pipeline(pipeline, runs: List, todo: Sequence[int], prefix: str, num_shards: int,
+                   settings: Dict, vocab_file: str, do_lower_case: bool):
+    """Adds the steps that make shards ``todo`` from ``runs`` (``sharded.split_runs``) to
+    ``pipeline``; returns the PCollection of the shards' counts."""
+    beam = import_beam()
+    wanted = frozenset(todo)
+    documents = (pipeline
+                 | "Runs" >> beam.Create(runs)
+                 | "SpreadRuns" >> beam.Reshuffle()
+                 | "Documents" >> beam.ParDo(_make_split_fn(beam, num_shards, wanted)))
+    markers = pipeline | "EveryShard" >> beam.Create([(s, b"") for s in todo])
+    return ((documents, markers)
+            | "WithMarkers" >> beam.Flatten()
+            | "ByShard" >> beam.GroupByKey()
+            | "Generate" >> beam.ParDo(_make_generate_fn(beam, prefix, num_shards, settings,
+                                                         vocab_file, do_lower_case)))
+
+
+def pipeline_options(options: str):
+    """``--beam_options`` -> ``PipelineOptions`` (``DirectRunner`` when no runner is named:
+    Beam's newer local default may fetch a runner binary, which needs the network)."""
+    beam = import_beam()
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    args = shlex.split(options or "")
+    named = {a.split("=", 1)[0] for a in args}
+    if "--runner" not in named:
+        args.append("--runner=DirectRunner")
+    if "--default_sdk_harness_log_level" not in named:  # workers: warnings and up
+        args.append("--default_sdk_harness_log_level=WARNING")
+    del beam
+    return PipelineOptions(args)
+
+
+def run_beam(input_files: Sequence[str], prefix: str, num_shards: int,
+             shard_range: Tuple[int, int], vocab_file: str, do_lower_case: bool,
+             settings: Dict, options: str, parts: int = 1) -> sharded.ShardedSummary:
+    """The missing shards of ``shard_range`` made by a Beam pipeline with ``options``; the
+    same files, bytes and checks as ``sharded.run_sharded``. ``parts``: the least number of
+    split runs (more spreads small inputs over more workers)."""
+    beam = import_beam()
+    from apache_beam.metrics.metric import MetricsFilter
+
+    opts = pipeline_options(options)
+    import logging
+
+    # Beam's local runners log every worker's start and stop at INFO: warnings and up only.
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    with sharded.destination(input_files, prefix, num_shards, shard_range, vocab_file,
+                             do_lower_case, settings) as (todo, summary):
+        if not todo:
+            return summary
+        runs = sharded.split_runs(input_files, parts)
+        pipeline = beam.Pipeline(options=opts)
+        build_pipeline(pipeline, runs, todo, prefix, num_shards, settings, vocab_file,
+                       do_lower_case)
+        result = pipeline.run()
+        result.wait_until_finish()
+        counters = {c.key.metric.name: c.committed if c.committed is not None else c.attempted
+                    for c in result.metrics().query(
+                        MetricsFilter().with_namespace(_NAMESPACE))["counters"]}
+        if not counters.get("corpus_documents"):
+            # The pool finds an empty corpus before it writes a shard; here the (empty)
+            # shards are written by then: remove them, so that nothing is left.
+            for s in todo:
+                path = sharded.shard_path(prefix, s, num_shards)
+                if io_utils.exists(path):
+                    io_utils.remove(path)
+            raise sharded.no_text_error(input_files)
+        summary.written = list(todo)
+        summary.instances = int(counters.get("instances", 0))
+        summary.documents = int(counters.get("documents", 0))
+    return summary
