@@ -79,9 +79,12 @@ steps of a loop; the value shown is Σnumerator/Σdenominator (a streaming mean,
   point leaves the previous checkpoint intact; ``restore()`` continues from the latest, and a
   resumed run ends with the bits of an uninterrupted one, dropout on (a checkpoint without
   seed states, from before they were saved, restores with a warning and this run's seeds).
-  Data position: the tf.data iterator state itself where the strategy's iterator can be saved
-  (one replica), else the number of global batches consumed, skipped on restore (exact when the
-  pipeline is deterministic for its seed).
+  Data position: on one host (one replica, or a MirroredStrategy's several; not a TPU) the
+  input is a plain tf.data iterator over per-replica batches, handed to the replicas in order
+  (``experimental_distribute_values_from_function``), and its state is saved: a resume reads
+  no record twice. Elsewhere (TPU, MultiWorker) the number of global batches consumed, skipped
+  on restore (exact when the pipeline is deterministic for its seed; its cost grows with the
+  steps done).
 * Multi-worker: every worker saves (collective variables); only the chief writes into
   ``model_dir``, the others into a temporary folder that is deleted. Summaries, the step log and
   results: chief only.
@@ -499,9 +502,20 @@ class Trainer:
             with training_kernels.fused_training_kernels(fused):
                 return replica_step(batch)
 
+        host_replicas = self.num_replicas if self._can_save_iterator() else 1
+
+        def next_batches(iterator):
+            if host_replicas == 1:
+                return next(iterator)
+            # One host, several replicas: the host iterator's next per-replica batches, in
+            # replica order (as the strategy's own distributed iterator would hand them out).
+            batches = [next(iterator) for _ in range(host_replicas)]
+            return strategy.experimental_distribute_values_from_function(
+                lambda context: batches[context.replica_id_in_sync_group])
+
         def one_step(iterator):
             lr = tf.cast(self.optimizer.learning_rate, tf.float32)  # the rate this update uses
-            per_replica_logs, norm = strategy.run(kernel_step, args=(next(iterator),))
+            per_replica_logs, norm = strategy.run(kernel_step, args=(next_batches(iterator),))
             logs = {n: (reduce_sum(a), reduce_sum(b)) for n, (a, b) in per_replica_logs.items()}
             self._batches_consumed.assign_add(1)
             return logs, reduce_first(norm), lr
@@ -542,17 +556,28 @@ class Trainer:
         return self._loop_fn(iterator, tf.constant(num_steps))
 
     def _can_save_iterator(self) -> bool:
-        """One local replica: the plain tf.data iterator is saved in checkpoints."""
-        return (self.num_replicas == 1 and not distribution.is_tpu(self.strategy)
+        """One host, not a TPU (one replica, or a MirroredStrategy's several): the input is a
+        plain tf.data iterator over per-replica batches, saved in checkpoints, so a resume
+        reads nothing twice whatever the steps done."""
+        return (not distribution.is_tpu(self.strategy)
                 and not distribution.is_multi_worker(self.strategy))
 
     def _distributed_iterator(self, dataset: Union[tf.data.Dataset, DatasetFn], skip: int):
-        """One local replica: a plain iterator (its state goes into checkpoints); otherwise
-        per-host input (``distributed_input``), ``skip`` global batches in."""
+        """One host (``_can_save_iterator``): a plain iterator over the per-replica batches, in
+        replica order (its state goes into checkpoints); otherwise per-host input
+        (``distributed_input``). ``skip`` global batches in (a checkpoint without an iterator
+        state)."""
         if self._can_save_iterator():
+            replicas = self.num_replicas
+            context = tf.distribute.InputContext(num_replicas_in_sync=replicas)
             if not isinstance(dataset, tf.data.Dataset):
-                dataset = dataset(tf.distribute.InputContext())
-            return iter(dataset.skip(skip) if skip else dataset)
+                pieces = dataset(context)
+            elif replicas > 1:
+                pieces = distributed_input.replica_pieces(dataset, context)
+            else:
+                pieces = dataset
+            with tf.device("/cpu:0"):  # the host's iterator: its state is a checkpoint's
+                return iter(pieces.skip(skip * replicas) if skip else pieces)
         return iter(distributed_input.distribute(self.strategy, dataset, skip))
 
     def _global_batch(self, dataset: Union[tf.data.Dataset, DatasetFn]) -> int:
