@@ -79,12 +79,14 @@ steps of a loop; the value shown is Σnumerator/Σdenominator (a streaming mean,
   point leaves the previous checkpoint intact; ``restore()`` continues from the latest, and a
   resumed run ends with the bits of an uninterrupted one, dropout on (a checkpoint without
   seed states, from before they were saved, restores with a warning and this run's seeds).
-  Data position: on one host (one replica, or a MirroredStrategy's several; not a TPU) the
-  input is a plain tf.data iterator over per-replica batches, handed to the replicas in order
-  (``experimental_distribute_values_from_function``), and its state is saved: a resume reads
-  no record twice. Elsewhere (TPU, MultiWorker) the number of global batches consumed, skipped
-  on restore (exact when the pipeline is deterministic for its seed; its cost grows with the
-  steps done).
+  Data position: except on TPUs, each host's input is a plain tf.data iterator over its
+  replicas' per-replica batches, handed to them in replica order
+  (``experimental_distribute_values_from_function``), and its state is saved (in the model
+  checkpoint; under MultiWorker, where every worker's differs, in
+  ``model_dir/input_state/worker-<i>-of-<n>/input-<step>``): a resume reads no record twice.
+  On a TPU, and from a checkpoint without that state (another worker count, an older run),
+  the number of global batches consumed is skipped on restore (exact when the pipeline is
+  deterministic for its seed; its cost grows with the steps done).
 * Multi-worker: every worker saves (collective variables); only the chief writes into
   ``model_dir``, the others into a temporary folder that is deleted. Summaries, the step log and
   results: chief only.
@@ -121,6 +123,7 @@ from modeling.training.distributed_input import DatasetFn
 from modeling.kernels import switch as training_kernels
 
 Logs = Dict[str, Tuple[tf.Tensor, tf.Tensor]]
+INPUT_STATE_DIR = "input_state"  # multi-worker: per-worker iterator states
 STEP_LOG_NAME = "train_steps.jsonl"
 
 
@@ -310,10 +313,25 @@ class Trainer:
     def global_step(self) -> int:
         return int(self.optimizer.iterations.numpy())
 
+    def _input_state_dir(self) -> str:
+        """Multi-worker: where this worker's iterator states go (``model_dir`` is shared by
+        the workers, which all restore the chief's checkpoint from it)."""
+        workers = distribution.num_workers(self.strategy)
+        return os.path.join(self.config.model_dir, INPUT_STATE_DIR, "worker-%d-of-%d" % (
+            distribution.worker_index(self.strategy), workers))
+
     def _make_checkpoint(self, iterator=None) -> None:
         objects = {"model": self.model, "optimizer": self.optimizer,
                    "batches_consumed": self._batches_consumed}
-        if iterator is not None:
+        self._input_manager = None
+        if iterator is not None and distribution.is_multi_worker(self.strategy):
+            # Each worker's iterator is its own: a checkpoint of it per worker, beside the
+            # (chief's) model checkpoint, same step numbers.
+            self._input_manager = tf.train.CheckpointManager(
+                tf.train.Checkpoint(iterator=iterator), self._input_state_dir(),
+                max_to_keep=self.config.keep_checkpoint_max, checkpoint_name="input",
+                step_counter=self.optimizer.iterations)
+        elif iterator is not None:
             objects["iterator"] = iterator
         if self._rng is not None:
             objects["rng"] = self._rng
@@ -388,6 +406,8 @@ class Trainer:
         try:
             files.fault_point("checkpoint", prefix)
             path = self._manager.save(checkpoint_number=self.optimizer.iterations)
+            if self._input_manager is not None:
+                self._input_manager.save(checkpoint_number=self.optimizer.iterations)
         except BaseException:
             if self.is_chief:
                 self._remove_partial_saves()  # the earlier checkpoints stay as they were
@@ -502,16 +522,17 @@ class Trainer:
             with training_kernels.fused_training_kernels(fused):
                 return replica_step(batch)
 
-        host_replicas = self.num_replicas if self._can_save_iterator() else 1
+        host_replicas, first_replica = (self._host_replicas() if self._can_save_iterator()
+                                        else (1, 0))
 
         def next_batches(iterator):
-            if host_replicas == 1:
+            if self.num_replicas == 1 or not self._can_save_iterator():
                 return next(iterator)
-            # One host, several replicas: the host iterator's next per-replica batches, in
-            # replica order (as the strategy's own distributed iterator would hand them out).
+            # The host iterator's next per-replica batches, one per local replica in replica
+            # order (as the strategy's own distributed iterator would hand them out).
             batches = [next(iterator) for _ in range(host_replicas)]
             return strategy.experimental_distribute_values_from_function(
-                lambda context: batches[context.replica_id_in_sync_group])
+                lambda context: batches[context.replica_id_in_sync_group - first_replica])
 
         def one_step(iterator):
             lr = tf.cast(self.optimizer.learning_rate, tf.float32)  # the rate this update uses
@@ -556,28 +577,37 @@ class Trainer:
         return self._loop_fn(iterator, tf.constant(num_steps))
 
     def _can_save_iterator(self) -> bool:
-        """One host, not a TPU (one replica, or a MirroredStrategy's several): the input is a
-        plain tf.data iterator over per-replica batches, saved in checkpoints, so a resume
-        reads nothing twice whatever the steps done."""
-        return (not distribution.is_tpu(self.strategy)
-                and not distribution.is_multi_worker(self.strategy))
+        """Not a TPU: each host's input is a plain tf.data iterator over its replicas'
+        batches, whose state is saved, so a resume reads nothing twice whatever the steps
+        done (``_host_iterator``)."""
+        return not distribution.is_tpu(self.strategy)
+
+    def _host_replicas(self) -> Tuple[int, int]:
+        """(this host's replicas, the global index of its first)."""
+        local = self.num_replicas // distribution.num_workers(self.strategy)
+        return local, distribution.worker_index(self.strategy) * local
 
     def _distributed_iterator(self, dataset: Union[tf.data.Dataset, DatasetFn], skip: int):
-        """One host (``_can_save_iterator``): a plain iterator over the per-replica batches, in
-        replica order (its state goes into checkpoints); otherwise per-host input
-        (``distributed_input``). ``skip`` global batches in (a checkpoint without an iterator
-        state)."""
+        """Not a TPU (``_can_save_iterator``): this host's plain iterator over its replicas'
+        per-replica batches, in replica order, its pipeline's share of the input as
+        ``distributed_input`` cuts it (its state goes into checkpoints); a TPU: the strategy's
+        per-host input (``distributed_input``). ``skip`` global batches in (a checkpoint
+        without an iterator state)."""
         if self._can_save_iterator():
-            replicas = self.num_replicas
-            context = tf.distribute.InputContext(num_replicas_in_sync=replicas)
+            local, _ = self._host_replicas()
+            pipelines = self.num_replicas // local
+            context = tf.distribute.InputContext(
+                num_input_pipelines=pipelines,
+                input_pipeline_id=distribution.worker_index(self.strategy),
+                num_replicas_in_sync=self.num_replicas)
             if not isinstance(dataset, tf.data.Dataset):
                 pieces = dataset(context)
-            elif replicas > 1:
+            elif self.num_replicas > 1:
                 pieces = distributed_input.replica_pieces(dataset, context)
             else:
                 pieces = dataset
             with tf.device("/cpu:0"):  # the host's iterator: its state is a checkpoint's
-                return iter(pieces.skip(skip * replicas) if skip else pieces)
+                return iter(pieces.skip(skip * local) if skip else pieces)
         return iter(distributed_input.distribute(self.strategy, dataset, skip))
 
     def _global_batch(self, dataset: Union[tf.data.Dataset, DatasetFn]) -> int:
@@ -600,8 +630,14 @@ class Trainer:
         # skip the global batches consumed so far.
         path = self.latest_checkpoint()
         reader = checkpoint_reader(path) if path else None
-        saved = self._can_save_iterator() and (reader is None or any(
-            name.startswith("iterator/") for name in reader.get_variable_to_shape_map()))
+        worker_state = None  # multi-worker: this worker's iterator state at that step
+        if self._can_save_iterator() and distribution.is_multi_worker(self.strategy):
+            worker_state = path and os.path.join(self._input_state_dir(), "input-%s"
+                                                 % path.rsplit("-", 1)[-1])
+            saved = reader is None or files.exists(worker_state + ".index")
+        else:
+            saved = self._can_save_iterator() and (reader is None or any(
+                name.startswith("iterator/") for name in reader.get_variable_to_shape_map()))
         consumed = 0
         if reader is not None and not saved:
             try:
@@ -609,7 +645,20 @@ class Trainer:
             except (IndexError, tf.errors.DataLossError) as e:
                 raise _damaged(path, e) from None
         iterator = self._distributed_iterator(dataset, consumed)
-        start_step = self.restore(iterator if saved else None)
+        if worker_state and saved:
+            start_step = self.restore()
+            try:
+                tf.train.Checkpoint(iterator=iterator).restore(worker_state).assert_consumed()
+            except (AssertionError, ValueError, tf.errors.OpError) as e:
+                raise InputError("%s: cannot restore this worker's input position (%s)"
+                                 % (worker_state, first_line(e)[:200])) from None
+            logging.info("Restored this worker's input position from %s", worker_state)
+        elif consumed:
+            logging.info("No input position saved in %s: skipping the %d global batches "
+                         "consumed (a cost that grows with the steps done)", path, consumed)
+            start_step = self.restore()
+        else:
+            start_step = self.restore(iterator if saved else None)
         self._make_checkpoint(iterator if self._can_save_iterator() else None)
         if start_step >= cfg.num_train_steps:
             logging.info("Global step %d >= num_train_steps %d: nothing to train",

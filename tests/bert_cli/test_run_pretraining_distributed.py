@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -176,3 +177,62 @@ def test_mirrored_kill_9_then_resume_is_exact_and_restores_the_iterator(distribu
     log_resumed = training_loop.read_step_log(str(killed_dir))
     log_reference = training_loop.read_step_log(str(distributed_runs["mirrored"]))
     assert [r["loss"] for r in log_resumed] == [r["loss"] for r in log_reference]
+
+
+def test_multi_worker_kill_9_then_resume_is_exact_with_each_workers_iterator(
+        distributed_runs, tmp_path):
+    """Two workers: each saves its own iterator state beside the chief's checkpoint; both are
+    killed after the first checkpoint and restarted; the run ends with the bits of the
+    uninterrupted multi-worker run (the fixture's)."""
+    for index in range(2):
+        assert distributed_runs["codes"]["worker%d" % index] == 0
+    out = tmp_path / "killed"
+    args = trajectory_args(out, "--do_train", "--deterministic", "--iterations_per_loop=5",
+                           "--save_checkpoints_steps=5", "--strategy=multi_worker")
+
+    def start(tag):
+        cluster = {"worker": ["127.0.0.1:%d" % p for p in _free_ports(2)]}
+        procs = []
+        for index in range(2):
+            tf_config = json.dumps({"cluster": cluster,
+                                    "task": {"type": "worker", "index": index}})
+            procs.append(_popen(args, _env(TF_CONFIG=tf_config),
+                                tmp_path / ("%s%d.log" % (tag, index))))
+        return procs
+
+    procs = start("first")
+    deadline = time.monotonic() + 400
+    states = [str(out / "input_state" / ("worker-%d-of-2" % i) / "input-*.index")
+              for i in range(2)]
+    # Killed once a checkpoint and both workers' input states for it are written.
+    while (not (tf.io.gfile.glob(str(out / "ckpt-*.index"))
+                and all(tf.io.gfile.glob(p) for p in states))
+           and time.monotonic() < deadline):
+        assert all(p.poll() is None for p, _ in procs), "a worker ended before a checkpoint"
+        time.sleep(0.05)
+    for proc, log in procs:
+        proc.kill()
+        proc.wait()
+        log.close()
+    latest = tf.train.latest_checkpoint(str(out))
+    step = int(latest.rsplit("-", 1)[-1])
+    assert 5 <= step < 40
+    procs = start("again")
+    for proc, log in procs:
+        assert proc.wait(timeout=540) == 0, (tmp_path / "again0.log").read_text()[-3000:]
+        log.close()
+    for index in range(2):  # each restored its own position, without skipping batches
+        log = (tmp_path / ("again%d.log" % index)).read_text()
+        assert "Restored this worker's input position from" in log, log[-3000:]
+        assert "skipping the" not in log
+    for index in range(2):  # each worker's own iterator state, at every checkpoint kept
+        assert tf.io.gfile.glob(str(out / "input_state" / ("worker-%d-of-2" % index)
+                                    / "input-40.index"))
+    resumed = checkpoints.read_tf1_checkpoint(str(out / "export" / "bert_model.ckpt"))
+    reference = checkpoints.read_tf1_checkpoint(
+        str(distributed_runs["multi_worker"] / "export" / "bert_model.ckpt"))
+    for name, value in reference.items():
+        np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+    assert ([r["loss"] for r in training_loop.read_step_log(str(out))]
+            == [r["loss"] for r in training_loop.read_step_log(
+                str(distributed_runs["multi_worker"]))])
