@@ -145,6 +145,10 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
                                           shard_range, fv.num_workers, fv.vocab_file,
                                           fv.do_lower_case, settings, fv.show_progress)
         _log(fv, summary.line())
+        if summary.one_document:
+            runner.warn(TOOL, "%d shards hold a single document, so their 'random next' "
+                        "sentences come from that same document: use fewer shards (about "
+                        "100 MB of text each, README)" % len(summary.one_document))
         return summary.instances
     if fv.num_workers > 1:
         from data.pretraining import shards as pretraining_shards

@@ -27,7 +27,6 @@ from __future__ import annotations
 import shlex
 from typing import Dict, List, Sequence, Tuple
 
-from bert_common import files as io_utils
 from data.pretraining import sharded
 
 _NAMESPACE = "bert"
@@ -50,12 +49,8 @@ def _make_split_fn(beam, num_shards: int, wanted: frozenset):
     class SplitRun(beam.DoFn):
         """A run's documents of the wanted shards, as ``(shard, bytes)``."""
 
-        def setup(self):
-            self.seen = beam.metrics.Metrics.counter(_NAMESPACE, "corpus_documents")
-
         def process(self, run):
             for key, data in sharded.iter_keyed_documents(run):
-                self.seen.inc(1)
                 shard = sharded.shard_of(key, num_shards)
                 if shard in wanted:
                     yield shard, data
@@ -73,6 +68,7 @@ def _make_generate_fn(beam, prefix: str, num_shards: int, settings: Dict, vocab_
             self.instances = beam.metrics.Metrics.counter(_NAMESPACE, "instances")
             self.documents = beam.metrics.Metrics.counter(_NAMESPACE, "documents")
             self.shards = beam.metrics.Metrics.counter(_NAMESPACE, "shards")
+            self.one_document = beam.metrics.Metrics.counter(_NAMESPACE, "one_document_shards")
 
         def process(self, element):
             shard, datas = element
@@ -82,6 +78,8 @@ def _make_generate_fn(beam, prefix: str, num_shards: int, settings: Dict, vocab_
             self.instances.inc(result["instances"])
             self.documents.inc(result["documents"])
             self.shards.inc(1)
+            if result["documents"] == 1:
+                self.one_document.inc(1)
             yield result
 
     return GenerateShard()
@@ -148,15 +146,9 @@ def run_beam(input_files: Sequence[str], prefix: str, num_shards: int,
         counters = {c.key.metric.name: c.committed if c.committed is not None else c.attempted
                     for c in result.metrics().query(
                         MetricsFilter().with_namespace(_NAMESPACE))["counters"]}
-        if not counters.get("corpus_documents"):
-            # The pool finds an empty corpus before it writes a shard; here the (empty)
-            # shards are written by then: remove them, so that nothing is left.
-            for s in todo:
-                path = sharded.shard_path(prefix, s, num_shards)
-                if io_utils.exists(path):
-                    io_utils.remove(path)
-            raise sharded.no_text_error(input_files)
         summary.written = list(todo)
         summary.instances = int(counters.get("instances", 0))
         summary.documents = int(counters.get("documents", 0))
+        summary.one_document = [None] * int(counters.get("one_document_shards", 0))
+        sharded.check_some_text(summary, shard_range, input_files)
     return summary

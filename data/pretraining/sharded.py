@@ -39,6 +39,7 @@ import math
 import os
 import random
 import re
+import sys
 import time
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -138,26 +139,34 @@ def manifest(num_shards: int, settings: Dict, do_lower_case: bool, vocab_file: s
 
 def _describe(key: str, value) -> str:
     if key == "vocab_sha256":
-        return "another --vocab_file"
-    if key in ("input_files", "input_bytes"):
-        return "other input"
+        return "a --vocab_file of SHA-256 %s" % str(value)[:12]
+    if key == "input_files":
+        return "%s input files" % value
+    if key == "input_bytes":
+        return "%s bytes of input" % value
     return "--%s=%s" % (key, value)
 
 
 def check_destination(prefix: str, expected: Dict) -> bool:
-    """Checks that ``prefix`` can take this run's shards; returns whether its manifest exists.
+    """Checks that ``prefix`` can take this run's shards; returns whether its manifest is
+    there and says ``expected``.
 
-    Raises PretrainingDataError (nothing written) when ``prefix`` is a folder, when shards of
-    another ``--num_shards`` are there, when shards are there without a manifest, or when the
-    manifest says other flags.
+    Raises PretrainingDataError (nothing written) when ``prefix`` holds glob characters or is a
+    folder, when shards of another ``--num_shards`` are there, when shards are there without a
+    manifest, or when shards are there and the manifest says other flags.
     """
+    if any(c in os.path.basename(prefix) or c in os.path.dirname(prefix) for c in "*?["):
+        raise PretrainingDataError("--output_file=%s: the shards' prefix must not hold * ? [ "
+                                   "(their names are globbed, here and by run_pretraining's "
+                                   "--input_file)" % prefix)
     if io_utils.isdir(prefix):
         raise PretrainingDataError("--output_file=%s is a folder: with --num_shards it is the "
                                    "shards' name prefix, e.g. %s" % (
                                        prefix, os.path.join(prefix, "records")))
     io_utils.check_output_folder(prefix)
     num_shards = expected["num_shards"]
-    found = io_utils.glob(prefix + "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]")
+    found = sorted(io_utils.glob(
+        prefix + "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"))
     others = sorted({int(m.group(2)) for m in map(_SHARD_FILE_RE.search, found)
                      if m and int(m.group(2)) != num_shards})
     if others:
@@ -181,12 +190,14 @@ def check_destination(prefix: str, expected: Dict) -> bool:
         raise PretrainingDataError("%s is not a shards manifest of this tool: use another "
                                    "--output_file prefix" % path) from None
     for key, value in expected.items():
-        if there.get(key) != value:
+        if there.get(key) != value and found:
             raise PretrainingDataError(
                 "%s: the shards there were made with %s, this run has %s: use another "
                 "--output_file prefix, or the same flags and input to continue them" % (
                     path, _describe(key, there.get(key)), _describe(key, value)))
-    return True
+    # Without a shard, a manifest protects nothing (a run killed before its first shard):
+    # it is rewritten with this run's flags.
+    return there == expected
 
 
 def count_records(path: str) -> Optional[int]:
@@ -227,6 +238,24 @@ def _name_shards(shards: Sequence[int]) -> str:
 # ------------------------------------------------------------------------------------------
 
 _WORKER: Dict = {}  # this process's tokenizer and vocabulary (``_init_worker``)
+
+
+def _die_with_parent() -> None:
+    """A pool worker stops when the tool is killed (Linux), instead of finishing its task:
+    a rerun started at once must not race it."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
+def _init_pool_worker(vocab_file: str, do_lower_case: bool) -> None:
+    _die_with_parent()
+    _init_worker(vocab_file, do_lower_case)
 
 
 def _init_worker(vocab_file: str, do_lower_case: bool) -> None:
@@ -339,6 +368,7 @@ class ShardedSummary:
         self.written: List[int] = []  # shards made by this run
         self.instances = 0  # in them
         self.documents = 0
+        self.one_document: List[int] = []  # shards made with a single document
         self.skipped: List[int] = []  # shards complete before it
         self.skipped_instances: Optional[int] = 0  # None: not counted (object store)
         self.seconds = 0.0
@@ -348,6 +378,8 @@ class ShardedSummary:
         self.written.append(result["shard"])
         self.instances += result["instances"]
         self.documents += result["documents"]
+        if result["documents"] == 1:
+            self.one_document.append(result["shard"])
 
     def line(self) -> str:
         shards = sorted(self.written)
@@ -412,6 +444,20 @@ def no_text_error(input_files: Sequence[str]) -> pretraining_corpus.CorpusError:
         % pretraining_corpus.name_files(input_files))
 
 
+def check_some_text(summary: ShardedSummary, shard_range: Tuple[int, int],
+                    input_files: Sequence[str]) -> None:
+    """A run that made every shard and found no document with a token in any: the corpus
+    has no text (lines of control characters only, say), as the single stream says; the
+    empty shards it wrote are removed first."""
+    if (summary.documents == 0 and not summary.skipped
+            and shard_range == (0, summary.num_shards)):
+        for s in summary.written:
+            path = shard_path(summary.prefix, s, summary.num_shards)
+            if io_utils.exists(path):
+                io_utils.remove(path)
+        raise no_text_error(input_files)
+
+
 def _pool_map(pool, function, tasks):
     if pool is None:
         return map(function, tasks)
@@ -442,7 +488,7 @@ def run_sharded(input_files: Sequence[str], prefix: str, num_shards: int,
             runs = split_runs(input_files, num_workers)
             if num_workers > 1:
                 pool = fork_safety.worker_context().Pool(
-                    num_workers, initializer=_init_worker,
+                    num_workers, initializer=_init_pool_worker,
                     initargs=(vocab_file, do_lower_case))
             else:
                 _init_worker(vocab_file, do_lower_case)
@@ -466,6 +512,7 @@ def run_sharded(input_files: Sequence[str], prefix: str, num_shards: int,
                 summary.add(result)
                 progress.update(len(summary.written), "%d instances" % summary.instances)
             progress.finish()
+            check_some_text(summary, shard_range, input_files)
         finally:
             if pool is not None:
                 pool.terminate()
