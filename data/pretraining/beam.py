@@ -64,7 +64,7 @@ def _make_generate_fn(beam, prefix: str, num_shards: int, settings: Dict, vocab_
         """One shard from its grouped documents (``sharded.generate_shard``)."""
 
         def setup(self):
-            sharded._init_worker(vocab_file, do_lower_case)
+            self.tokenizer, self.vocab = sharded.load_tokenizer(vocab_file, do_lower_case)
             self.instances = beam.metrics.Metrics.counter(_NAMESPACE, "instances")
             self.documents = beam.metrics.Metrics.counter(_NAMESPACE, "documents")
             self.shards = beam.metrics.Metrics.counter(_NAMESPACE, "shards")
@@ -74,7 +74,7 @@ def _make_generate_fn(beam, prefix: str, num_shards: int, settings: Dict, vocab_
             shard, datas = element
             result = sharded.generate_shard(
                 shard, (d for d in datas if d), prefix, num_shards, settings,
-                sharded._WORKER["tokenizer"], sharded._WORKER["vocab"])
+                self.tokenizer, self.vocab)
             self.instances.inc(result["instances"])
             self.documents.inc(result["documents"])
             self.shards.inc(1)

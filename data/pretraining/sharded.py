@@ -258,13 +258,19 @@ def _init_pool_worker(vocab_file: str, do_lower_case: bool) -> None:
     _init_worker(vocab_file, do_lower_case)
 
 
-def _init_worker(vocab_file: str, do_lower_case: bool) -> None:
+def load_tokenizer(vocab_file: str, do_lower_case: bool) -> Tuple:
+    """``(tokenizer, vocab)`` for ``generate_shard``: the fast tokenizer and the
+    pre-training vocabulary ([CLS] [SEP] [MASK] ids)."""
     from data.pretraining import instances as pretraining
     from data.tokenization.wordpiece import FastFullTokenizer
 
     tokenizer = FastFullTokenizer(vocab_file, do_lower_case)
-    _WORKER.update(tokenizer=tokenizer,
-                   vocab=pretraining.PretrainingVocab(tokenizer.vocab, vocab_file))
+    return tokenizer, pretraining.PretrainingVocab(tokenizer.vocab, vocab_file)
+
+
+def _init_worker(vocab_file: str, do_lower_case: bool) -> None:
+    tokenizer, vocab = load_tokenizer(vocab_file, do_lower_case)
+    _WORKER.update(tokenizer=tokenizer, vocab=vocab)
 
 
 def iter_keyed_documents(pieces: Sequence) -> Iterator[Tuple[bytes, bytes]]:
