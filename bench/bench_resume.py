@@ -22,16 +22,14 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-SHARED = os.environ.get("BERT_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
-CORPUS = os.path.join(SHARED, "data", "pretrain", "derived_pretrain_corpus.txt")
-VOCAB = os.path.join(SHARED, "data", "vocab", "bert-base-uncased-vocab.txt")
+
+from bench import harness  # noqa: E402
 
 
 def main() -> None:
@@ -43,11 +41,7 @@ def main() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     work = tempfile.mkdtemp(prefix="bench-resume-")
     try:
-        prefix = os.path.join(work, "records")
-        subprocess.run([sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
-                        "--input_file=%s" % CORPUS, "--vocab_file=%s" % VOCAB,
-                        "--output_file=%s" % prefix, "--num_shards=16", "--dupe_factor=3",
-                        "--num_workers=2", "--show_progress=false"], check=True)
+        prefix = harness.sharded_records(work, 16, 3)
         run(prefix, [int(n) for n in args.batches.split(",")], args.batch_size, args.repeats,
             work)
     finally:

@@ -363,3 +363,20 @@ def write_json(name: str, obj: Any) -> str:
     with atomic_open(path) as f:
         json.dump(obj, f, indent=1)
     return path
+
+
+SHARED = os.environ.get("BERT_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
+DERIVED_CORPUS = os.path.join(SHARED, "data", "pretrain", "derived_pretrain_corpus.txt")
+UNCASED_VOCAB = os.path.join(SHARED, "data", "vocab", "bert-base-uncased-vocab.txt")
+
+
+def sharded_records(work_dir: str, num_shards: int = 16, dupe_factor: int = 3) -> str:
+    """Pre-training records of the derived corpus (seq 128), ``num_shards`` shards made by
+    create_pretraining_data.py in ``work_dir``; returns their prefix (``<prefix>-*``)."""
+    prefix = os.path.join(work_dir, "records")
+    subprocess.run([sys.executable, os.path.join(ROOT, "create_pretraining_data.py"),
+                    "--input_file=%s" % DERIVED_CORPUS, "--vocab_file=%s" % UNCASED_VOCAB,
+                    "--output_file=%s" % prefix, "--num_shards=%d" % num_shards,
+                    "--dupe_factor=%d" % dupe_factor, "--num_workers=2",
+                    "--show_progress=false"], check=True)
+    return prefix
