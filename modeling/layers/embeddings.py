@@ -23,6 +23,21 @@ def truncated_normal(stddev: float) -> keras.initializers.Initializer:
     return keras.initializers.TruncatedNormal(mean=0.0, stddev=stddev)
 
 
+def sparse_gradient_tables(model: keras.Model, one_hot_embeddings: bool = False) -> list:
+    """The tables of ``model`` whose gradient the original graph keeps sparse (IndexedSlices,
+    whose norm in ``tf.clip_by_global_norm`` counts a repeated id once per occurrence): the
+    word embeddings when ids are looked up with ``tf.gather`` (the original's
+    ``use_one_hot_embeddings=False``, its choice off TPU), and nothing else. The original
+    looks token types up with a one-hot matmul and slices the position table: dense
+    gradients, their norm that of the summed rows; with ``one_hot_embeddings`` (the original
+    on TPU) the word embeddings' gradient is dense too, and this is empty. The one rule for
+    which gradients go to clipping sparse: ``modeling.training.trainer`` applies it."""
+    if one_hot_embeddings:
+        return []
+    return [layer.embeddings for layer in model._flatten_layers(include_self=True)  # noqa: SLF001
+            if isinstance(layer, WordEmbedding) and layer.built]
+
+
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class WordEmbedding(keras.layers.Layer):
     """Word-piece embedding table [V, H]; lookup (ids -> [..., H]) or tied logits (reverse)."""

@@ -117,6 +117,7 @@ from absl import logging
 from bert_common import files
 from bert_common.errors import InputError, first_line
 from bert_common.progress import Progress, format_eta
+from modeling.layers import embeddings
 from modeling.checkpoints.tf1 import checkpoint_reader, latest_checkpoint
 from modeling.training import distributed_input, distribution
 from modeling.training.distributed_input import DatasetFn
@@ -150,9 +151,10 @@ class Objective:
         raise NotImplementedError
 
     def dense_gradient(self, variable) -> bool:
-        """Whether ``variable``'s gradient is made dense before clipping. A ``tf.gather``
-        gradient (IndexedSlices) is clipped by a norm that counts repeated ids separately;
-        return True where the original's gradient was dense (e.g. one-hot token types)."""
+        """Whether ``variable``'s gradient is made dense before clipping even where the
+        original's lookup keeps it sparse (``embeddings.sparse_gradient_tables``: the word
+        embeddings off TPU). A ``tf.gather`` gradient (IndexedSlices) is clipped by a norm
+        that counts repeated ids separately. Default: no, the original's rule alone."""
         return False
 
 
@@ -299,7 +301,14 @@ class Trainer:
             self._batches_consumed = tf.Variable(
                 0, dtype=tf.int64, trainable=False, name="batches_consumed",
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-        self._dense = [bool(objective.dense_gradient(v)) for v in model.trainable_variables]
+        # Which gradients reach clipping dense: as in the original graph (the one rule,
+        # ``embeddings.sparse_gradient_tables``: the word embeddings stay sparse unless the
+        # original would look them up one-hot, i.e. on a TPU), or where the objective says
+        # (pre-training: every one, the word table's being summed with the tied output's).
+        sparse = embeddings.sparse_gradient_tables(
+            model, one_hot_embeddings=distribution.is_tpu(self.strategy))
+        self._dense = [bool(objective.dense_gradient(v)) or not any(v is t for t in sparse)
+                       for v in model.trainable_variables]
         self._rng = RngState.of(model)  # the dropout seeds, saved with the weights (or None)
         self._checkpoint = None
         self._manager = None
