@@ -212,7 +212,12 @@ class BertModel(FlatExportMixin, keras.Model):
         policy = resolve_dtype_policy(dtype)
         inputs = bert_inputs(seq_length)
         outputs, _ = build_encoder(config, inputs, dtype=dtype)
+        trainable = kwargs.pop("trainable", True)
         super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
+        if not trainable:
+            # The setter freezes every layer (as a constructor argument Keras only marks the
+            # model, and a task model built on it would still train the encoder's layers).
+            self.trainable = False
         self.config = config
         self.seq_length = seq_length
         self.bert_dtype_policy = policy

@@ -105,7 +105,7 @@ class SelfAttention(keras.layers.Layer):
             shape = tf.shape(scores)
             bias = tf.broadcast_to(bias, [shape[0], 1, 1, shape[3]])  # the kernel's [B, 1, 1, T]
             return cpu_ops.attention_probs(scores, bias, scale, self.dropout.rate,
-                                           self.dropout.seed_generator.next())
+                                           self.dropout.next_seed())
         scores = scores * tf.cast(scale, scores.dtype)
         scores = scores + bias  # [B, N, F, T]
         # Softmax in the compute dtype: oneDNN's bfloat16 softmax accumulates in float32.

@@ -9,11 +9,20 @@ instead of TensorFlow's four ops each way. Otherwise it is ``keras.layers.Dropou
 Either way the masks are drawn from the generator's state alone, which Keras does not expose to
 ``tf.train.Checkpoint``: the trainer saves it (``modeling.training.trainer.RngState``), so that
 a resumed run draws the masks an uninterrupted one would have drawn.
+
+Several replicas in sync (Mirrored, MultiWorker, TPU): each replica draws its own masks, from
+the one seed stream. The rule (``next_seed``): the generator advances once per call on every
+replica alike, and replica ``r`` (``replica_id_in_sync_group``) draws from
+``tf.random.experimental.stateless_fold_in(seed, r)``. Without it every replica drew the same
+seed and so dropped the same units of different examples, a correlation that neither one
+replica nor the original (one TPU program per core, each with its own random stream) has. One
+replica keeps Keras' own draw, bit for bit.
 """
 
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 
 from modeling.kernels import cpu_ops
 from modeling.kernels import switch as training_kernels
@@ -28,7 +37,30 @@ class Dropout(keras.layers.Dropout):
         return (0.0 < self.rate < 1.0 and self.noise_shape is None
                 and training_kernels.training_kernels_enabled() and cpu_ops.usable(dtype))
 
+    def next_seed(self) -> tf.Tensor:
+        """The seed [2] of this call's mask: the generator's next, folded with the replica's
+        index when several replicas are in sync (see the module docstring)."""
+        seed = self.seed_generator.next()
+        replica = _replica_in_sync()
+        if replica is not None:
+            seed = tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), replica)
+        return seed
+
     def call(self, inputs, training=False):
         if training and self.fused_kernel_applies(inputs.dtype):
-            return cpu_ops.dropout(inputs, self.rate, self.seed_generator.next())
+            return cpu_ops.dropout(inputs, self.rate, self.next_seed())
+        if training and 0.0 < self.rate < 1.0 and _replica_in_sync() is not None:
+            shape = tf.shape(inputs) if self.noise_shape is None else [
+                tf.shape(inputs)[i] if d is None else d for i, d in enumerate(self.noise_shape)]
+            return tf.nn.experimental.stateless_dropout(inputs, rate=self.rate,
+                                                        noise_shape=shape,
+                                                        seed=self.next_seed())
         return super().call(inputs, training=training)
+
+
+def _replica_in_sync():
+    """This replica's index when several replicas are in sync, else None."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync <= 1:
+        return None
+    return context.replica_id_in_sync_group

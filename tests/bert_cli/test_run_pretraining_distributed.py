@@ -236,3 +236,41 @@ def test_multi_worker_kill_9_then_resume_is_exact_with_each_workers_iterator(
     assert ([r["loss"] for r in training_loop.read_step_log(str(out))]
             == [r["loss"] for r in training_loop.read_step_log(
                 str(distributed_runs["multi_worker"]))])
+
+
+def test_mirrored_dropout_per_replica_kill_9_then_resume_is_exact(tmp_path):
+    """Dropout on, 2 replicas each drawing its own masks (modeling/layers/dropout.py), shuffled
+    input: a run killed after its first checkpoint and restarted ends with the bits of an
+    uninterrupted one."""
+    with open(os.path.join(TRAJ, "init", "bert_config.json")) as f:
+        config = json.load(f)
+    config.update(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    config_path = tmp_path / "bert_config.json"
+    config_path.write_text(json.dumps(config))
+
+    def args(out):
+        return trajectory_args(out, "--do_train", "--iterations_per_loop=5",
+                               "--save_checkpoints_steps=5", "--strategy=mirrored",
+                               "--num_cpu_devices=2", "--num_train_steps=20",
+                               "--bert_config_file=%s" % config_path)
+
+    whole = subprocess.Popen([sys.executable, SCRIPT] + args(tmp_path / "whole"),
+                             cwd=paths.ROOT, env=_env(), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    victim = KilledAfterFirstCheckpoint([sys.executable, SCRIPT] + args(tmp_path / "killed"),
+                                        cwd=paths.ROOT, env=_env())
+    victim.wait(timeout=540)
+    _, err = whole.communicate(timeout=540)
+    assert whole.returncode == 0, err[-3000:]
+    proc = subprocess.run([sys.executable, SCRIPT] + args(tmp_path / "killed"), cwd=paths.ROOT,
+                          env=_env(), capture_output=True, text=True, timeout=540)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    resumed = checkpoints.read_tf1_checkpoint(str(tmp_path / "killed" / "export" /
+                                                  "bert_model.ckpt"))
+    reference = checkpoints.read_tf1_checkpoint(str(tmp_path / "whole" / "export" /
+                                                    "bert_model.ckpt"))
+    for name, value in reference.items():
+        np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+    losses = [r["loss"] for r in training_loop.read_step_log(str(tmp_path / "whole"))]
+    assert [r["loss"] for r in training_loop.read_step_log(str(tmp_path / "killed"))] == losses
+    assert len(losses) == 20

@@ -109,3 +109,34 @@ def test_under_distribution_strategy(loaded):
 
     out = strategy.experimental_local_results(step(inputs))[0]
     assert max_abs_diff(out, reference(inputs)["pooled_output"]) < 1e-6
+
+
+def _tiny_config():
+    return BertConfig(vocab_size=99, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                      intermediate_size=32, max_position_embeddings=32)
+
+
+def test_trainable_false_freezes_every_encoder_variable(tmp_path):
+    """BertModel(config, trainable=False): no encoder variable is trained by a task model on
+    it, nor after get_config/from_config and a .keras save and load."""
+    import modeling
+
+    encoder = BertModel(_tiny_config(), seq_length=8, trainable=False)
+    assert encoder.trainable_variables == []
+    assert all(not layer.trainable for layer in encoder._flatten_layers(include_self=False))
+    classifier = modeling.BertClassifier(encoder, num_labels=3)
+    names = [v.path for v in classifier.trainable_variables]
+    assert names and all("bert/" not in n for n in names), names  # the head's only
+    frozen = {id(v) for v in classifier.non_trainable_variables}
+    assert all(id(v) in frozen for v in encoder.variables)
+
+    rebuilt = BertModel.from_config(encoder.get_config())
+    assert rebuilt.trainable_variables == []
+    path = str(tmp_path / "frozen.keras")
+    classifier.save(path)
+    loaded = keras.saving.load_model(path)
+    assert [v.path for v in loaded.trainable_variables] == names
+
+    trainable = BertModel(_tiny_config(), seq_length=8)
+    weights = [v for v in trainable.variables if "seed_generator" not in v.path]
+    assert len(trainable.trainable_variables) == len(weights) > 30
