@@ -58,6 +58,7 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
     keep_traceback = os.environ.get("BERT_TRACEBACK", "") not in ("", "0")
     output_dir = flag_values["output_dir"].value if "output_dir" in flag_values else None
     chief = _is_chief_process(flag_values)
+    made_output_dir = bool(output_dir) and chief and not _exists(output_dir)
     written: List[str] = []
     try:
         with files.recording_writes() as written, _kernel_choice(flag_values):
@@ -72,6 +73,8 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
         notes = [n for n in getattr(e, "__notes__", []) if n]
         if notes:
             message += " (%s)" % "; ".join(notes)
+        if made_output_dir:
+            _remove_if_no_file(output_dir)  # the folder this run made, holding nothing
         if output_dir and chief and _results_in(output_dir, written):
             # Results of the steps that finished are in place: say which, beside older ones.
             try:
@@ -208,6 +211,34 @@ def _reason(e: BaseException) -> str:
         if cause:
             return "%s (%s)" % (cause[-1].split("\t [[")[0].strip(), type(e).__name__)
     return lines[0]
+
+
+def _exists(path: str) -> bool:
+    from bert_common import files
+
+    try:
+        return files.exists(path)
+    except Exception:  # noqa: BLE001 - an unreachable bucket: the run's own check says so
+        return True
+
+
+def _remove_if_no_file(folder: str) -> None:
+    """Removes ``folder`` when no file is under it (only empty folders): what a failed run
+    made before it wrote anything."""
+    from bert_common import files
+
+    def has_file(path):
+        for name in files.listdir(path):
+            child = os.path.join(path, name.rstrip("/"))
+            if not files.isdir(child) or has_file(child):
+                return True
+        return False
+
+    try:
+        if files.isdir(folder) and not has_file(folder):
+            files.rmtree(folder)
+    except Exception:  # noqa: BLE001 - the run's own error is the one to report
+        pass
 
 
 def prepare_output_dir(path: str) -> None:

@@ -673,9 +673,7 @@ class Trainer:
             logging.info("Global step %d >= num_train_steps %d: nothing to train",
                          start_step, cfg.num_train_steps)
             return TrainResult(start_step, {}, [], 0.0)
-        writer = None
-        if cfg.write_summaries and self.is_chief:
-            writer = tf.summary.create_file_writer(os.path.join(cfg.model_dir, "train"))
+        writer = None  # made after the first loop: a run that never trains writes no events
         step_log_path = os.path.join(cfg.model_dir, STEP_LOG_NAME)
         if cfg.step_log and self.is_chief:
             _truncate_step_log(step_log_path, start_step)
@@ -707,6 +705,8 @@ class Trainer:
                          for n, (a, b) in sums.items()}
             all_losses.extend(losses)
             if self.is_chief:
+                if writer is None and cfg.write_summaries:
+                    writer = tf.summary.create_file_writer(os.path.join(cfg.model_dir, "train"))
                 self._report(step, last_logs, float(lrs[-1]), float(norms[-1]), rate,
                              elapsed / num_steps, writer)
                 if cfg.step_log:

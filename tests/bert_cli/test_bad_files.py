@@ -289,3 +289,32 @@ CASES += [
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_file_is_one_line_and_nothing_written(case, work, tmp_path):
     check_case(case, work, str(tmp_path))
+
+
+@pytest.mark.parametrize("existing_output_dir", [False, True])
+def test_records_damaged_after_the_checked_one_leave_nothing(existing_output_dir, work,
+                                                             tmp_path):
+    """A record file whose first record passes the check but the next is cut short: the
+    failure comes from the first training batch. One line naming the file; no event file,
+    no folder left by the run (a new --output_dir is removed, an existing one is left as it
+    was)."""
+    from tests.support.catalogue import TRAJ_RECORDS
+    from tests.support.tools import assert_one_error_line, run_tool, snapshot
+
+    run = str(tmp_path / "run")
+    os.makedirs(run)
+    with open(TRAJ_RECORDS, "rb") as f:
+        data = f.read()
+    first = 16 + int.from_bytes(data[:8], "little")
+    damaged = os.path.join(run, "damaged.tfrecord")
+    with open(damaged, "wb") as f:
+        f.write(data[:first + 20])
+    if existing_output_dir:
+        os.makedirs(os.path.join(run, "out"))
+        with open(os.path.join(run, "out", "notes.txt"), "w") as f:
+            f.write("mine")
+    before = snapshot(run, folders=True), snapshot(run, stat=True)  # files untouched too
+    result = run_tool(run_pretraining, with_flags(pretraining, "--input_file=%s" % damaged)(
+        work, run))
+    assert_one_error_line(result, run_pretraining.TOOL, damaged, "damaged TFRecord")
+    assert (snapshot(run, folders=True), snapshot(run, stat=True)) == before
