@@ -235,11 +235,7 @@ def predict(model, examples: List, tokenizer, output_dir: str, options: SquadOpt
                       json.dumps(scores, indent=2) + "\n"))
     logging.info("Writing %s", ", ".join(os.path.basename(path) for path, _ in texts))
     postprocess.write_files_together(texts)
-    # No stale file of an earlier run beside the new predictions (v2.0 odds, scores).
-    written = {path for path, _ in texts}
-    for name in ("null_odds.json", "eval_results.json"):
-        stale = os.path.join(output_dir, name)
-        if stale not in written and files.exists(stale):
-            files.remove(stale)
-            logging.info("removed %s of an earlier run: this run does not write it", stale)
+    # An earlier run's null_odds.json / eval_results.json that this run does not write are
+    # kept, as every tool keeps older results: run_outputs.json names them ("earlier") and
+    # the tool warns (bert_cli.runner.mark_outputs).
     return scores

@@ -197,7 +197,8 @@ def test_v1_predict_file_question_without_answers_is_predicted_not_scored(tmp_pa
     """As the original, prediction ignores answers: the question is predicted; the official
     v1.1 scorer cannot score a question without answers, so the run says so (a warning naming
     the file and the question) before writing anything, and writes no eval_results.json (the
-    previous run's is removed: no stale scores beside new predictions)."""
+    previous run's is kept, as every tool keeps older results: run_outputs.json names it as
+    earlier and a warning says so)."""
     _, previous = predicted
     out = _copy_outputs(previous, tmp_path / "out")
     root = _v1_without_answers()
@@ -208,10 +209,14 @@ def test_v1_predict_file_question_without_answers_is_predicted_not_scored(tmp_pa
     qid = root["data"][0]["paragraphs"][0]["qas"][1]["id"]
     warnings = [line for line in run.stderr.splitlines()
                 if line.startswith("run_squad.py: warning:")]
-    assert len(warnings) == 1 and predict in warnings[0] and qid in warnings[0], run.stderr[-3000:]
+    assert len(warnings) == 2 and predict in warnings[0] and qid in warnings[0], run.stderr[-3000:]
+    assert "eval_results.json" in warnings[1] and "earlier run" in warnings[1]
     predictions = json.loads((out / "predictions.json").read_text())
     assert list(predictions) == [qa["id"] for qa in root["data"][0]["paragraphs"][0]["qas"]]
-    assert not (out / "eval_results.json").exists()
+    assert (out / "eval_results.json").read_bytes() == (previous / "eval_results.json").read_bytes()
+    record = json.loads((out / "run_outputs.json").read_text())
+    assert "eval_results.json" in record["earlier"]
+    assert "predictions.json" in record["written"] and "eval_results.json" not in record["written"]
     assert sorted(n for n in os.listdir(out) if n.startswith(".")) == []
 
 
