@@ -75,6 +75,9 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("list", "labels", None, "Label names of a classifier, in output order (instead of "
            "--task_name).")
     define("integer", "seq_length", 128, "tfhub: the preprocessor's default sequence length.")
+    define("bool", "hub_keep_empty_segments", False,
+           "tfhub: the preprocessor packs exactly as TF Hub's bert_pack_inputs, an empty "
+           "segment too ([CLS] a [SEP] [SEP]); default: as run_classifier ([CLS] a [SEP]).")
 
 
 def _labels(fv: flags.FlagValues):
@@ -106,7 +109,8 @@ def run(fv: flags.FlagValues) -> str:
             raise cli_flags.FlagError("--output_format=tfhub exports the encoder: %s does not "
                                       "apply" % ", ".join(wrong))
         summary = export_hub(fv.input, fv.output, fv.bert_config_file, fv.vocab_file,
-                             do_lower_case, fv.seq_length, hidden_act=fv.hidden_act)
+                             do_lower_case, fv.seq_length, hidden_act=fv.hidden_act,
+                             keep_empty_segments=fv.hub_keep_empty_segments)
     else:
         from modeling.checkpoints.convert import convert
 

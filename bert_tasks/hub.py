@@ -55,7 +55,8 @@ def _vocab_file(input_path: str, vocab_file: Optional[str]) -> str:
 
 def export_hub(input_path: str, output_dir: str, config_file: Optional[str] = None,
                vocab_file: Optional[str] = None, do_lower_case: bool = True,
-               seq_length: int = 128, hidden_act: Optional[str] = None) -> str:
+               seq_length: int = 128, hidden_act: Optional[str] = None,
+               keep_empty_segments: bool = False) -> str:
     """Writes ``<output_dir>/encoder`` and ``<output_dir>/preprocessor``; returns a one-line
     summary.
 
@@ -76,6 +77,9 @@ def export_hub(input_path: str, output_dir: str, config_file: Optional[str] = No
       seq_length: the preprocessor's default output length (``preprocessor(text)`` and its
         signatures), 3 to the model's ``max_position_embeddings``.
       hidden_act: overrides the config's activation (``convert_checkpoint --hidden_act``).
+      keep_empty_segments: the preprocessor packs as TF Hub's ``bert_pack_inputs`` where a
+        segment is empty too (``data.tokenization.hub_preprocessor``); default: as
+        run_classifier (an empty second segment is a single text).
     Raises:
       InputError (or its subclasses ``CheckpointError``, ``ConfigError``, ``VocabError``):
         one line naming the file or the flag, before anything is written.
@@ -111,7 +115,7 @@ def export_hub(input_path: str, output_dir: str, config_file: Optional[str] = No
     files.makedirs(output_dir)
     encoder_module = hub_encoder.HubEncoder(encoder, vocab_file, do_lower_case)
     preprocessor_module = hub_preprocessor.HubPreprocessor(vocab_file, do_lower_case,
-                                                           int(seq_length))
+                                                           int(seq_length), keep_empty_segments)
     # Both staged, then renamed into place together: never a new encoder beside an old
     # preprocessor (the destinations are checked again there).
     files.save_saved_models([(encoder_module, encoder_dir, encoder_module.trace),

@@ -27,8 +27,12 @@ Packing. One or two segments are packed exactly as run_classifier's features
 ``seq_length - 3`` by the original's ``_truncate_seq_pair``, in closed form in
 ``graph.pack_inputs``). For two segments this equals TF Hub's round-robin trimmer, except that
 a row whose second segment is empty is packed as a single text (``[CLS] a [SEP]``, as the
-original's ``if tokens_b:``) where TF Hub writes ``[CLS] a [SEP] [SEP]``. Three segments are
-trimmed round robin and packed by TensorFlow Text as TF Hub does (segment ids 0, 1, 2).
+original's ``if tokens_b:``) where TF Hub writes ``[CLS] a [SEP] [SEP]`` (``a`` cut to
+``seq_length - 3``, the last ``[SEP]`` of type 1). ``keep_empty_segments=True`` (the export's
+choice, ``convert_checkpoint.py --hub_keep_empty_segments``) packs as TF Hub for every segment
+count: every segment, empty or not, ends with its ``[SEP]`` (``pack_segments``). Three
+segments are trimmed round robin and packed by TensorFlow Text as TF Hub does (segment ids 0,
+1, 2).
 """
 
 from __future__ import annotations
@@ -64,17 +68,19 @@ def _pieces(segment: Union[tf.RaggedTensor, tf.Tensor]) -> tf.RaggedTensor:
 
 
 def pack_segments(segments: Sequence[tf.RaggedTensor], seq_length, cls_id: int,
-                  sep_id: int) -> Dict[str, tf.Tensor]:
+                  sep_id: int, keep_empty_segments: bool = False) -> Dict[str, tf.Tensor]:
     """TF Hub's ``bert_pack_inputs``: 1-3 segments of ids -> dict of int32 [B, seq_length].
 
-    1 or 2 segments: ``graph.pack_inputs`` (run_classifier's features); 3: round-robin
-    trimming to ``seq_length - 4`` ids and TensorFlow Text's packing, as TF Hub.
+    1 or 2 segments: ``graph.pack_inputs`` (run_classifier's features: a row whose second
+    segment is empty is a single text); 3, or any count with ``keep_empty_segments``:
+    round-robin trimming to ``seq_length - (segments + 1)`` ids and TensorFlow Text's
+    packing, exactly as TF Hub (each segment, empty or not, followed by ``[SEP]``).
     """
     pieces = [_pieces(s) for s in segments]
     if not 1 <= len(pieces) <= MAX_SEGMENTS:
         raise ValueError("bert_pack_inputs takes 1 to %d segments, got %d"
                          % (MAX_SEGMENTS, len(pieces)))
-    if len(pieces) <= 2:
+    if len(pieces) <= 2 and not keep_empty_segments:
         packed = graph_tokenization.pack_inputs(pieces[0], pieces[1] if len(pieces) == 2 else None,
                                                 seq_length, cls_id, sep_id)
         return {hub: packed[ours] for hub, ours in OUTPUT_NAMES.items()}
@@ -118,16 +124,19 @@ class HubTokenize(tf.Module):
 class HubBertPackInputs(tf.Module):
     """``preprocessor.bert_pack_inputs(segments, seq_length=None)`` (see ``pack_segments``)."""
 
-    def __init__(self, cls_id: int, sep_id: int, default_seq_length: int):
+    def __init__(self, cls_id: int, sep_id: int, default_seq_length: int,
+                 keep_empty_segments: bool = False):
         super().__init__(name="bert_pack_inputs")
         self._cls_id = int(cls_id)
         self._sep_id = int(sep_id)
         self._default_seq_length = int(default_seq_length)
+        self._keep_empty_segments = bool(keep_empty_segments)
 
     def pack(self, segments, seq_length=None) -> Dict[str, tf.Tensor]:
         if seq_length is None:
             seq_length = self._default_seq_length
-        return pack_segments(list(segments), seq_length, self._cls_id, self._sep_id)
+        return pack_segments(list(segments), seq_length, self._cls_id, self._sep_id,
+                             self._keep_empty_segments)
 
     @tf.function(autograph=False)
     def __call__(self, segments, seq_length=None):
@@ -153,9 +162,13 @@ class HubPreprocessor(tf.Module):
       do_lower_case: as ``FullTokenizer``.
       seq_length: the output length of ``preprocessor(text)``, the signatures and
         ``bert_pack_inputs`` without ``seq_length`` (>= 3).
+      keep_empty_segments: pack as TF Hub's ``bert_pack_inputs`` also where a segment is
+        empty (``[CLS] a [SEP] [SEP]``); default: run_classifier's features (``[CLS] a
+        [SEP]``). See the module docstring.
     """
 
-    def __init__(self, vocab_file: str, do_lower_case: bool = True, seq_length: int = 128):
+    def __init__(self, vocab_file: str, do_lower_case: bool = True, seq_length: int = 128,
+                 keep_empty_segments: bool = False):
         super().__init__(name="bert_preprocessor")
         if (isinstance(seq_length, bool) or not isinstance(seq_length, numbers.Integral)
                 or seq_length < 3):
@@ -175,7 +188,7 @@ class HubPreprocessor(tf.Module):
         self.seq_length = int(seq_length)
         self.tokenize = HubTokenize(tokenizer, special_ids)
         self.bert_pack_inputs = HubBertPackInputs(tokenizer.cls_id, tokenizer.sep_id,
-                                                  self.seq_length)
+                                                  self.seq_length, keep_empty_segments)
         self.vocab_file = tf.saved_model.Asset(vocab_file)
         self.do_lower_case = tf.Variable(bool(do_lower_case), trainable=False,
                                          name="do_lower_case")
@@ -208,7 +221,8 @@ class HubPreprocessor(tf.Module):
 
 
 def export_preprocessor(export_dir: str, vocab_file: str, do_lower_case: bool = True,
-                        seq_length: int = 128) -> HubPreprocessor:
+                        seq_length: int = 128,
+                        keep_empty_segments: bool = False) -> HubPreprocessor:
     """Writes the preprocessor SavedModel (module docstring) for ``vocab_file``.
 
     Written under a temporary name beside ``export_dir``, then renamed into place (an existing
@@ -217,7 +231,7 @@ def export_preprocessor(export_dir: str, vocab_file: str, do_lower_case: bool = 
     ``import tensorflow_text`` done first. Raises ``VocabError`` (an ``InputError``) for a
     missing or unusable vocab, ``InputError`` for a bad ``seq_length``.
     """
-    module = HubPreprocessor(vocab_file, do_lower_case, seq_length)
+    module = HubPreprocessor(vocab_file, do_lower_case, seq_length, keep_empty_segments)
     files.save_saved_model(module, export_dir, module.trace)
     return module
 

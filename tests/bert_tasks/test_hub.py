@@ -333,3 +333,29 @@ def test_hidden_act_reaches_the_exported_encoder(tmp_path, monkeypatch):
         hub.export_hub(CKPT, str(tmp_path / "out"), config_file=CONFIG,
                        vocab_file=paths.GOLDEN_VOCAB, hidden_act="gelu_exact")
     assert built == ["gelu_exact"]
+
+
+def test_hub_keep_empty_segments_flag_reaches_the_preprocessor(tmp_path):
+    """convert_checkpoint.py --hub_keep_empty_segments: the exported preprocessor packs an
+    empty second segment as TF Hub ([CLS] a [SEP] [SEP], the last [SEP] of type 1)."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 - the preprocessor's ops
+
+    from bert_cli import convert_checkpoint
+    from tests.support.tools import run_tool
+
+    out = str(tmp_path / "out")
+    run = run_tool(convert_checkpoint, ["--output_format=tfhub", "--input=" + CKPT,
+                                        "--bert_config_file=" + CONFIG,
+                                        "--vocab_file=" + paths.GOLDEN_VOCAB,
+                                        "--seq_length=8", "--hub_keep_empty_segments",
+                                        "--output=" + out])
+    assert run.code == 0, run.stderr
+    loaded = tf.saved_model.load(os.path.join(out, "preprocessor"))
+    packed = loaded.signatures["text_pair"](text_a=tf.constant(["hello world"]),
+                                            text_b=tf.constant([""]))
+    sep = int(loaded.tokenize.get_special_tokens_dict()["end_of_segment_id"])
+    ids = packed["input_word_ids"].numpy()[0].tolist()
+    types = packed["input_type_ids"].numpy()[0].tolist()
+    last = ids.index(sep, ids.index(sep) + 1)  # the second [SEP], right after the first
+    assert last == ids.index(sep) + 1 and types[last] == 1 and types[ids.index(sep)] == 0

@@ -177,3 +177,36 @@ def test_errors_are_one_line_input_errors(tmp_path):
                                              seq_length=2)
     assert "\n" not in str(error.value)
     assert not os.path.exists(tmp_path / "out")
+
+
+def _tf_hub_rule(segments, seq_length, cls_id, sep_id):
+    """TF Hub's bert_pack_inputs, from TensorFlow Text's pieces: round-robin trimming to
+    seq_length - (segments + 1) ids, every segment followed by [SEP], padded."""
+    trimmed = tf_text.RoundRobinTrimmer(max_seq_length=seq_length - len(segments) - 1).trim(
+        segments)
+    ids, types = tf_text.combine_segments(trimmed, start_of_sequence_id=cls_id,
+                                          end_of_segment_id=sep_id)
+    word_ids, mask = tf_text.pad_model_inputs(ids, max_seq_length=seq_length)
+    type_ids, _ = tf_text.pad_model_inputs(types, max_seq_length=seq_length)
+    return {"input_word_ids": word_ids.numpy(), "input_mask": mask.numpy(),
+            "input_type_ids": type_ids.numpy()}
+
+
+@pytest.mark.parametrize("seq_length", [6, 9, 64])
+def test_keep_empty_segments_packs_as_tf_hub_for_every_segment_count(seq_length):
+    module = hub_preprocessor.HubPreprocessor(paths.GOLDEN_VOCAB, True, SEQ,
+                                              keep_empty_segments=True)
+    cls_id, sep_id = module.bert_pack_inputs._cls_id, module.bert_pack_inputs._sep_id
+    texts_c = ["", "third one here", "c", "", "more text for the third segment"]
+    words = [module.tokenize.ids(tf.constant(t)).merge_dims(1, 2)
+             for t in (TEXTS_A, TEXTS_B, texts_c)]
+    assert any(int(n) == 0 for n in words[1].row_lengths())  # an empty second segment
+    for count in (1, 2, 3):
+        got = module.bert_pack_inputs.pack(words[:count], seq_length)
+        _assert_packed(got, _tf_hub_rule(words[:count], seq_length, cls_id, sep_id))
+    # The default keeps run_classifier's rule: the empty second segment is a single text.
+    default = hub_preprocessor.HubPreprocessor(paths.GOLDEN_VOCAB, True, SEQ)
+    row = [int(n) for n in words[1].row_lengths()].index(0)
+    ours = default.bert_pack_inputs.pack(words[:2], seq_length)["input_word_ids"].numpy()[row]
+    hubs = _tf_hub_rule(words[:2], seq_length, cls_id, sep_id)["input_word_ids"][row]
+    assert list(ours).count(sep_id) == 1 and list(hubs).count(sep_id) == 2
