@@ -209,8 +209,28 @@ def _reason(e: BaseException) -> str:
         cause = [line for line in lines[1:] if not line.startswith(("Detected at node",
                                                                     "File ", "[["))]
         if cause:
-            return "%s (%s)" % (cause[-1].split("\t [[")[0].strip(), type(e).__name__)
-    return lines[0]
+            return "%s (%s)" % (_user_words(cause[-1].split("\t [[")[0].strip()),
+                                type(e).__name__)
+    return _user_words(lines[0])
+
+
+# TensorFlow's words that are not the user's: the op's function-node name, "[Op:SaveV2]", and
+# the temporary files of a checkpoint save (<prefix>_temp/part-....tempstate<n>).
+_FUNCTION_NODE = re.compile(r"\{\{function_node [^}]*\}\}\s*")
+_OP_SUFFIX = re.compile(r"\s*\[Op:[^\]]*\]( name: ?\S*)?")
+_CHECKPOINT_TEMP = re.compile(r"(\S+?)_temp/part-\S*?(?=[;:,\s]|$)")
+
+
+def _user_words(text: str) -> str:
+    """``text`` without TensorFlow's node and op names, a checkpoint's temporary file named
+    by the checkpoint it was writing ("<model_dir>/model.ckpt-45: No space left on device")."""
+    text = _OP_SUFFIX.sub("", _FUNCTION_NODE.sub("", text))
+    match = _CHECKPOINT_TEMP.search(text)
+    if match:
+        cause = " ".join(part for part in (text[:match.start()].strip(" ;:,"),
+                                           text[match.end():].strip(" ;:,")) if part)
+        text = "%s: %s (writing the checkpoint)" % (match.group(1), cause or "failed")
+    return text.strip()
 
 
 def _exists(path: str) -> bool:

@@ -193,3 +193,19 @@ def test_noxla_kernels_and_deterministic_keep_tensorflows_ops_in_prediction(argv
                            ["tool"])
     assert seen == allowed
     assert switch.inference_kernels_allowed()  # only for the run
+
+
+def test_tensorflow_words_are_left_out_of_the_error_line():
+    """A full disk under a checkpoint save, as TensorFlow 2.21 words it (seen with
+    run_classifier on a 3 MB tmpfs): the line names the checkpoint and the cause, not the
+    function node, the op or the temporary shard."""
+    from bert_cli.runner import _user_words
+
+    seen = ("{{function_node __wrapped__SaveV2_dtypes_136_device_/job:localhost/replica:0/"
+            "task:0/device:CPU:0}} /out/model.ckpt-45_temp/part-00000-of-00001.data-00000-of-"
+            "00001.tempstate3935616471025868875; No space left on device [Op:SaveV2]")
+    assert _user_words(seen) == ("/out/model.ckpt-45: No space left on device "
+                                 "(writing the checkpoint)")
+    assert _user_words("corrupted record at 12 [Op:IteratorGetNext] name: x") == \
+        "corrupted record at 12"
+    assert _user_words("--output_dir=/x is not writable") == "--output_dir=/x is not writable"
