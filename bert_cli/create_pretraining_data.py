@@ -158,9 +158,7 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
                                                  fv.show_progress)
         total = sum(r["instances"] for r in results)
         if total == 0:
-            raise pretraining_corpus.CorpusError(
-                "the input files have no text (no line with a token): %s: nothing to write"
-                % pretraining_corpus.name_files(input_files))
+            raise pretraining_corpus.no_text_error(input_files)
         _log(fv, "wrote %d instances with %d workers in %.1fs"
              % (total, fv.num_workers, time.perf_counter() - start))
         return total
@@ -205,11 +203,10 @@ def _check_sharding(fv: flags.FlagValues):
 
 
 def _check_corpus(corpus, input_files) -> None:
-    from data.pretraining.corpus import CorpusError, name_files
+    from data.pretraining.corpus import no_text_error
 
     if corpus.num_documents == 0:
-        raise CorpusError("the input files have no text (no line with a token): %s: nothing "
-                          "to write" % name_files(input_files))
+        raise no_text_error(input_files)
     if int(corpus.document_sentence_counts().max()) < 2:
         runner.warn(TOOL, "no document has two sentences, so every instance pairs its "
                     "sentence with one of a random document (label 1), as the original does")

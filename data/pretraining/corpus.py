@@ -130,6 +130,12 @@ def expand_input_patterns(patterns: Union[str, Sequence[str]], sort: bool = Fals
     return files
 
 
+def no_text_error(input_files: Sequence[str]) -> CorpusError:
+    """The error of a corpus without a line that gives a token (the one wording)."""
+    return CorpusError("the input files have no text (no line with a token): %s: nothing to "
+                       "write" % name_files(input_files))
+
+
 def name_files(files: Sequence[str], most: int = 3) -> str:
     """``files`` for a message: ``a, b, c`` or ``a, b, c and 7 more``."""
     shown = ", ".join(files[:most])

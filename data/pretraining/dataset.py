@@ -35,6 +35,7 @@ from typing import Dict, List, Optional, Sequence
 import tensorflow as tf
 
 from bert_common.errors import first_line
+from data.pretraining import records as pretraining_records
 from data.pretraining import schema as pretraining_schema
 from data.pretraining.instances import PretrainingDataError
 
@@ -87,33 +88,9 @@ def damaged_record_error(files: Sequence[str], error: Exception) -> PretrainingD
                                 % (",".join(files), op_error_reason(error)))
 
 
-def _first_record(path: str) -> Optional[bytes]:
-    """The payload of ``path``'s first TFRecord (None for an empty file), CRCs checked, read
-    with two small reads: no ``tf.data`` pipeline per file (a check of many files would spend
-    its time building them, holding the GIL)."""
-    from bert_common import files as io_utils
-    from data.pretraining.records import crc32c, mask_crc
-
-    with io_utils.open(path, "rb") as f:
-        header = f.read(12)
-        if not header:
-            return None
-        if len(header) < 12:
-            raise ValueError("truncated record at 0")
-        if int.from_bytes(header[8:], "little") != mask_crc(crc32c(header[:8])):
-            raise ValueError("corrupted record at 0")
-        length = int.from_bytes(header[:8], "little")
-        body = f.read(length + 4)
-    if len(body) < length + 4:
-        raise ValueError("truncated record at 0")
-    if int.from_bytes(body[length:], "little") != mask_crc(crc32c(body[:length])):
-        raise ValueError("corrupted record at 0")
-    return body[:length]
-
-
 def _first_example(path: str):
     try:
-        payload = _first_record(path)
+        payload = pretraining_records.read_first_record(path)
     except ValueError as e:
         raise PretrainingDataError("%s: not a readable TFRecord file (%s)" % (path, e)) from None
     if payload is None:

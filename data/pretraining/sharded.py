@@ -47,6 +47,7 @@ from bert_common import files as io_utils
 from bert_common import fork_safety
 from bert_common.progress import Progress
 from data.pretraining import corpus as pretraining_corpus
+from data.pretraining import records
 from data.pretraining.instances import PretrainingDataError
 
 MANIFEST_SUFFIX = ".shards.json"
@@ -205,25 +206,6 @@ def check_destination(prefix: str, expected: Dict) -> bool:
     # Without a shard, a manifest protects nothing (a run killed before its first shard):
     # it is rewritten with this run's flags.
     return there == expected
-
-
-def count_records(path: str) -> Optional[int]:
-    """Records in a local TFRecord file, from its length headers (None on an object store,
-    where each seek is a request)."""
-    if io_utils.is_url(path):
-        return None
-    count = 0
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        position = 0
-        while position < size:
-            header = f.read(8)
-            if len(header) < 8:
-                break
-            position += 16 + int.from_bytes(header, "little")
-            f.seek(position)
-            count += 1
-    return count
 
 
 def _name_shards(shards: Sequence[int]) -> str:
@@ -434,7 +416,7 @@ def destination(input_files: Sequence[str], prefix: str, num_shards: int,
     todo = [s for s in range(lo, hi) if s not in existing]
     summary.skipped = sorted(set(range(lo, hi)) & existing)
     if summary.skipped:
-        counts = [count_records(shard_path(prefix, s, num_shards)) for s in summary.skipped]
+        counts = [records.count_records(shard_path(prefix, s, num_shards)) for s in summary.skipped]
         summary.skipped_instances = None if None in counts else sum(counts)
     made_manifest = False
     try:
@@ -451,12 +433,6 @@ def destination(input_files: Sequence[str], prefix: str, num_shards: int,
     summary.seconds = time.perf_counter() - start
 
 
-def no_text_error(input_files: Sequence[str]) -> pretraining_corpus.CorpusError:
-    return pretraining_corpus.CorpusError(
-        "the input files have no text (no line with a token): %s: nothing to write"
-        % pretraining_corpus.name_files(input_files))
-
-
 def check_some_text(summary: ShardedSummary, shard_range: Tuple[int, int],
                     input_files: Sequence[str]) -> None:
     """A run that made every shard and found no document with a token in any: the corpus
@@ -468,7 +444,7 @@ def check_some_text(summary: ShardedSummary, shard_range: Tuple[int, int],
             path = shard_path(summary.prefix, s, summary.num_shards)
             if io_utils.exists(path):
                 io_utils.remove(path)
-        raise no_text_error(input_files)
+        raise pretraining_corpus.no_text_error(input_files)
 
 
 def _pool_map(pool, function, tasks):
@@ -516,7 +492,7 @@ def run_sharded(input_files: Sequence[str], prefix: str, num_shards: int,
                 progress.update(done_mb, "%d documents" % documents)
             progress.finish()
             if documents == 0:
-                raise no_text_error(input_files)
+                raise pretraining_corpus.no_text_error(input_files)
             progress = Progress("generating shards", len(todo), unit="shards",
                                 enabled=show_progress)
             tasks = [(s, scratch, prefix, num_shards, settings, show_progress and pool is None)

@@ -312,6 +312,7 @@ class Trainer:
         self._rng = RngState.of(model)  # the dropout seeds, saved with the weights (or None)
         self._checkpoint = None
         self._manager = None
+        self._input_manager = None  # multi-worker: this worker's iterator states
         self._write_dir = None
         self._loop_fn = None
         self._fused_kernels = False
@@ -588,7 +589,7 @@ class Trainer:
     def _can_save_iterator(self) -> bool:
         """Not a TPU: each host's input is a plain tf.data iterator over its replicas'
         batches, whose state is saved, so a resume reads nothing twice whatever the steps
-        done (``_host_iterator``)."""
+        done (``_distributed_iterator``)."""
         return not distribution.is_tpu(self.strategy)
 
     def _host_replicas(self) -> Tuple[int, int]:

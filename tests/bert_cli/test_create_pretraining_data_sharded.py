@@ -6,10 +6,8 @@ exit code 1 and nothing written."""
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import hashlib
-import io
 import math
 import json
 import os
@@ -22,13 +20,13 @@ import time
 
 import numpy as np
 import pytest
-from absl import flags
 
 from bert_cli import create_pretraining_data as cli
 from data.pretraining import corpus as pretraining_corpus
 from data.pretraining import records as pretraining_records
 from data.pretraining import sharded
 from tests import paths
+from tests.support.tools import run_tool
 
 ROOT = paths.ROOT
 DERIVED = os.path.join(paths.DATA, "pretrain", "derived_pretrain_corpus.txt")
@@ -46,20 +44,8 @@ SUMMARY_RE = re.compile(r"^(?P<prefix>.*)-\*-of-(?P<of>\d{5}): wrote (?P<wrote>\
 
 def _run(args):
     """The CLI in this process with fresh flags: (exit code, stderr)."""
-    fv = flags.FlagValues()
-    cli.define_flags(fv)
-    fv(["create_pretraining_data.py"] + list(args))
-    cli.FLAGS, saved = fv, cli.FLAGS
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            cli.main(["create_pretraining_data.py"])
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    finally:
-        cli.FLAGS = saved
-    return code, err.getvalue()
+    run = run_tool(cli, list(args))
+    return run.code, run.stderr
 
 
 def _summary(err):
@@ -105,7 +91,7 @@ def reference(tmp_path_factory):
     assert summary["wrote"] == str(SHARDS) and summary["names"] == "00000-00007"
     assert summary["documents"] == "158" and summary["skipped"] is None
     shards = _shard_bytes(prefix)
-    assert int(summary["instances"]) == sum(sharded.count_records(
+    assert int(summary["instances"]) == sum(pretraining_records.count_records(
         sharded.shard_path(prefix, s, SHARDS)) for s in range(SHARDS)) > 5000
     assert all(shards) and len(set(shards)) == SHARDS
     return {"prefix": prefix, "shards": shards, "instances": int(summary["instances"]),
@@ -250,7 +236,7 @@ def test_sigkill_mid_run_then_rerun_ends_with_the_uninterrupted_bytes(tmp_path):
     assert int(summary["skipped"]) == len(at_kill)
     assert int(summary["wrote"]) == num_shards - len(at_kill)
     assert int(summary["skipped_instances"]) == sum(
-        sharded.count_records(str(out / name)) for name in at_kill)
+        pretraining_records.count_records(str(out / name)) for name in at_kill)
     assert _shard_bytes(prefix, num_shards) == _shard_bytes(str(ref / "records"), num_shards)
     assert _read(sharded.manifest_path(prefix)) == _read(
         sharded.manifest_path(str(ref / "records")))

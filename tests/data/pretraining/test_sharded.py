@@ -116,15 +116,15 @@ def test_count_records_equals_read_records(tmp_path, tokenizer):
     path = str(tmp_path / "x.tfrecord")
     written = pretraining_fast.write_records(corpus, vocab, [path], helper=False, **SETTINGS)
     assert written > 100
-    assert sharded.count_records(path) == len(pretraining_records.read_records(path)) == written
+    assert pretraining_records.count_records(path) == len(pretraining_records.read_records(path)) == written
     empty = _write(tmp_path / "empty.tfrecord", b"")
-    assert sharded.count_records(empty) == 0
+    assert pretraining_records.count_records(empty) == 0
     with open(path, "rb") as f:
         data = f.read()
     length = int.from_bytes(data[:8], "little")
     one = _write(tmp_path / "one.tfrecord", data[:16 + length])
-    assert sharded.count_records(one) == 1 == len(pretraining_records.read_records(one))
-    assert sharded.count_records("gs://bucket/x-00000-of-00001") is None
+    assert pretraining_records.count_records(one) == 1 == len(pretraining_records.read_records(one))
+    assert pretraining_records.count_records("gs://bucket/x-00000-of-00001") is None
 
 
 # ------------------------------------------------------------------------------------------
@@ -242,7 +242,7 @@ def test_each_shard_is_the_generator_over_its_own_documents(corpus, num_shards, 
     assert got == want
     total = pretraining_corpus.read_corpus([corpus], tokenizer).num_documents
     assert summary.documents == total and sorted(summary.written) == list(range(num_shards))
-    assert summary.instances == sum(sharded.count_records(
+    assert summary.instances == sum(pretraining_records.count_records(
         sharded.shard_path(prefix, s, num_shards)) for s in range(num_shards))
     if corpus == TRAJECTORY:  # 6 documents in 8 shards: some shards are empty, valid files
         assert b"" in got and summary.instances > 100
@@ -264,6 +264,12 @@ def test_each_shard_is_the_generator_over_its_own_documents(corpus, num_shards, 
 def scratch_root(tmp_path, monkeypatch):
     """$TMPDIR is a folder of this test (tempfile caches its choice: set it too); yields it
     and the list of scratch folders the runs made."""
+    import multiprocessing.util
+
+    # multiprocessing keeps its own temporary folder (the forkserver's socket, when TensorFlow
+    # is loaded) for the life of the process, chosen at its first use: choose it now, in the
+    # real temporary folder, not in this test's (long, and removed after the test).
+    multiprocessing.util.get_temp_dir()
     root = tmp_path / "scratch"
     root.mkdir()
     monkeypatch.setenv("TMPDIR", str(root))
