@@ -24,6 +24,7 @@ Pipeline options come as one string (``--beam_options``), e.g.
 
 from __future__ import annotations
 
+import logging
 import shlex
 from typing import Dict, List, Sequence, Tuple
 
@@ -106,7 +107,7 @@ def build_pipeline(pipeline, runs: List, todo: Sequence[int], prefix: str, num_s
 def pipeline_options(options: str):
     """``--beam_options`` -> ``PipelineOptions`` (``DirectRunner`` when no runner is named:
     Beam's newer local default may fetch a runner binary, which needs the network)."""
-    beam = import_beam()
+    import_beam()  # one line saying how to install it, not an ImportError
     from apache_beam.options.pipeline_options import PipelineOptions
 
     args = shlex.split(options or "")
@@ -115,7 +116,6 @@ def pipeline_options(options: str):
         args.append("--runner=DirectRunner")
     if "--default_sdk_harness_log_level" not in named:  # workers: warnings and up
         args.append("--default_sdk_harness_log_level=WARNING")
-    del beam
     return PipelineOptions(args)
 
 
@@ -129,8 +129,6 @@ def run_beam(input_files: Sequence[str], prefix: str, num_shards: int,
     from apache_beam.metrics.metric import MetricsFilter
 
     opts = pipeline_options(options)
-    import logging
-
     # Beam's local runners log every worker's start and stop at INFO: warnings and up only.
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     with sharded.destination(input_files, prefix, num_shards, shard_range, vocab_file,
@@ -149,6 +147,7 @@ def run_beam(input_files: Sequence[str], prefix: str, num_shards: int,
         summary.written = list(todo)
         summary.instances = int(counters.get("instances", 0))
         summary.documents = int(counters.get("documents", 0))
+        # Which shards hold one document is not gathered back from the workers: only how many.
         summary.one_document = [None] * int(counters.get("one_document_shards", 0))
         sharded.check_some_text(summary, shard_range, input_files)
     return summary
