@@ -223,7 +223,8 @@ def _ours_engines(w: dict, work_dir: str, only: Optional[str] = None):
     from modeling.heads import classifier as classifier_head
     from modeling.heads import squad as squad_head
     from modeling.training import finetuning, optimization
-    from modeling.training import trainer as training_loop
+    from modeling.training.objectives import MeanLossObjective
+    from modeling.training.trainer import Trainer, TrainerConfig
 
     if w["shape"] == MINILM:
         config = BertConfig.from_json_file(os.path.join(MODEL_DIR, "config.json"))
@@ -246,13 +247,12 @@ def _ours_engines(w: dict, work_dir: str, only: Optional[str] = None):
                                              w["seq"], w["train_batch"], True, seed=1)
     if w["shape"] == MINILM:
         checkpoints.load_checkpoint(model, MODEL_DIR, log=False)
-    trainer = training_loop.Trainer(
+    trainer = Trainer(
         model, optimization.create_optimizer(5e-5, 10 ** 6, 10 ** 4),
-        training_loop.MeanLossObjective(loss, finetuning.MODEL_INPUT_NAMES), None,
-        training_loop.TrainerConfig(tempfile.mkdtemp(prefix="ours_trainer_", dir=work_dir),
-                                    10 ** 9,
-                                    fuse_optimizer=True, fused_kernels=True,
-                                    write_summaries=False, step_log=False, progress=False))
+        MeanLossObjective(loss, finetuning.MODEL_INPUT_NAMES), None,
+        TrainerConfig(tempfile.mkdtemp(prefix="ours_trainer_", dir=work_dir), 10 ** 9,
+                      fuse_optimizer=True, fused_kernels=True,
+                      write_summaries=False, step_log=False, progress=False))
     iterator = trainer.make_iterator(train_data)
     tokenizer = FastFullTokenizer(os.path.join(MODEL_DIR, "vocab.txt"), True)
     out_dir = tempfile.mkdtemp(prefix="ours_predict_", dir=work_dir)

@@ -78,8 +78,8 @@ def ours_forward(model, inputs, jit: bool):
 
     fn = tf.function(lambda x: model(x, training=False)["sequence_output"], jit_compile=jit)
     fused = not jit and distribution.prediction_kernels_apply(tf.distribute.get_strategy())
-    with switch.fused_inference_kernels(fused):
-        fn.get_concrete_function(inputs)  # the trace that reads the switch
+    with switch.use_kernels(model, switch.Kernels(inference=fused)):
+        fn.get_concrete_function(inputs)  # the trace that reads the layers' kernels
     return lambda: fn(inputs).numpy()
 
 

@@ -98,7 +98,7 @@ def ours_trainer(d, policy: str = "float32", jit: bool = False):
     from modeling.heads.pretraining import BertPretrainingModel
     from modeling.training import objectives as pretraining_objective
     from modeling.training import optimization
-    from modeling.training import trainer as training_loop
+    from modeling.training.trainer import Trainer, TrainerConfig
 
     config = BertConfig(vocab_size=d["vocab"], hidden_size=d["hidden"],
                         num_hidden_layers=d["layers"], num_attention_heads=d["heads"],
@@ -113,12 +113,11 @@ def ours_trainer(d, policy: str = "float32", jit: bool = False):
     optimizer = optimization.create_optimizer(5e-5, 1_000_000, 10_000)
     model_dir = tempfile.mkdtemp(prefix="bench_pretraining_")  # nothing is saved; removed at exit
     atexit.register(shutil.rmtree, model_dir, True)
-    trainer = training_loop.Trainer(
+    trainer = Trainer(
         model, optimizer, pretraining_objective.PretrainingObjective(), None,
-        training_loop.TrainerConfig(model_dir,
-                                    10 ** 9, use_xla=jit, fuse_optimizer=not jit,
-                                    fused_kernels=not jit, write_summaries=False,
-                                    step_log=False, progress=False))
+        TrainerConfig(model_dir, 10 ** 9, use_xla=jit, fuse_optimizer=not jit,
+                      fused_kernels=not jit, write_summaries=False, step_log=False,
+                      progress=False))
     dataset = tf.data.Dataset.from_tensors(synthetic_batch(d)).repeat()
     return trainer, trainer.make_iterator(dataset)
 
@@ -168,9 +167,9 @@ def _attention_core(d):
         grads = tape.gradient(context, [query] + keys + values, output_gradients=upstream)
         return tf.add_n([tf.reduce_sum(g) for g in grads])  # every gradient is computed
 
-    with switch.fused_training_kernels():
+    with switch.use_kernels(layer, switch.Kernels(training=True)):
         fn = tf.function(step)
-        fn()  # traced with the switch on
+        fn()  # traced with the fused kernels
 
     def run(n):
         for _ in range(n):

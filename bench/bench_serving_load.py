@@ -88,11 +88,11 @@ def _build_tiny(folder: str) -> str:
 
 def _resolve(export_dir: str) -> str:
     """A SavedModel folder, or the largest version of a model base path."""
-    from bert_common import files
+    from bert_common import saved_models
 
-    if files.is_saved_model(export_dir):
+    if saved_models.is_saved_model(export_dir):
         return export_dir
-    versions = files.saved_model_versions(export_dir)
+    versions = saved_models.saved_model_versions(export_dir)
     if not versions:
         sys.exit("bench_serving_load.py: error: --export_dir=%s is neither a SavedModel nor a "
                  "model base path with versions" % export_dir)

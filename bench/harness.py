@@ -356,7 +356,7 @@ def write_json(name: str, obj: Any) -> str:
     """Writes ``obj`` to ``bench/out/<name>`` atomically (lead side: needs the project's
     ``bert_common`` package); returns the path."""
     sys.path.insert(0, ROOT)
-    from bert_common.files import atomic_open
+    from bert_common.atomic import atomic_open
 
     os.makedirs(OUT_DIR, exist_ok=True)
     path = os.path.join(OUT_DIR, name)

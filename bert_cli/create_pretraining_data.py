@@ -26,8 +26,10 @@ from typing import List
 from absl import flags
 
 from bert_cli import flags as cli_flags
+from bert_common import atomic
 from bert_common import files as fs
 from bert_cli import runner
+from bert_common import checks
 from bert_cli.flags import FlagError
 
 FLAGS = flags.FLAGS
@@ -98,7 +100,7 @@ def _split_outputs(value: str) -> List[str]:
         raise FlagError("--output_file lists the same file twice")
     for f in files:
         try:
-            fs.check_output_folder(f)
+            atomic.check_output_folder(f)
         except OSError as e:
             raise FlagError("--output_file %s: %s" % (f, e)) from None
         if fs.isdir(f):
@@ -115,7 +117,7 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
     cli_flags.require(fv, ("input_file", "output_file", "vocab_file"))
     # --masked_lm_prob in (0, 1], --dupe_factor, --max_predictions_per_seq, --num_workers >= 1,
     # --max_seq_length >= 5 ([CLS] A [SEP] B [SEP]): the checks the tools share.
-    cli_flags.check_values(fv, min_seq_length=5)
+    checks.check_values(fv, min_seq_length=5)
     pretraining.check_settings(fv.max_seq_length, fv.max_predictions_per_seq, fv.dupe_factor,
                                fv.masked_lm_prob, fv.short_seq_prob)
     shard_range = _check_sharding(fv)

@@ -22,6 +22,7 @@ from absl import flags
 
 from bert_cli import flags as cli_flags
 from bert_cli import runner
+from bert_common import checks
 from bert_cli.flags import FlagError
 from bert_common.progress import Progress
 
@@ -69,7 +70,7 @@ def parse_layers(text: str, num_layers: int) -> List[int]:
 def check_output_file(output_file: str) -> None:
     """``FlagError`` naming ``--output_file`` unless it can be written: not a directory, in an
     existing writable folder (checked before any work)."""
-    from bert_common import files
+    from bert_common import atomic, files
 
     if files.isdir(output_file):
         raise FlagError("--output_file=%s is a directory" % output_file)
@@ -77,7 +78,7 @@ def check_output_file(output_file: str) -> None:
     if not files.is_url(folder) and not files.isdir(folder):
         raise FlagError("--output_file=%s: folder %s does not exist" % (output_file, folder))
     try:
-        files.check_output_folder(output_file)
+        atomic.check_output_folder(output_file)
     except OSError as e:
         raise FlagError("--output_file=%s: %s" % (output_file, e.strerror or e)) from None
 
@@ -112,12 +113,12 @@ def extract(input_file: str, output_file: str, bert_config_file: str, init_check
 
     from data.tokenization import special_tokens
     from data.tokenization import wordpiece as tokenization
-    from bert_common.files import atomic_open
+    from bert_common.atomic import atomic_open
     from data.sentence_features import convert_examples_to_features, read_examples
     from modeling import checkpoints
     from modeling.encoder import BertModel
     from modeling.config import BertConfig
-    from modeling.kernels import switch as training_kernels
+    from modeling.kernels import switch
     from modeling.training import distribution
 
     check_output_file(output_file)  # before any work, not after every feature is computed
@@ -147,13 +148,16 @@ def extract(input_file: str, output_file: str, bert_config_file: str, init_check
         print("extract_features.py: warning: no --init_checkpoint, random weights",
               file=sys.stderr)
 
-    @tf.function(jit_compile=inference_dtype == "float32", reduce_retracing=True)
-    def predict(batch):
-        outputs = model(batch, training=False)["encoder_outputs"]
-        return [tf.cast(outputs[index], tf.float32) for index in layer_indexes]  # [B, S, H]
-
+    # bfloat16 runs as a graph, with the fused LayerNorm on a CPU (float32: XLA, which
+    # compiles TensorFlow's ops and cannot take the kernel library's)
     fused = (inference_dtype != "float32" and distribution.prediction_kernels_apply(
         tf.distribute.get_strategy(), model.variables))
+
+    @tf.function(jit_compile=inference_dtype == "float32", reduce_retracing=True)
+    def predict(batch):
+        with switch.use_kernels(model, switch.Kernels(inference=fused)):  # read when traced
+            outputs = model(batch, training=False)["encoder_outputs"]
+        return [tf.cast(outputs[index], tf.float32) for index in layer_indexes]  # [B, S, H]
     features = convert_examples_to_features(examples, max_seq_length, tokenizer)
     total, done = len(examples), 0
     progress = Progress("extract_features", total, unit="lines")
@@ -165,10 +169,7 @@ def extract(input_file: str, output_file: str, bert_config_file: str, init_check
                 "input_mask": np.asarray([f.input_mask for f in chunk], np.int32),
                 "segment_ids": np.asarray([f.input_type_ids for f in chunk], np.int32),
             }
-            # bfloat16 runs as a graph, with the fused LayerNorm on a CPU (float32: XLA, which
-            # compiles TensorFlow's ops and cannot take the kernel library's)
-            with training_kernels.fused_inference_kernels(fused):
-                values = [np.asarray(v) for v in predict(batch)]
+            values = [np.asarray(v) for v in predict(batch)]
             for row, feature in enumerate(chunk):
                 writer.write(feature_json(feature.unique_id, feature.tokens, layer_indexes,
                                           [v[row] for v in values]))
@@ -181,7 +182,7 @@ def extract(input_file: str, output_file: str, bert_config_file: str, init_check
 def run(fv: flags.FlagValues) -> int:
     """Writes ``--output_file``; returns the number of lines."""
     cli_flags.require(fv, ("input_file", "output_file", "bert_config_file", "vocab_file"))
-    cli_flags.check_values(fv)
+    checks.check_values(fv)
     return extract(fv.input_file, fv.output_file, fv.bert_config_file, fv.init_checkpoint,
                    fv.vocab_file, fv.layers, fv.max_seq_length, fv.do_lower_case, fv.batch_size,
                    fv.inference_dtype)

@@ -57,8 +57,10 @@ from typing import Dict, Optional
 from absl import flags, logging
 
 from bert_cli import flags as cli_flags
+from bert_common import atomic
 from bert_common import files as fs
 from bert_cli import runner
+from bert_common import checks
 from bert_cli.flags import FlagError
 
 FLAGS = flags.FLAGS
@@ -131,7 +133,7 @@ def check_flags(fv) -> None:
     _require(bool(fv.output_dir), "--output_dir is required")
     # Batch sizes, step counts, --learning_rate (NaN too), --max_seq_length, --num_train_steps
     # with --do_train: the checks every tool shares.
-    cli_flags.check_values(fv)
+    checks.check_values(fv)
     _require(fv.max_predictions_per_seq <= fv.max_seq_length,
              "--max_predictions_per_seq=%d is larger than --max_seq_length=%d"
              % (fv.max_predictions_per_seq, fv.max_seq_length))
@@ -164,7 +166,7 @@ def export_for_finetuning(model, fv, global_step: int) -> str:
     fs.makedirs(export_dir)
     prefix = checkpoints.save_tf1_checkpoint(model, os.path.join(export_dir, "bert_model.ckpt"),
                                              global_step=global_step)
-    with fs.atomic_open(os.path.join(export_dir, "bert_config.json")) as f:
+    with atomic.atomic_open(os.path.join(export_dir, "bert_config.json")) as f:
         f.write(fs.read_text(fv.bert_config_file))
     return prefix
 
@@ -187,7 +189,7 @@ def build_trainer(fv, config, strategy, precision):
     from modeling.heads.pretraining import BertPretrainingModel
     from modeling.training import distribution, optimization
     from modeling.training import objectives as pretraining_objective
-    from modeling.training import trainer as training_loop
+    from modeling.training import trainer
 
     reduction = fv.gradient_reduction
     if reduction == "auto":
@@ -199,9 +201,9 @@ def build_trainer(fv, config, strategy, precision):
             fv.learning_rate, max(fv.num_train_steps, 1), fv.num_warmup_steps,
             optimizer=fv.optimizer, one_step_ahead=not fv.corrected_lr_schedule,
             gradient_reduction=reduction, loss_scale=precision.loss_scale)
-    return training_loop.Trainer(
+    return trainer.Trainer(
         model, optimizer, pretraining_objective.PretrainingObjective(), strategy,
-        training_loop.TrainerConfig(
+        trainer.TrainerConfig(
             model_dir=fv.output_dir, num_train_steps=fv.num_train_steps,
             steps_per_loop=fv.iterations_per_loop,
             save_checkpoints_steps=fv.save_checkpoints_steps,
@@ -216,21 +218,21 @@ def evaluate(fv, model, files, strategy, global_step: int, chief: bool) -> Dict[
     ``eval_results.txt`` and TensorBoard (``output_dir/eval``) by the chief."""
     from bert_common.results import write_eval_results
     from data.pretraining import dataset as pd
+    from modeling.training import evaluation
     from modeling.training import objectives as pretraining_objective
-    from modeling.training import trainer as training_loop
 
     logging.info("***** Running evaluation *****  batch size %d, %d steps",
                  fv.eval_batch_size, fv.max_eval_steps)
     eval_data = pd.pretraining_dataset(files, fv.max_seq_length, fv.max_predictions_per_seq,
                                        fv.eval_batch_size, is_training=False)
-    results = training_loop.evaluate(model, eval_data, pretraining_objective.eval_metrics,
-                                     fv.max_eval_steps, strategy,
-                                     model_inputs=pretraining_objective.model_inputs)
+    results = evaluation.evaluate(model, eval_data, pretraining_objective.eval_metrics,
+                                  fv.max_eval_steps, strategy,
+                                  model_inputs=pretraining_objective.model_inputs)
     results = {key: results[key] for key in pretraining_objective.EVAL_KEYS}
     results["global_step"] = global_step
     if chief:
         write_eval_results(os.path.join(fv.output_dir, EVAL_RESULTS), results)
-        training_loop.write_eval_summaries(fv.output_dir, results, global_step)
+        evaluation.write_eval_summaries(fv.output_dir, results, global_step)
     return results
 
 

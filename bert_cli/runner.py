@@ -33,8 +33,8 @@ from typing import Any, Callable, List, Optional, Sequence
 
 from absl import app, flags
 
-from bert_common.errors import EXIT_BAD_INPUT, InputError
-from bert_cli.flags import FlagError
+from bert_common import errors
+from bert_common.errors import EXIT_BAD_INPUT, FlagError, InputError
 
 
 def fail(tool: str, message: Any) -> None:
@@ -53,7 +53,7 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
     """``run(flag_values)``, with bad input reported as one line and exit status 1."""
     if len(argv) > 1:
         fail(tool, "unexpected arguments: %s" % " ".join(argv[1:]))
-    from bert_common import files
+    from bert_common import atomic, files
 
     keep_traceback = os.environ.get("BERT_TRACEBACK", "") not in ("", "0")
     output_dir = flag_values["output_dir"].value if "output_dir" in flag_values else None
@@ -61,15 +61,15 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
     made_output_dir = bool(output_dir) and chief and not _exists(output_dir)
     written: List[str] = []
     try:
-        with files.recording_writes() as written, _kernel_choice(flag_values):
+        with atomic.recording_writes() as written, _kernel_choice(flag_values):
             result = run(flag_values)
     except Exception as e:  # noqa: BLE001
-        one_line = isinstance(e, (InputError, OSError)) or _is_tf_error(e)
+        one_line = isinstance(e, (InputError, OSError)) or errors.is_tf_error(e)
         if keep_traceback or not one_line:
             raise  # a bug: the traceback is what its report needs
-        message = str(e) if isinstance(e, (InputError, OSError)) else _reason(e)
+        message = str(e) if isinstance(e, (InputError, OSError)) else errors.reason(e)
         # Its notes belong on the line: e.g. where a previous output is kept that a failed
-        # commit could not put back (bert_common.files).
+        # commit could not put back (bert_common.atomic).
         notes = [n for n in getattr(e, "__notes__", []) if n]
         if notes:
             message += " (%s)" % "; ".join(notes)
@@ -90,7 +90,7 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
                 raise
             removed = _remove_marker(output_dir)
             warn(tool, "could not write %s in %s (%s)%s" % (
-                RUN_OUTPUTS, output_dir, _reason(e),
+                RUN_OUTPUTS, output_dir, errors.reason(e),
                 "; the earlier run's one, which would list its outputs as this run's, was "
                 "removed" if removed else ""))
     return result
@@ -149,7 +149,7 @@ def mark_outputs(tool: str, output_dir: str, written: Sequence[str],
     "written": [this run's outputs in output_dir, relative], "earlier": [result files there
     that this run did not write], "error": the failed run's error line, or null}``; warns
     about ``earlier`` ones (after a success); returns them."""
-    from bert_common import files
+    from bert_common import atomic, files
 
     root = files.abspath(output_dir)
     mine = sorted(os.path.relpath(p, root) for p in set(written)
@@ -164,7 +164,7 @@ def mark_outputs(tool: str, output_dir: str, written: Sequence[str],
     record = {"tool": tool, "finished": datetime.datetime.now(datetime.timezone.utc)
               .strftime("%Y-%m-%dT%H:%M:%SZ"), "written": mine, "earlier": earlier,
               "error": error}
-    with files.atomic_open(os.path.join(output_dir, RUN_OUTPUTS)) as f:
+    with atomic.atomic_open(os.path.join(output_dir, RUN_OUTPUTS)) as f:
         json.dump(record, f, indent=1)
         f.write("\n")
     if earlier and error is None:
@@ -188,49 +188,6 @@ def _is_chief_process(flag_values: flags.FlagValues) -> bool:
         return is_chief_task(task.get("type"), int(task.get("index", 0) or 0), cluster)
     except (ValueError, TypeError, AttributeError):
         return True  # the strategy reports a malformed TF_CONFIG itself
-
-
-def _is_tf_error(e: BaseException) -> bool:
-    """A ``tf.errors.OpError`` (file systems report through it: NotFound, PermissionDenied,
-    DataLoss, ...); TensorFlow is not imported to check."""
-    tf_errors = sys.modules.get("tensorflow.python.framework.errors_impl")
-    return tf_errors is not None and isinstance(e, tf_errors.OpError)
-
-
-def _reason(e: BaseException) -> str:
-    """The one line that says what went wrong: the message's first line, or for an error from
-    inside a ``tf.function`` ("Graph execution error:", then the Python frames) its last line
-    (e.g. "corrupted record at 1234"), without the node name."""
-    message = str(getattr(e, "message", None) or getattr(e, "strerror", None) or str(e))
-    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
-    if not lines:
-        return type(e).__name__
-    if lines[0].startswith("Graph execution error") and len(lines) > 1:
-        cause = [line for line in lines[1:] if not line.startswith(("Detected at node",
-                                                                    "File ", "[["))]
-        if cause:
-            return "%s (%s)" % (_user_words(cause[-1].split("\t [[")[0].strip()),
-                                type(e).__name__)
-    return _user_words(lines[0])
-
-
-# TensorFlow's words that are not the user's: the op's function-node name, "[Op:SaveV2]", and
-# the temporary files of a checkpoint save (<prefix>_temp/part-....tempstate<n>).
-_FUNCTION_NODE = re.compile(r"\{\{function_node [^}]*\}\}\s*")
-_OP_SUFFIX = re.compile(r"\s*\[Op:[^\]]*\]( name: ?\S*)?")
-_CHECKPOINT_TEMP = re.compile(r"(\S+?)_temp/part-\S*?(?=[;:,\s]|$)")
-
-
-def _user_words(text: str) -> str:
-    """``text`` without TensorFlow's node and op names, a checkpoint's temporary file named
-    by the checkpoint it was writing ("<model_dir>/model.ckpt-45: No space left on device")."""
-    text = _OP_SUFFIX.sub("", _FUNCTION_NODE.sub("", text))
-    match = _CHECKPOINT_TEMP.search(text)
-    if match:
-        cause = " ".join(part for part in (text[:match.start()].strip(" ;:,"),
-                                           text[match.end():].strip(" ;:,")) if part)
-        text = "%s: %s (writing the checkpoint)" % (match.group(1), cause or "failed")
-    return text.strip()
 
 
 def _exists(path: str) -> bool:
@@ -259,23 +216,6 @@ def _remove_if_no_file(folder: str) -> None:
             files.rmtree(folder)
     except Exception:  # noqa: BLE001 - the run's own error is the one to report
         pass
-
-
-def prepare_output_dir(path: str) -> None:
-    """Creates ``--output_dir`` and proves it writable (``FlagError`` naming it otherwise), so
-    that a run fails before any work rather than at its first checkpoint."""
-    from bert_common import files
-
-    try:
-        files.makedirs(path)
-        probe = os.path.join(path, ".write_probe.%d" % os.getpid())
-        with files.open(probe, "w") as f:
-            f.write("ok")
-        files.remove(probe)
-    except Exception as e:  # noqa: BLE001 - OSError, or tf.errors.* for a gs:// folder
-        if not isinstance(e, OSError) and not _is_tf_error(e):
-            raise
-        raise FlagError("--output_dir=%s is not writable (%s)" % (path, _reason(e))) from None
 
 
 def _list_in_help(flag_values: flags.FlagValues) -> None:
@@ -310,5 +250,5 @@ _HELP_FLAGS = frozenset(("--help", "-help", "-h", "-?", "--helpshort", "--helpfu
                          "--helpxml"))
 
 
-__all__ = ["EXIT_BAD_INPUT", "FlagError", "InputError", "fail", "prepare_output_dir", "run_main",
+__all__ = ["EXIT_BAD_INPUT", "FlagError", "InputError", "fail", "run_main",
            "start", "warn"]

@@ -11,11 +11,19 @@ The library's own error types subclass it (``ConfigError``, ``CheckpointError``,
 so library users can catch them one by one or all at once.
 """
 
+import re
+import sys
+
 EXIT_BAD_INPUT = 1  # absl's own flag-parsing errors exit with 1 too
 
 
 class InputError(ValueError):
     """Bad input (a file, a flag value, a combination of flags); the message names it."""
+
+
+class FlagError(InputError):
+    """A bad flag value or combination; the message names the flag (or the setting of the
+    same name, for the fine-tuning driver's settings)."""
 
 
 def first_line(error: BaseException, text: "str | None" = None) -> str:
@@ -24,3 +32,46 @@ def first_line(error: BaseException, text: "str | None" = None) -> str:
     text = str(error) if text is None else text
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[0] if lines else type(error).__name__
+
+
+def is_tf_error(e: BaseException) -> bool:
+    """A ``tf.errors.OpError`` (file systems report through it: NotFound, PermissionDenied,
+    DataLoss, ...); TensorFlow is not imported to check."""
+    tf_errors = sys.modules.get("tensorflow.python.framework.errors_impl")
+    return tf_errors is not None and isinstance(e, tf_errors.OpError)
+
+
+def reason(e: BaseException) -> str:
+    """The one line that says what went wrong: the message's first line, or for an error from
+    inside a ``tf.function`` ("Graph execution error:", then the Python frames) its last line
+    (e.g. "corrupted record at 1234"), without the node name."""
+    message = str(getattr(e, "message", None) or getattr(e, "strerror", None) or str(e))
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    if not lines:
+        return type(e).__name__
+    if lines[0].startswith("Graph execution error") and len(lines) > 1:
+        cause = [line for line in lines[1:] if not line.startswith(("Detected at node",
+                                                                    "File ", "[["))]
+        if cause:
+            return "%s (%s)" % (user_words(cause[-1].split("\t [[")[0].strip()),
+                                type(e).__name__)
+    return user_words(lines[0])
+
+
+# TensorFlow's words that are not the user's: the op's function-node name, "[Op:SaveV2]", and
+# the temporary files of a checkpoint save (<prefix>_temp/part-....tempstate<n>).
+_FUNCTION_NODE = re.compile(r"\{\{function_node [^}]*\}\}\s*")
+_OP_SUFFIX = re.compile(r"\s*\[Op:[^\]]*\]( name: ?\S*)?")
+_CHECKPOINT_TEMP = re.compile(r"(\S+?)_temp/part-\S*?(?=[;:,\s]|$)")
+
+
+def user_words(text: str) -> str:
+    """``text`` without TensorFlow's node and op names, a checkpoint's temporary file named
+    by the checkpoint it was writing ("<model_dir>/model.ckpt-45: No space left on device")."""
+    text = _OP_SUFFIX.sub("", _FUNCTION_NODE.sub("", text))
+    match = _CHECKPOINT_TEMP.search(text)
+    if match:
+        cause = " ".join(part for part in (text[:match.start()].strip(" ;:,"),
+                                           text[match.end():].strip(" ;:,")) if part)
+        text = "%s: %s (writing the checkpoint)" % (match.group(1), cause or "failed")
+    return text.strip()

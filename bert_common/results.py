@@ -13,7 +13,7 @@ from typing import Mapping
 import numpy as np
 from absl import logging
 
-from bert_common.files import atomic_open
+from bert_common.atomic import atomic_open
 from bert_common.files import open as files_open
 
 INTEGER_KEYS = frozenset(("global_step",))

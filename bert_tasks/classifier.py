@@ -6,6 +6,7 @@
   for training / eval / predict, length-aware off TPU).
 * ``predict_examples(model, examples, ...)``: writes the examples' records and returns the
   model's outputs for the real examples, in example order.
+* ``ClassifierTask``: the task as the one driver (``bert_tasks.driver``) runs it.
 
 Example::
 
@@ -25,8 +26,11 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from bert_common.errors import FlagError
+from bert_tasks.task import Context, Task
 from data.glue import dataset as glue_dataset
 from data.glue import features as glue_features
+from data.glue import processors
 from data.glue.processors import PaddingInputExample
 from modeling.heads.classifier import per_example_classifier_loss
 from modeling.training import distribution, finetuning
@@ -98,3 +102,110 @@ def predict_examples(model, examples: List, label_list: List[str], tokenizer, re
         raise RuntimeError("lost examples in the input pipeline: %d of %d"
                            % (int(real.sum()), len(examples)))
     return {k: v[real] for k, v in result.items()}
+
+
+class ClassifierTask(Task):
+    """Sentence (pair) classification or regression as the driver runs it (run_classifier).
+
+    Reads the processor's ``train``/``dev``/``test`` splits from ``data_dir``; ``do_eval``
+    writes every GLUE metric of the task (``data.glue.metrics.eval_metrics``), ``do_predict``
+    ``test_results.tsv`` and the GLUE submission file; exports a TF Serving SavedModel
+    (``export_dir``) and a Hugging Face folder (``export_hf_dir``).
+
+    Args:
+        task_name: a GLUE/XNLI task or a TSV task (``data.glue.processors.PROCESSORS``).
+        data_dir: the folder of the task's files.
+        xnli_language: XNLI's language.
+        export_hf_dir: where to write a Hugging Face folder, or None.
+
+    Example::
+
+        driver.run(ClassifierTask("mrpc", data_dir="glue/MRPC"), settings)
+    """
+
+    actions = ("do_train", "do_eval", "do_predict", "export_dir", "export_hf_dir")
+
+    def __init__(self, task_name: str, data_dir: Optional[str] = None,
+                 xnli_language: str = "zh", export_hf_dir: Optional[str] = None):
+        self.task_name = task_name
+        self.data_dir = data_dir
+        self.xnli_language = xnli_language
+        self.export_hf_dir = export_hf_dir
+
+    def check(self, ctx: Context) -> None:
+        s = ctx.settings
+        if (s.do_train or s.do_eval or s.do_predict) and not self.data_dir:
+            raise FlagError("--data_dir is required with --do_train/--do_eval/--do_predict")
+
+    def read(self, ctx: Context) -> None:
+        s = ctx.settings
+        self.task_name = processors.canonical_task_name(self.task_name)
+        self.processor = processors.get_processor(self.task_name, self.data_dir,
+                                                  self.xnli_language)
+        self.regression = self.processor.is_regression
+        self.label_list = self.processor.get_labels()
+        self.examples = {split: processors.get_examples(self.processor, split, self.data_dir)
+                         for split, wanted in (("train", s.do_train), ("dev", s.do_eval),
+                                               ("test", s.do_predict)) if wanted}
+
+    def build_model(self, ctx: Context):
+        from modeling.heads import classifier as classifier_head
+
+        return classifier_head.build_classifier_model(
+            ctx.bert_config, 1 if self.regression else len(self.label_list),
+            seq_length=ctx.seq_length, regression=self.regression)
+
+    def train_dataset(self, ctx: Context):
+        s = ctx.settings
+        train_file = ctx.path("train.tf_record")
+        write_train_records(self.examples["train"], self.label_list, s.max_seq_length,
+                            ctx.tokenizer, train_file, s.random_seed)
+        batches = dataset(train_file, s.max_seq_length, s.train_batch_size, True,
+                          regression=self.regression, length_aware=s.length_aware_batching,
+                          static_shapes=ctx.tpu, seed=s.random_seed)
+        return batches, len(self.examples["train"])
+
+    def per_example_loss(self, outputs, batch):
+        return per_example_classifier_loss(outputs, batch, regression=self.regression)
+
+    def _predict(self, ctx: Context, model, split: str, record_name: str, batch_size: int):
+        s = ctx.settings
+        return predict_examples(model, self.examples[split], self.label_list, ctx.tokenizer,
+                                ctx.path(record_name), max_seq_length=s.max_seq_length,
+                                batch_size=batch_size, regression=self.regression,
+                                strategy=ctx.strategy, length_aware=s.length_aware_batching)
+
+    def evaluate(self, ctx: Context, model) -> Dict[str, float]:
+        from data.glue import metrics as glue_metrics
+
+        result = self._predict(ctx, model, "dev", "eval.tf_record", ctx.settings.eval_batch_size)
+        return glue_metrics.eval_metrics(self.task_name, result, self.regression)
+
+    def predict(self, ctx: Context, model) -> None:
+        from data.glue import submission
+
+        result = self._predict(ctx, model, "test", "predict.tf_record",
+                               ctx.settings.predict_batch_size)
+        for path in submission.write_test_results(ctx.settings.output_dir, self.processor,
+                                                  self.examples["test"], result,
+                                                  self.label_list, self.regression,
+                                                  self.task_name):
+            logging.info("wrote %s", path)
+
+    def export(self, ctx: Context, model) -> None:
+        s = ctx.settings
+        if s.export_dir:
+            from data.glue import serving as classifier_serving
+
+            version_dir = classifier_serving.export_version(
+                model, s.export_dir, s.vocab_file, s.do_lower_case, s.max_seq_length,
+                self.label_list, self.regression)
+            logging.info("exported SavedModel version %s to %s (signatures %s)",
+                         os.path.basename(version_dir), version_dir,
+                         ", ".join(classifier_serving.SIGNATURES))
+        if self.export_hf_dir:
+            from modeling import checkpoints
+
+            logging.info("exported %s", checkpoints.hf.export_hf_model(
+                model, ctx.bert_config, self.export_hf_dir, s.vocab_file, s.do_lower_case,
+                labels=self.label_list, regression=self.regression))

@@ -26,7 +26,7 @@ import numbers
 import os
 from typing import Optional
 
-from bert_common import files
+from bert_common import files, saved_models
 from bert_common.errors import InputError
 from data.tokenization import hub_preprocessor
 from data.tokenization import wordpiece
@@ -66,7 +66,7 @@ def export_hub(input_path: str, output_dir: str, config_file: Optional[str] = No
         unused), a Hugging Face folder, a trainer checkpoint of an encoder, a ``.keras`` file.
       output_dir: the folder to write (created if needed). ``encoder`` and ``preprocessor``
         in it may be new, empty folders or SavedModels, which are replaced: both SavedModels
-        are staged, then renamed into place together (``files.save_saved_models``), so the
+        are staged, then renamed into place together (``saved_models.save_saved_models``), so the
         folder holds both new ones or both previous ones, never a mix; anything else there
         is refused (``InputError``) before anything is loaded or written.
       config_file: a Google ``bert_config.json`` or an HF ``config.json``; default: the HF
@@ -93,7 +93,7 @@ def export_hub(input_path: str, output_dir: str, config_file: Optional[str] = No
         raise InputError("--output=%s is a file: the TF Hub export writes a folder (encoder/ "
                          "and preprocessor/ in it)" % output_dir)
     for destination in (encoder_dir, preprocessor_dir):  # both, before writing either
-        files.check_saved_model_destination(destination, "--output")
+        saved_models.check_saved_model_destination(destination, "--output")
     config = convert.config_for(input_path, config_file, hidden_act)
     if isinstance(seq_length, bool) or not isinstance(seq_length, numbers.Integral) or not (
             3 <= seq_length <= config.max_position_embeddings):
@@ -118,7 +118,7 @@ def export_hub(input_path: str, output_dir: str, config_file: Optional[str] = No
                                                            int(seq_length), keep_empty_segments)
     # Both staged, then renamed into place together: never a new encoder beside an old
     # preprocessor (the destinations are checked again there).
-    files.save_saved_models([(encoder_module, encoder_dir, encoder_module.trace),
+    saved_models.save_saved_models([(encoder_module, encoder_dir, encoder_module.trace),
                              (preprocessor_module, preprocessor_dir, preprocessor_module.trace)])
     return ("%s -> %s (L=%d, H=%d; %d variables loaded, %d unused) and %s (seq_length=%d, "
             "%s, vocab %s)" % (report.source, encoder_dir, config.num_hidden_layers,

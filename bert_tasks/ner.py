@@ -11,6 +11,7 @@
   ``conlleval`` would read); ``eval_metrics`` adds ``eval_loss``.
 * ``labels_for(...)``: the label list of a run: ``labels.txt`` beside the checkpoint, else the
   training file's tags.
+* ``NerTask``: the task as the one driver (``bert_tasks.driver``) runs it.
 
 Example::
 
@@ -28,8 +29,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
-from bert_common import files
+from bert_common import atomic, files
+from bert_tasks import driver
+from bert_tasks.task import Context, Task
 from data.glue import dataset as glue_dataset
 from data.ner import conll, conlleval
 from data.ner import features as ner_features
@@ -152,7 +156,7 @@ def eval_metrics(result: conlleval.ConllEvalResult, loss: Optional[float]) -> Di
 
 def write_labels(path: str, label_list: Sequence[str]) -> None:
     """One label per line, in label-id order (atomically)."""
-    with files.atomic_open(path) as f:
+    with atomic.atomic_open(path) as f:
         f.write("".join(label + "\n" for label in label_list))
 
 
@@ -177,3 +181,144 @@ def labels_for(checkpoint: Optional[str], output_dir: str,
         return conll.label_list(conll.read_conll(train_file)), train_file
     raise conll.NerDataError("no label list: %s is written by --do_train into --output_dir; "
                              "else --data_dir needs train.txt" % LABELS_FILE)
+
+
+# CoNLL-2003's file names by split.
+SPLIT_FILES = {"train": "train.txt", "eval": "valid.txt", "predict": "test.txt"}
+
+
+class NerTask(Task):
+    """CoNLL-2003 named entities as the driver runs it (run_ner): the first sub-token of each
+    word is classified (IOB2), with document context around each sentence.
+
+    ``do_train`` writes ``labels.txt`` (the training file's tag set) beside the checkpoints;
+    ``do_eval`` writes ``eval_predictions.txt`` and ``eval_report.txt`` and returns conlleval's
+    scores; ``do_predict`` writes ``test_predictions.txt`` (and ``test_report.txt`` when the
+    file has tags); ``export_dir``: a SavedModel from words or text to a tag per word.
+
+    Args:
+        data_dir: the folder of ``train.txt``, ``valid.txt`` (eval) and ``test.txt``
+            (predict).
+        train_file, eval_file, predict_file: a split's file, instead of ``data_dir``'s.
+        document_context: pack the document's sentences around each sentence (the paper).
+        split_long_sentences: a sentence longer than the window is split (else an error).
+        feature_mode: train the feature-based BiLSTM tagger on these activations of the frozen
+            encoder (``modeling.heads.token_classifier``); None fine-tunes BERT.
+        lstm_units: the tagger's LSTM units per direction (0: the hidden size).
+
+    Example::
+
+        driver.run(NerTask(data_dir="conll2003"), settings)
+    """
+
+    loss_weights = LOSS_WEIGHTS
+
+    def __init__(self, data_dir: Optional[str] = None, train_file: Optional[str] = None,
+                 eval_file: Optional[str] = None, predict_file: Optional[str] = None, *,
+                 document_context: bool = True, split_long_sentences: bool = True,
+                 feature_mode: Optional[str] = None, lstm_units: int = 0):
+        self.data_dir = data_dir
+        self.train_file = train_file
+        self.eval_file = eval_file
+        self.predict_file = predict_file
+        self.document_context = document_context
+        self.split_long_sentences = split_long_sentences
+        self.feature_mode = feature_mode
+        self.lstm_units = lstm_units
+
+    def split_file(self, split: str) -> str:
+        """The file of ``split`` (train/eval/predict): its own, else found in ``data_dir``."""
+        return driver.split_file(self, split, (SPLIT_FILES[split],))
+
+    def read(self, ctx: Context) -> None:
+        s = ctx.settings
+        wanted = [("train", s.do_train), ("eval", s.do_eval), ("predict", s.do_predict)]
+        self.sentences = {split: conll.read_conll(self.split_file(split),
+                                                  labelled=split != "predict")
+                          for split, want in wanted if want}
+        if s.do_train:
+            self.label_list = conll.label_list(self.sentences["train"])
+            label_source = self.split_file("train")
+        else:
+            train_file = None
+            if self.train_file or (self.data_dir and files.isfile(
+                    os.path.join(self.data_dir, SPLIT_FILES["train"]))):
+                train_file = self.split_file("train")
+            self.label_list, label_source = labels_for(
+                s.init_checkpoint or driver.latest_checkpoint(s.output_dir), s.output_dir,
+                train_file)
+        for split in ("eval", "predict"):
+            if split in self.sentences:
+                conll.check_labels(self.sentences[split], self.label_list, label_source)
+
+    def prepare(self, ctx: Context) -> None:
+        self.windows = convert_all(  # checks every sentence fits, before anything is written
+            self.sentences, self.label_list, ctx.tokenizer,
+            max_seq_length=ctx.settings.max_seq_length, document_context=self.document_context,
+            split_long_sentences=self.split_long_sentences)
+
+    def build_model(self, ctx: Context):
+        from modeling.heads import token_classifier
+
+        return token_classifier.build_token_classifier_model(
+            ctx.bert_config, len(self.label_list), seq_length=ctx.seq_length,
+            feature_mode=self.feature_mode, lstm_units=self.lstm_units or None)
+
+    def train_dataset(self, ctx: Context):
+        s = ctx.settings
+        windows = self.windows["train"]
+        write_labels(ctx.path(LABELS_FILE), self.label_list)
+        train_file = ctx.path("train.tf_record")
+        write_records(windows, train_file)
+        logging.info("%d training windows from %d sentences", len(windows),
+                     len(self.sentences["train"]))
+        # The whole training set is shuffled, not the classifier's buffer of 100 (the
+        # original's): CoNLL windows come in document order, grouped by topic (sports results,
+        # then politics...), and batches of 100 neighbours cost ~2.5 F1 in one epoch.
+        batches = dataset(train_file, s.max_seq_length, s.train_batch_size, True,
+                          length_aware=s.length_aware_batching, static_shapes=ctx.tpu,
+                          seed=s.random_seed, shuffle_buffer=len(windows))
+        return batches, len(windows)
+
+    def per_example_loss(self, outputs, batch):
+        return per_token_loss(outputs, batch)
+
+    def _tag(self, ctx: Context, model, split: str, prefix: str):
+        """Tags ``split``, writes ``<prefix>_predictions.txt`` and, for a tagged file,
+        ``<prefix>_report.txt``; returns (conlleval's result or None, the loss)."""
+        s = ctx.settings
+        sentences = self.sentences[split]
+        tags, loss = predict_windows(
+            model, sentences, self.windows[split], self.label_list,
+            ctx.path("%s.tf_record" % split), batch_size=getattr(s, "%s_batch_size" % split),
+            max_seq_length=s.max_seq_length, strategy=ctx.strategy,
+            length_aware=s.length_aware_batching)
+        predictions_file = ctx.path("%s_predictions.txt" % prefix)
+        conll.write_predictions(predictions_file, sentences, tags)
+        logging.info("wrote %s", predictions_file)
+        if sentences[0].tags is None:
+            return None, loss
+        result = score(sentences, tags)
+        with atomic.atomic_open(ctx.path("%s_report.txt" % prefix)) as f:
+            f.write(result.report())
+        for line in result.report().splitlines():
+            logging.info("conlleval: %s", line)
+        return result, loss
+
+    def evaluate(self, ctx: Context, model) -> Dict[str, float]:
+        result, loss = self._tag(ctx, model, "eval", "eval")
+        return eval_metrics(result, loss)
+
+    def predict(self, ctx: Context, model) -> None:
+        self._tag(ctx, model, "predict", "test")
+
+    def export(self, ctx: Context, model) -> None:
+        s = ctx.settings
+        if not s.export_dir:
+            return
+        from data.ner import serving
+
+        version_dir = serving.export_version(model, s.export_dir, s.vocab_file,
+                                             s.do_lower_case, s.max_seq_length, self.label_list)
+        logging.info("exported SavedModel version %s to %s (signatures %s)",
+                     os.path.basename(version_dir), version_dir, ", ".join(serving.SIGNATURES))

@@ -12,6 +12,7 @@
   every input is checked before the first write, and the JSON files are written together (all
   renamed into place only when every one is written).
 * ``scoring_dataset(squad_file)``: the checked SQuAD file to score against, or None.
+* ``SquadTask``: the task as the one driver (``bert_tasks.driver``) runs it.
 
 Example::
 
@@ -33,7 +34,8 @@ import tensorflow as tf
 from absl import logging
 
 from bert_common import files
-from bert_common.errors import InputError
+from bert_common.errors import FlagError, InputError
+from bert_tasks.task import Context, Task
 from data.squad import dataset as squad_dataset
 from data.squad import evaluate as squad_eval
 from data.squad import features as squad
@@ -239,3 +241,128 @@ def predict(model, examples: List, tokenizer, output_dir: str, options: SquadOpt
     # kept, as every tool keeps older results: run_outputs.json names them ("earlier") and
     # the tool warns (bert_cli.runner.mark_outputs).
     return scores
+
+
+class SquadTask(Task):
+    """SQuAD v1.1 / v2.0 as the driver runs it (run_squad).
+
+    ``do_train`` reads ``train_file``; ``do_predict`` writes the prediction files of
+    ``predict_file`` and, when that file has answers, prints and writes the official scores
+    (``eval_results.json``); ``export_dir``: a raw-text SavedModel (question, context -> answer).
+    The other arguments are the original run_squad's flags of the same names and defaults.
+
+    Example::
+
+        driver.run(SquadTask(predict_file="dev-v1.1.json"), settings)   # max_seq_length=384
+    """
+
+    actions = ("do_train", "do_predict", "export_dir")
+
+    def __init__(self, train_file: Optional[str] = None, predict_file: Optional[str] = None, *,
+                 doc_stride: int = 128, max_query_length: int = 64, n_best_size: int = 20,
+                 max_answer_length: int = 30, version_2_with_negative: bool = False,
+                 null_score_diff_threshold: float = 0.0, verbose_logging: bool = False):
+        self.train_file = train_file
+        self.predict_file = predict_file
+        self.doc_stride = doc_stride
+        self.max_query_length = max_query_length
+        self.n_best_size = n_best_size
+        self.max_answer_length = max_answer_length
+        self.version_2_with_negative = version_2_with_negative
+        self.null_score_diff_threshold = null_score_diff_threshold
+        self.verbose_logging = verbose_logging
+
+    def options(self, ctx: Context) -> SquadOptions:
+        """The feature and answer settings of this run."""
+        s = ctx.settings
+        return SquadOptions(
+            max_seq_length=s.max_seq_length, doc_stride=self.doc_stride,
+            max_query_length=self.max_query_length, predict_batch_size=s.predict_batch_size,
+            n_best_size=self.n_best_size, max_answer_length=self.max_answer_length,
+            do_lower_case=s.do_lower_case, version_2_with_negative=self.version_2_with_negative,
+            null_score_diff_threshold=self.null_score_diff_threshold,
+            verbose_logging=self.verbose_logging,
+            length_aware_batching=s.length_aware_batching)
+
+    def check(self, ctx: Context) -> None:
+        s = ctx.settings
+        if s.do_train and not self.train_file:
+            raise FlagError("If `do_train` is True, then `train_file` must be specified.")
+        if s.do_predict and not self.predict_file:
+            raise FlagError("If `do_predict` is True, then `predict_file` must be specified.")
+        for name, used in (("train_file", s.do_train), ("predict_file", s.do_predict)):
+            path = getattr(self, name)
+            if used and files.isdir(path):
+                raise FlagError("--%s=%s is a directory, not a SQuAD JSON file" % (name, path))
+            if used and not files.isfile(path):
+                raise FlagError("--%s=%s: no such file" % (name, path))
+        if s.max_seq_length <= self.max_query_length + 3:
+            raise FlagError("The max_seq_length (%d) must be greater than max_query_length (%d)"
+                            " + 3" % (s.max_seq_length, self.max_query_length))
+
+    def read(self, ctx: Context) -> None:
+        s = ctx.settings
+        self.train_examples = self.eval_examples = self.scoring = None
+        if s.do_train:
+            self.train_examples = squad.read_squad_examples(
+                self.train_file, is_training=True,
+                version_2_with_negative=self.version_2_with_negative)
+            if not self.train_examples:
+                raise FlagError("--train_file=%s: no usable training question" % self.train_file)
+        if s.do_predict:
+            self.eval_examples = squad.read_squad_examples(
+                self.predict_file, is_training=False,
+                version_2_with_negative=self.version_2_with_negative)
+            if not self.eval_examples:
+                raise FlagError("--predict_file=%s: no question to predict (no 'qas' entry "
+                                "under 'data')" % self.predict_file)
+            # None: predictions only (a warning says why)
+            self.scoring = scoring_dataset(self.predict_file, warn=ctx.warn)
+
+    def build_model(self, ctx: Context):
+        from modeling.heads import squad as squad_head
+
+        # static shapes on TPU; any window length elsewhere
+        return squad_head.build_squad_model(ctx.bert_config, seq_length=ctx.seq_length)
+
+    def train_dataset(self, ctx: Context):
+        s = ctx.settings
+        train_file = ctx.path("train.tf_record")
+        num_features = write_train_records(self.train_examples, ctx.tokenizer, train_file,
+                                           self.options(ctx), seed=s.random_seed)
+        logging.info("  Num split examples = %d", num_features)
+        batches = dataset(train_file, s.max_seq_length, s.train_batch_size, True,
+                          seed=s.random_seed,
+                          length_aware=s.length_aware_batching and not ctx.tpu)
+        return batches, len(self.train_examples)
+
+    def per_example_loss(self, outputs, batch):
+        return per_example_squad_loss(outputs, batch)
+
+    def predict(self, ctx: Context, model) -> None:
+        scores = predict(model, self.eval_examples, ctx.tokenizer, ctx.settings.output_dir,
+                         self.options(ctx), score_against=self.scoring, strategy=ctx.strategy)
+        if scores is None:
+            return
+        print(json.dumps(scores))
+        if "best_f1_thresh" in scores:
+            print("best null_score_diff_threshold on %s: %.6f (best_f1 %.2f, best_exact %.2f "
+                  "at %.6f); rerun with --null_score_diff_threshold=%.6f to use it"
+                  % (self.predict_file, scores["best_f1_thresh"], scores["best_f1"],
+                     scores["best_exact"], scores["best_exact_thresh"],
+                     scores["best_f1_thresh"]))
+
+    def export(self, ctx: Context, model) -> None:
+        s = ctx.settings
+        if not s.export_dir:
+            return
+        from data.squad import serving as squad_serving
+
+        version_dir = squad_serving.export_version(
+            model, s.export_dir, s.vocab_file, do_lower_case=s.do_lower_case,
+            max_seq_length=s.max_seq_length, max_query_length=self.max_query_length,
+            max_answer_length=self.max_answer_length,
+            version_2_with_negative=self.version_2_with_negative,
+            null_score_diff_threshold=self.null_score_diff_threshold)
+        logging.info("exported SavedModel version %s to %s (raw text: question, context)",
+                     os.path.basename(version_dir), version_dir)

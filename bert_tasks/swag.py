@@ -4,6 +4,7 @@
 * ``predict_examples(model, examples, ...)``: writes the records, returns ``logits`` /
   ``probabilities`` [N, 4] in example order.
 * ``eval_metrics(examples, result)``: ``eval_accuracy``, ``eval_loss`` and ``loss``.
+* ``SwagTask``: the task as the one driver (``bert_tasks.driver``) runs it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ from typing import Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
+from bert_common.errors import FlagError
+from bert_tasks import driver
+from bert_tasks.task import Context, Task
 from data import swag
 from data.glue import dataset as glue_dataset
 from data.glue import metrics as glue_metrics
@@ -64,3 +69,86 @@ def eval_metrics(examples: List, result: Dict[str, np.ndarray]) -> Dict[str, flo
     loss = glue_metrics.mean_cross_entropy(logits, labels)
     return {"eval_accuracy": glue_metrics.accuracy(np.argmax(logits, -1), labels),
             "eval_loss": loss, "loss": loss}
+
+
+# swag split -> the file stem of the swagaf layout (train.csv, val.csv, test.csv; or .jsonl).
+SPLIT_STEMS = {"train": "train", "eval": "val", "predict": "test"}
+
+
+class SwagTask(Task):
+    """SWAG multiple choice as the driver runs it (run_swag): each example is 4 sequences
+    ``[CLS] sent1 [SEP] sent2 endingN [SEP]``, scored by the pooled output and a softmax over 4.
+
+    ``do_eval`` returns ``eval_accuracy``, ``eval_loss`` and ``loss``; ``do_predict`` writes
+    ``test_results.tsv`` (4 probabilities per example).
+
+    Args:
+        data_dir: the folder of ``train``/``val``/``test`` ``.csv`` (swagaf) or ``.jsonl``.
+        train_file, eval_file, predict_file: a split's file, instead of ``data_dir``'s.
+
+    Example::
+
+        driver.run(SwagTask(data_dir="swagaf/data"), settings)
+    """
+
+    actions = ("do_train", "do_eval", "do_predict")
+
+    def __init__(self, data_dir: Optional[str] = None, train_file: Optional[str] = None,
+                 eval_file: Optional[str] = None, predict_file: Optional[str] = None):
+        self.data_dir = data_dir
+        self.train_file = train_file
+        self.eval_file = eval_file
+        self.predict_file = predict_file
+
+    def read(self, ctx: Context) -> None:
+        s = ctx.settings
+        self.examples = {}
+        for split, wanted in (("train", s.do_train), ("eval", s.do_eval),
+                              ("predict", s.do_predict)):
+            if wanted:
+                stem = SPLIT_STEMS[split]
+                path = driver.split_file(self, split, (stem + ".csv", stem + ".jsonl"))
+                self.examples[split] = swag.read_swag_examples(path)
+        for split in ("train", "eval"):
+            unlabelled = [e.origin for e in self.examples.get(split, []) if e.label is None]
+            if unlabelled:
+                raise FlagError("%s: no label, but the %s split needs labels"
+                                % (unlabelled[0], split))
+
+    def build_model(self, ctx: Context):
+        from modeling.heads import multiple_choice as multiple_choice_head
+
+        return multiple_choice_head.build_multiple_choice_model(
+            ctx.bert_config, swag.NUM_CHOICES, seq_length=ctx.seq_length)
+
+    def train_dataset(self, ctx: Context):
+        s = ctx.settings
+        train_file = ctx.path("train.tf_record")
+        swag.write_tf_records(self.examples["train"], s.max_seq_length, ctx.tokenizer,
+                              train_file)
+        batches = dataset(train_file, s.max_seq_length, s.train_batch_size, True,
+                          length_aware=s.length_aware_batching, static_shapes=ctx.tpu,
+                          seed=s.random_seed)
+        return batches, len(self.examples["train"])
+
+    def per_example_loss(self, outputs, batch):
+        return per_example_classifier_loss(outputs, batch)
+
+    def _predict(self, ctx: Context, model, split: str, batch_size: int):
+        s = ctx.settings
+        return predict_examples(model, self.examples[split], ctx.tokenizer,
+                                ctx.path("%s.tf_record" % split),
+                                max_seq_length=s.max_seq_length, batch_size=batch_size,
+                                strategy=ctx.strategy, length_aware=s.length_aware_batching)
+
+    def evaluate(self, ctx: Context, model) -> Dict[str, float]:
+        return eval_metrics(self.examples["eval"],
+                            self._predict(ctx, model, "eval", ctx.settings.eval_batch_size))
+
+    def predict(self, ctx: Context, model) -> None:
+        from data.glue import submission
+
+        result = self._predict(ctx, model, "predict", ctx.settings.predict_batch_size)
+        path = ctx.path("test_results.tsv")
+        submission.write_probabilities(path, result["probabilities"])
+        logging.info("wrote %s", path)

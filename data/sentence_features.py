@@ -13,7 +13,7 @@ import dataclasses
 import re
 from typing import Iterator, List, Optional
 
-from bert_common import files as io_utils
+from bert_common import files
 from bert_common.errors import InputError
 from data.glue.features import _truncate_seq_pair
 from data.tokenization import special_tokens
@@ -47,7 +47,7 @@ def read_examples(input_file: str) -> List[InputExample]:
     """Reads every line as one example. The text must be UTF-8: the original (Python 3) stops
     with a ``UnicodeDecodeError`` traceback on other bytes; here it is a ``SentenceFileError``
     naming the file and line."""
-    text = io_utils.read_utf8(input_file, SentenceFileError, strip_bom=False)
+    text = files.read_utf8(input_file, SentenceFileError, strip_bom=False)
     lines = text.split("\n")  # lines end at "\n" only, as the original's readline
     if lines[-1] == "":
         lines.pop()

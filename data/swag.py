@@ -28,10 +28,11 @@ import io
 import json
 from typing import Dict, List, Optional
 
-from bert_common import files as io_utils
+from bert_common import files
 from data.glue import features as cf
 from data.glue.processors import ClassifierDataError
-from bert_common.files import AtomicTFRecordWriters, int64_feature
+from bert_common.atomic import AtomicTFRecordWriters
+from data.tfrecord import int64_feature
 
 NUM_CHOICES = 4
 ENDING_KEYS = tuple("ending%d" % i for i in range(NUM_CHOICES))
@@ -91,7 +92,7 @@ def _example(record: Dict, swag_id: str, origin: str) -> SwagExample:
 
 
 def _read_text(path: str) -> str:
-    text = io_utils.read_utf8(path, SwagDataError)
+    text = files.read_utf8(path, SwagDataError)
     if not text.strip():
         raise SwagDataError("%s: the file is empty" % path)
     return text

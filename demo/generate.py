@@ -14,7 +14,7 @@ import os
 import random
 from typing import List, Tuple
 
-from bert_common.files import atomic_open
+from bert_common.atomic import atomic_open
 
 _HANDWRITTEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus.txt")
 

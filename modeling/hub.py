@@ -40,7 +40,7 @@ from typing import Dict, Mapping
 
 import tensorflow as tf
 
-from bert_common import files
+from bert_common import files, saved_models
 from bert_common import serving_inputs
 from bert_common.errors import InputError
 from modeling.encoder import flat_outputs
@@ -135,10 +135,10 @@ def export_encoder(encoder, export_dir: str, vocab_file: str,
 
     Written under a temporary name beside ``export_dir``, then renamed into place (an existing
     SavedModel ``export_dir`` is replaced; anything else there is refused with ``InputError``;
-    its parent folder is created: ``files.save_saved_model``). Returns the ``HubEncoder``.
+    its parent folder is created: ``saved_models.save_saved_model``). Returns the ``HubEncoder``.
     """
     if not files.isfile(vocab_file):  # a clear error before tracing
         raise InputError("vocab file %s: no such file" % vocab_file)
     module = HubEncoder(encoder, vocab_file, do_lower_case)
-    files.save_saved_model(module, export_dir, module.trace)
+    saved_models.save_saved_model(module, export_dir, module.trace)
     return module

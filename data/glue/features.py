@@ -30,8 +30,9 @@ from absl import logging
 from data.tokenization import special_tokens
 from data.glue.processors import ClassifierDataError, InputExample, InputFeatures, PaddingInputExample
 from bert_common.errors import InputError
-from bert_common.files import AtomicTFRecordWriters, float_feature, int64_feature
+from bert_common.atomic import AtomicTFRecordWriters
 from bert_common.progress import Progress
+from data.tfrecord import float_feature, int64_feature
 
 INPUT_IDS = "input_ids"
 INPUT_MASK = "input_mask"

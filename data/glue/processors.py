@@ -40,7 +40,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from absl import logging
 
-from bert_common import files as io_utils
+from bert_common import files
 from bert_common.errors import InputError
 
 Label = Union[str, float]
@@ -106,7 +106,7 @@ def read_tsv_rows(input_file: str, quotechar: Optional[str] = None) -> List[List
     ``csv.reader(delimiter="\\t", quotechar=quotechar)``. Raises ``ClassifierDataError`` for a
     missing, unreadable, non-UTF-8 or empty file.
     """
-    text = io_utils.read_utf8(input_file, ClassifierDataError, strip_bom=False)
+    text = files.read_utf8(input_file, ClassifierDataError, strip_bom=False)
     if not text.strip():
         raise ClassifierDataError("%s: the file is empty" % input_file)
     lines = text.split("\n")
@@ -192,11 +192,11 @@ class DataProcessor:
 
     def _split_file(self, data_dir: str, file_name: str, split: str) -> str:
         path = os.path.join(data_dir, file_name)
-        if not io_utils.isdir(data_dir):
+        if not files.isdir(data_dir):
             raise ClassifierDataError("--data_dir %s: no such directory" % data_dir)
-        if io_utils.isdir(path):
+        if files.isdir(path):
             raise ClassifierDataError("%s is a folder, not the %s split's file" % (path, split))
-        if not io_utils.isfile(path):
+        if not files.isfile(path):
             raise ClassifierDataError("%s: no %s split in --data_dir (expected file %s)"
                                       % (path, split, file_name))
         return path

@@ -24,7 +24,7 @@ list); regression: ``predictions`` float32 [B]. Loading a SavedModel with the te
 needs ``import tensorflow_text`` first (its ops), and TF Serving built with the TF Text ops.
 
 ``export_version(model, base_dir, ...)`` writes the next version folder ``<base_dir>/<N>`` of
-TF Serving's model base path (``bert_common.files.save_saved_model_version``) and returns it;
+TF Serving's model base path (``bert_common.saved_models.save_saved_model_version``) and returns it;
 ``export_saved_model(model, export_dir, ...)`` writes one SavedModel folder.
 """
 
@@ -34,7 +34,7 @@ from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
-from bert_common import files as io_utils
+from bert_common import saved_models
 from bert_common import serving_inputs
 from data.tokenization import special_tokens
 from data.tokenization.wordpiece import load_vocab
@@ -125,11 +125,11 @@ def export_saved_model(model, export_dir: str, vocab_file: str, do_lower_case: b
                        max_seq_length: int, label_list: Sequence[str],
                        regression: bool = False) -> ClassifierServingModule:
     """Writes the SavedModel (signatures ``SIGNATURES``) to folder ``export_dir``: staged under
-    a hidden name beside it, then renamed into place (``io_utils.save_saved_model``: an
+    a hidden name beside it, then renamed into place (``saved_models.save_saved_model``: an
     existing SavedModel there is replaced, anything else is refused)."""
     module = ClassifierServingModule(model, vocab_file, do_lower_case, max_seq_length,
                                      label_list, regression)
-    io_utils.save_saved_model(module, export_dir, module.signatures)
+    saved_models.save_saved_model(module, export_dir, module.signatures)
     return module
 
 
@@ -137,9 +137,9 @@ def export_version(model, base_dir: str, vocab_file: str, do_lower_case: bool,
                    max_seq_length: int, label_list: Sequence[str], regression: bool = False,
                    flag: str = "--export_dir") -> str:
     """Writes the SavedModel as the next version of TF Serving model base path ``base_dir``
-    (``<base_dir>/1``, then ``2``, ...; ``io_utils.save_saved_model_version``: a base holding
+    (``<base_dir>/1``, then ``2``, ...; ``saved_models.save_saved_model_version``: a base holding
     anything else is refused with an ``InputError`` naming ``flag``); returns the version
     folder."""
     module = ClassifierServingModule(model, vocab_file, do_lower_case, max_seq_length,
                                      label_list, regression)
-    return io_utils.save_saved_model_version(module, base_dir, module.signatures, flag)
+    return saved_models.save_saved_model_version(module, base_dir, module.signatures, flag)

@@ -15,7 +15,7 @@ from typing import Dict, Iterator, List
 import numpy as np
 
 from bert_common import files
-from bert_common.files import atomic_open, atomic_paths
+from bert_common.atomic import atomic_open, atomic_paths
 
 
 def _probability_lines(probabilities) -> Iterator[str]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, Iterable, List, Optional, Sequence
 
-from bert_common import files
+from bert_common import atomic, files
 from bert_common.errors import InputError
 
 DOCSTART = "-DOCSTART-"
@@ -212,5 +212,5 @@ def prediction_lines(sentences: Sequence[Sentence],
 def write_predictions(path: str, sentences: Sequence[Sentence],
                       predictions: Sequence[Sequence[str]]) -> None:
     """``prediction_lines`` written to ``path`` atomically (the file appears complete)."""
-    with files.atomic_open(path) as writer:
+    with atomic.atomic_open(path) as writer:
         writer.writelines(prediction_lines(sentences, predictions))

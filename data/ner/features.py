@@ -35,9 +35,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from bert_common.files import AtomicTFRecordWriters, float_feature, int64_feature
+from bert_common.atomic import AtomicTFRecordWriters
 from data.glue import features as cf
 from data.ner.conll import NerDataError, Sentence, documents
+from data.tfrecord import float_feature, int64_feature
 from data.tokenization import special_tokens
 
 LABEL_WEIGHTS = "label_weights"

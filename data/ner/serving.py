@@ -26,7 +26,7 @@ from typing import Dict, Sequence
 
 import tensorflow as tf
 
-from bert_common import files as io_utils
+from bert_common import saved_models
 
 SIGNATURES = ("serving_default", "text")
 
@@ -137,10 +137,10 @@ def _sum_per_row(values: tf.Tensor, rows: tf.RaggedTensor) -> tf.Tensor:
 def export_saved_model(model, export_dir: str, vocab_file: str, do_lower_case: bool,
                        max_seq_length: int, label_list: Sequence[str]) -> NerServingModule:
     """Writes the SavedModel (signatures ``SIGNATURES``) to folder ``export_dir``: staged under
-    a hidden name beside it, then renamed into place (``io_utils.save_saved_model``: an
+    a hidden name beside it, then renamed into place (``saved_models.save_saved_model``: an
     existing SavedModel there is replaced, anything else is refused)."""
     module = NerServingModule(model, vocab_file, do_lower_case, max_seq_length, label_list)
-    io_utils.save_saved_model(module, export_dir, module.signatures)
+    saved_models.save_saved_model(module, export_dir, module.signatures)
     return module
 
 
@@ -148,8 +148,8 @@ def export_version(model, base_dir: str, vocab_file: str, do_lower_case: bool,
                    max_seq_length: int, label_list: Sequence[str],
                    flag: str = "--export_dir") -> str:
     """Writes the SavedModel as the next version of TF Serving model base path ``base_dir``
-    (``<base_dir>/1``, then ``2``, ...; ``io_utils.save_saved_model_version``: a base holding
+    (``<base_dir>/1``, then ``2``, ...; ``saved_models.save_saved_model_version``: a base holding
     anything else is refused with an ``InputError`` naming ``flag``); returns the version
     folder."""
     module = NerServingModule(model, vocab_file, do_lower_case, max_seq_length, label_list)
-    return io_utils.save_saved_model_version(module, base_dir, module.signatures, flag)
+    return saved_models.save_saved_model_version(module, base_dir, module.signatures, flag)

@@ -29,7 +29,7 @@ from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from bert_common import files as io_utils
+from bert_common import files
 from bert_common.errors import InputError
 from bert_common.progress import Progress
 
@@ -110,24 +110,24 @@ def expand_input_patterns(patterns: Union[str, Sequence[str]], sort: bool = Fals
     """
     if isinstance(patterns, str):
         patterns = patterns.split(",")
-    files: List[str] = []
+    found: List[str] = []
     for pattern in patterns:
         if not pattern:
             raise CorpusError("--input_file has an empty entry (stray comma?)")
-        if io_utils.has_magic(pattern):
-            matches = io_utils.glob(pattern)
+        if files.has_magic(pattern):
+            matches = files.glob(pattern)
             if sort:
                 matches = sorted(matches)
         else:
-            matches = [pattern] if io_utils.exists(pattern) else []
+            matches = [pattern] if files.exists(pattern) else []
         if not matches:
-            raise CorpusError("input file %s: no such file" % pattern if not io_utils.has_magic(
+            raise CorpusError("input file %s: no such file" % pattern if not files.has_magic(
                 pattern) else "input pattern %s matches no file" % pattern)
         for path in matches:
-            if io_utils.isdir(path):
+            if files.isdir(path):
                 raise CorpusError("input file %s is a folder, not a text file" % path)
-        files.extend(matches)
-    return files
+        found.extend(matches)
+    return found
 
 
 def no_text_error(input_files: Sequence[str]) -> CorpusError:
@@ -145,7 +145,7 @@ def name_files(files: Sequence[str], most: int = 3) -> str:
 def _line_number(path: str, offset: int) -> int:
     """1-based number of the line that starts at byte ``offset`` of ``path``."""
     count = 1
-    with io_utils.open(path, "rb") as f:
+    with files.open(path, "rb") as f:
         while offset > 0:
             block = f.read(min(offset, 1 << 20))
             if not block:
@@ -164,7 +164,7 @@ def iter_lines(path: str, start: int = 0, stop: Optional[int] = None) -> Iterato
     UTF-8 or an unreadable file.
     """
     try:
-        f = io_utils.open(path, "rb")
+        f = files.open(path, "rb")
     except OSError as e:
         raise CorpusError("input file %s: %s" % (path, e.strerror or e)) from None
     with f:
@@ -218,7 +218,7 @@ def read_corpus(input_files: Sequence[Union[str, Piece]], tokenizer,
                            for p in input_files]
     sizes = []
     for path, start, stop in pieces:
-        size = io_utils.getsize(path) if io_utils.isfile(path) else 0
+        size = files.getsize(path) if files.isfile(path) else 0
         sizes.append(max(0, (size if stop is None else min(stop, size)) - start))
     tokens = array.array("i")
     sentence_starts = array.array("q", [0])
@@ -316,7 +316,7 @@ def split_at_documents(input_files: Sequence[str], parts: int) -> List[List[Piec
     A run may span files (documents continue across files). Fewer runs come back when the
     text has fewer document boundaries than needed.
     """
-    sizes = [io_utils.getsize(p) for p in input_files]
+    sizes = [files.getsize(p) for p in input_files]
     total = sum(sizes)
     cuts: List[Tuple[int, int]] = []  # (file index, byte offset): start of a new run
     for k in range(1, parts):
@@ -339,16 +339,16 @@ def split_at_documents(input_files: Sequence[str], parts: int) -> List[List[Piec
     return runs
 
 
-def _next_boundary(files: Sequence[str], sizes: Sequence[int], target: int):
+def _next_boundary(paths: Sequence[str], sizes: Sequence[int], target: int):
     """The (file, offset) of the first line after the first blank line at or after the
     global byte ``target``; None when there is none."""
     f = 0
-    while f < len(files) and target >= sizes[f]:
+    while f < len(paths) and target >= sizes[f]:
         target -= sizes[f]
         f += 1
     first = True
-    while f < len(files):
-        with io_utils.open(files[f], "rb") as fh:
+    while f < len(paths):
+        with files.open(paths[f], "rb") as fh:
             fh.seek(target)
             offset = target
             if first and target:
@@ -358,7 +358,7 @@ def _next_boundary(files: Sequence[str], sizes: Sequence[int], target: int):
                 offset += len(raw)
                 if not raw.replace(b"\r", b"").decode("utf-8", "replace").strip():
                     if offset >= sizes[f]:
-                        return (f + 1, 0) if f + 1 < len(files) else None
+                        return (f + 1, 0) if f + 1 < len(paths) else None
                     return (f, offset)
         first = False
         f += 1

@@ -29,7 +29,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from bert_common import files as io_utils
+from bert_common import atomic, files
 from data.pretraining import schema as pretraining_schema
 
 _POLY = 0x82F63B78  # CRC-32C, reflected
@@ -443,11 +443,11 @@ class FramedRecords:
             ends = np.concatenate(self._ends)[order]
         views = [memoryview(buf) for buf in self._buffers]
         # All the files appear together, or none (a failure leaves the previous ones).
-        with io_utils.atomic_paths(list(output_files)) as temps, \
+        with atomic.atomic_paths(list(output_files)) as temps, \
                 contextlib.ExitStack() as stack:
-            files = [stack.enter_context(io_utils.open(t, "wb")) for t in temps]
-            nf = len(files)
-            for f_index, f in enumerate(files):
+            outs = [stack.enter_context(files.open(t, "wb")) for t in temps]
+            nf = len(outs)
+            for f_index, f in enumerate(outs):
                 for lo in range(f_index, n, chunk * nf):
                     sl = slice(lo, min(n, lo + chunk * nf), nf)
                     f.write(b"".join([views[x][y:z] for x, y, z in zip(
@@ -485,7 +485,7 @@ def write_feature_dicts(dicts: Iterable[Mapping[str, Sequence]], max_seq_length:
 def read_records(path: str) -> List[bytes]:
     """The record payloads of a TFRecord file, CRCs checked (for tests and tools)."""
     out = []
-    with io_utils.open(path, "rb") as f:
+    with files.open(path, "rb") as f:
         data = f.read()
     pos = 0
     while pos < len(data):
@@ -508,7 +508,7 @@ def read_first_record(path: str) -> Optional[bytes]:
     """The payload of ``path``'s first record (None for an empty file), CRCs checked, with
     two small reads (a check of thousands of files, on an object store too). ValueError
     ("truncated record at 0" / "corrupted record at 0", TensorFlow's words) otherwise."""
-    with io_utils.open(path, "rb") as f:
+    with files.open(path, "rb") as f:
         header = f.read(12)
         if not header:
             return None
@@ -528,7 +528,7 @@ def read_first_record(path: str) -> Optional[bytes]:
 def count_records(path: str) -> Optional[int]:
     """Records in a local TFRecord file, from its length headers alone (None on an object
     store, where each seek is a request)."""
-    if io_utils.is_url(path):
+    if files.is_url(path):
         return None
     count = 0
     size = os.path.getsize(path)

@@ -43,7 +43,7 @@ import sys
 import time
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from bert_common import files as io_utils
+from bert_common import atomic, files
 from bert_common import fork_safety
 from bert_common.progress import Progress
 from data.pretraining import corpus as pretraining_corpus
@@ -121,7 +121,7 @@ def manifest(num_shards: int, settings: Dict, do_lower_case: bool, vocab_file: s
              input_files: Sequence[str]) -> Dict:
     """What a set of shards is made from: the flags, the vocabulary's hash and the input's
     size (file count and bytes; their names and order do not change the shards)."""
-    with io_utils.open(vocab_file, "rb") as f:
+    with files.open(vocab_file, "rb") as f:
         vocab_hash = hashlib.sha256(f.read()).hexdigest()
     out = {"format": MANIFEST_FORMAT, "num_shards": num_shards}
     out.update({name: settings[name] for name in (
@@ -129,7 +129,7 @@ def manifest(num_shards: int, settings: Dict, do_lower_case: bool, vocab_file: s
         "short_seq_prob", "dupe_factor", "do_whole_word_mask")})
     out.update(do_lower_case=bool(do_lower_case), vocab_sha256=vocab_hash,
                input_files=len(input_files),
-               input_bytes=sum(io_utils.getsize(p) for p in input_files))
+               input_bytes=sum(files.getsize(p) for p in input_files))
     return out
 
 
@@ -151,7 +151,7 @@ def _describe(key: str, value) -> str:
 def existing_shards(prefix: str, num_shards: int) -> List[int]:
     """The shards of ``prefix`` (of ``num_shards``) whose files exist: one listing, not a
     request per shard (10,000 shards on an object store)."""
-    found = io_utils.glob(prefix + "-[0-9][0-9][0-9][0-9][0-9]-of-%05d" % num_shards)
+    found = files.glob(prefix + "-[0-9][0-9][0-9][0-9][0-9]-of-%05d" % num_shards)
     return sorted({int(m.group(1)) for m in map(_SHARD_FILE_RE.search, found) if m})
 
 
@@ -167,13 +167,13 @@ def check_destination(prefix: str, expected: Dict) -> bool:
         raise PretrainingDataError("--output_file=%s: the shards' prefix must not hold * ? [ "
                                    "(their names are globbed, here and by run_pretraining's "
                                    "--input_file)" % prefix)
-    if io_utils.isdir(prefix):
+    if files.isdir(prefix):
         raise PretrainingDataError("--output_file=%s is a folder: with --num_shards it is the "
                                    "shards' name prefix, e.g. %s" % (
                                        prefix, os.path.join(prefix, "records")))
-    io_utils.check_output_folder(prefix)
+    atomic.check_output_folder(prefix)
     num_shards = expected["num_shards"]
-    found = sorted(io_utils.glob(
+    found = sorted(files.glob(
         prefix + "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]"))
     others = sorted({int(m.group(2)) for m in map(_SHARD_FILE_RE.search, found)
                      if m and int(m.group(2)) != num_shards})
@@ -183,14 +183,14 @@ def check_destination(prefix: str, expected: Dict) -> bool:
             "another --output_file prefix or remove them" % (
                 os.path.dirname(prefix) or ".", others[0], num_shards))
     path = manifest_path(prefix)
-    if not io_utils.exists(path):
+    if not files.exists(path):
         if found:
             raise PretrainingDataError(
                 "%s exists but %s does not, so the flags that made it are unknown: use "
                 "another --output_file prefix or remove the shards" % (found[0], path))
         return False
     try:
-        with io_utils.open(path, "r") as f:
+        with files.open(path, "r") as f:
             there = json.load(f)
         if not isinstance(there, dict) or there.get("format") != MANIFEST_FORMAT:
             raise ValueError
@@ -297,7 +297,7 @@ def _split_task(args: Tuple) -> Dict[str, int]:
     flush()
     size = 0
     for path, start, stop in pieces:
-        end = io_utils.getsize(path) if stop is None else stop
+        end = files.getsize(path) if stop is None else stop
         size += end - start
     return {"run": run, "bytes": size, "documents": documents, "kept": kept}
 
@@ -325,8 +325,8 @@ def generate_shard(shard: int, datas: Iterable[bytes], prefix: str, num_shards: 
     del documents
     path = shard_path(prefix, shard, num_shards)
     if corpus.num_documents == 0:
-        with io_utils.atomic_path(path) as temp:
-            io_utils.open(temp, "wb").close()  # a valid, empty TFRecord file
+        with atomic.atomic_path(path) as temp:
+            files.open(temp, "wb").close()  # a valid, empty TFRecord file
         written = 0
     else:
         seeded = dict(settings, random_seed=shard_seed(settings["random_seed"], shard,
@@ -345,7 +345,7 @@ def _generate_task(args: Tuple) -> Dict[str, int]:
     folder = os.path.join(scratch, "%05d" % shard)
     result = generate_shard(shard, _read_scratch(folder), prefix, num_shards, settings,
                             _WORKER["tokenizer"], _WORKER["vocab"], show_progress)
-    io_utils.rmtree(folder, ignore_errors=True)
+    files.rmtree(folder, ignore_errors=True)
     return result
 
 
@@ -394,7 +394,7 @@ class ShardedSummary:
 def split_runs(input_files: Sequence[str], parts: int) -> List[List]:
     """The input cut at document boundaries into at least ``parts`` runs of pieces, each at
     most ``RUN_BYTES`` where documents allow: the split pass's tasks."""
-    total = sum(io_utils.getsize(p) for p in input_files)
+    total = sum(files.getsize(p) for p in input_files)
     parts = max(parts, int(math.ceil(total / RUN_BYTES)))
     return pretraining_corpus.split_at_documents(input_files, parts) if total else []
 
@@ -421,14 +421,14 @@ def destination(input_files: Sequence[str], prefix: str, num_shards: int,
     made_manifest = False
     try:
         if todo and not had_manifest:
-            with io_utils.atomic_open(manifest_path(prefix), "w") as f:
+            with atomic.atomic_open(manifest_path(prefix), "w") as f:
                 json.dump(expected, f, indent=1, sort_keys=True)
                 f.write("\n")
             made_manifest = True
         yield todo, summary
     except BaseException:
         if made_manifest and not existing_shards(prefix, num_shards):
-            io_utils.remove(manifest_path(prefix))
+            files.remove(manifest_path(prefix))
         raise
     summary.seconds = time.perf_counter() - start
 
@@ -442,8 +442,8 @@ def check_some_text(summary: ShardedSummary, shard_range: Tuple[int, int],
             and shard_range == (0, summary.num_shards)):
         for s in summary.written:
             path = shard_path(summary.prefix, s, summary.num_shards)
-            if io_utils.exists(path):
-                io_utils.remove(path)
+            if files.exists(path):
+                files.remove(path)
         raise pretraining_corpus.no_text_error(input_files)
 
 
@@ -473,7 +473,7 @@ def run_sharded(input_files: Sequence[str], prefix: str, num_shards: int,
             return summary
         scratch = pool = None
         try:
-            scratch = io_utils.local_scratch_dir("bert-shards")
+            scratch = atomic.local_scratch_dir("bert-shards")
             runs = split_runs(input_files, num_workers)
             if num_workers > 1:
                 pool = fork_safety.worker_context().Pool(
@@ -481,7 +481,7 @@ def run_sharded(input_files: Sequence[str], prefix: str, num_shards: int,
                     initargs=(vocab_file, do_lower_case))
             else:
                 _init_worker(vocab_file, do_lower_case)
-            total_mb = sum(io_utils.getsize(p) for p in input_files) / 1e6
+            total_mb = sum(files.getsize(p) for p in input_files) / 1e6
             progress = Progress("splitting", total_mb, unit="MB", enabled=show_progress)
             done_mb = 0.0
             documents = 0
@@ -507,5 +507,5 @@ def run_sharded(input_files: Sequence[str], prefix: str, num_shards: int,
                 pool.terminate()
                 pool.join()
             if scratch is not None:
-                io_utils.rmtree(scratch, ignore_errors=True)
+                files.rmtree(scratch, ignore_errors=True)
     return summary

@@ -18,7 +18,7 @@ import os
 import random
 from typing import Dict, List, Sequence, Tuple
 
-from bert_common import files as io_utils
+from bert_common import atomic, files
 from bert_common import fork_safety
 from data.pretraining import corpus as pretraining_corpus
 
@@ -55,7 +55,7 @@ def _run_worker(args: Tuple) -> Dict[str, int]:
     corpus = pretraining_corpus.read_corpus(pieces, tokenizer, show_progress=False)
     if corpus.num_documents == 0:
         for path in temp_files:
-            io_utils.open(path, "wb").close()
+            files.open(path, "wb").close()
         return {"worker": worker, "instances": 0, "documents": 0}
     written = pretraining_fast.write_records(
         corpus, vocab, temp_files, random_seed=settings["random_seed"],
@@ -81,7 +81,7 @@ def run_workers(input_files: Sequence[str], output_files: Sequence[str], num_wor
         runs.append([])  # fewer document boundaries than workers: empty shards
     # Every worker writes temporaries beside its outputs; all are renamed only when every
     # worker has succeeded (and all removed otherwise).
-    with io_utils.atomic_paths([path for paths in outputs for path in paths]) as flat_temps:
+    with atomic.atomic_paths([path for paths in outputs for path in paths]) as flat_temps:
         temps = iter(flat_temps)
         jobs = []
         for k in range(num_workers):

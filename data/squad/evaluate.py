@@ -36,7 +36,7 @@ import string
 import sys
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
-from bert_common import files as io_utils
+from bert_common import files
 from bert_common.errors import InputError
 
 _PUNCTUATION = frozenset(string.punctuation)
@@ -273,7 +273,7 @@ def evaluate_v2(dataset: list, preds: Mapping[str, str],
 
 def _load_json(path: str, what: str):
     try:
-        with io_utils.open(path, encoding="utf-8") as f:
+        with files.open(path, encoding="utf-8") as f:
             return json.load(f)
     except OSError as e:
         raise SquadEvalError("%s: cannot read %s: %s" % (path, what, e.strerror or e)) from None

@@ -29,10 +29,11 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import logging
 
-from bert_common import files as io_utils
+from bert_common import atomic, files
 from data.tokenization import special_tokens
 from bert_common.errors import InputError
 from bert_common.progress import Progress
+from data import tfrecord
 from data.squad import schema as squad_schema
 from data.squad.postprocess import (  # noqa: F401  (public names of the original)
     RawResult,
@@ -111,7 +112,7 @@ def split_doc_tokens(paragraph_text: str):
 
 def _load_squad_data(input_file: str) -> list:
     """The ``data`` list of a SQuAD JSON file, or a one-line SquadFormatError."""
-    text = io_utils.read_utf8(input_file, SquadFormatError, strip_bom=False)
+    text = files.read_utf8(input_file, SquadFormatError, strip_bom=False)
     if not text.strip():
         raise SquadFormatError("%s: the file is empty" % input_file)
     try:
@@ -485,11 +486,11 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
 # --------------------------------------------------------------------------
 
 
-class FeatureWriter(io_utils.AtomicWriter):
+class FeatureWriter(atomic.AtomicWriter):
     """Writes ``InputFeatures`` as ``tf.train.Example`` records (``data/squad/schema.py``).
 
     The file appears under ``filename`` only when ``close()`` succeeds (via
-    ``io_utils.AtomicTFRecordWriters``); use as a context manager to have it
+    ``atomic.AtomicTFRecordWriters``); use as a context manager to have it
     removed on an exception.
     """
 
@@ -497,7 +498,7 @@ class FeatureWriter(io_utils.AtomicWriter):
         self.filename = filename
         self.is_training = is_training
         self.num_features = 0
-        self._writer = io_utils.AtomicTFRecordWriters([filename])
+        self._writer = atomic.AtomicTFRecordWriters([filename])
 
     def process_feature(self, feature: InputFeatures) -> None:
         """Serializes and writes one feature."""
@@ -505,14 +506,14 @@ class FeatureWriter(io_utils.AtomicWriter):
 
         self.num_features += 1
         features = collections.OrderedDict()
-        features[squad_schema.UNIQUE_IDS] = io_utils.int64_feature([feature.unique_id])
-        features[squad_schema.INPUT_IDS] = io_utils.int64_feature(feature.input_ids)
-        features[squad_schema.INPUT_MASK] = io_utils.int64_feature(feature.input_mask)
-        features[squad_schema.SEGMENT_IDS] = io_utils.int64_feature(feature.segment_ids)
+        features[squad_schema.UNIQUE_IDS] = tfrecord.int64_feature([feature.unique_id])
+        features[squad_schema.INPUT_IDS] = tfrecord.int64_feature(feature.input_ids)
+        features[squad_schema.INPUT_MASK] = tfrecord.int64_feature(feature.input_mask)
+        features[squad_schema.SEGMENT_IDS] = tfrecord.int64_feature(feature.segment_ids)
         if self.is_training:
-            features[squad_schema.START_POSITIONS] = io_utils.int64_feature([feature.start_position])
-            features[squad_schema.END_POSITIONS] = io_utils.int64_feature([feature.end_position])
-            features[squad_schema.IS_IMPOSSIBLE] = io_utils.int64_feature(
+            features[squad_schema.START_POSITIONS] = tfrecord.int64_feature([feature.start_position])
+            features[squad_schema.END_POSITIONS] = tfrecord.int64_feature([feature.end_position])
+            features[squad_schema.IS_IMPOSSIBLE] = tfrecord.int64_feature(
                 [1 if feature.is_impossible else 0])
         example = tf.train.Example(features=tf.train.Features(feature=features))
         self._writer.write(example.SerializeToString())

@@ -28,7 +28,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 
-from bert_common import files as io_utils
+from bert_common import atomic, files
 from data.tokenization.wordpiece import BasicTokenizer
 
 RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
@@ -305,12 +305,12 @@ def prediction_texts(triple, output_prediction_file: Optional[str],
 
 def write_files_together(texts: Sequence[Tuple[str, str]]) -> None:
     """Writes each ``(path, text)`` (UTF-8) as one group: every file is renamed into place only
-    when all of them are written (``bert_common.files.atomic_paths``), so a failure (a full
+    when all of them are written (``bert_common.atomic.atomic_paths``), so a failure (a full
     disk, a missing folder) leaves all the previous files as they were and no temporary."""
     texts = list(texts)
     if not texts:
         return
-    with io_utils.atomic_paths([path for path, _ in texts]) as temps:
+    with atomic.atomic_paths([path for path, _ in texts]) as temps:
         for temp, (path, text) in zip(temps, texts):
             try:
                 _write_text(temp, text)
@@ -320,5 +320,5 @@ def write_files_together(texts: Sequence[Tuple[str, str]]) -> None:
 
 def _write_text(path: str, text: str) -> None:
     """One file of ``write_files_together`` (a temporary path)."""
-    with io_utils.open(path, "w") as writer:
+    with files.open(path, "w") as writer:
         writer.write(text)

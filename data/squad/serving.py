@@ -32,7 +32,7 @@ from typing import Dict
 import tensorflow as tf
 
 from data.tokenization import graph as graph_tokenization
-from bert_common import files as io_utils
+from bert_common import saved_models
 from data.tokenization import special_tokens
 from data.tokenization.wordpiece import load_vocab
 
@@ -156,19 +156,19 @@ def export_saved_model(model, export_dir: str, vocab_file: str, **kwargs) -> Squ
     """Writes a SavedModel whose ``serving_default`` signature is ``serve(question, context)``.
 
     ``kwargs`` go to ``SquadServingModule``. The folder is staged under a hidden name beside
-    ``export_dir`` and renamed into place (``io_utils.save_saved_model``: an existing
+    ``export_dir`` and renamed into place (``saved_models.save_saved_model``: an existing
     SavedModel there is replaced, anything else is refused).
     """
     module = SquadServingModule(model, vocab_file, **kwargs)
-    io_utils.save_saved_model(module, export_dir, module.signatures)
+    saved_models.save_saved_model(module, export_dir, module.signatures)
     return module
 
 
 def export_version(model, base_dir: str, vocab_file: str, flag: str = "--export_dir",
                    **kwargs) -> str:
     """Writes the SavedModel as the next version of TF Serving model base path ``base_dir``
-    (``<base_dir>/1``, then ``2``, ...; ``io_utils.save_saved_model_version``: a base holding
+    (``<base_dir>/1``, then ``2``, ...; ``saved_models.save_saved_model_version``: a base holding
     anything else is refused with an ``InputError`` naming ``flag``); returns the version
     folder. ``kwargs`` go to ``SquadServingModule``."""
     module = SquadServingModule(model, vocab_file, **kwargs)
-    return io_utils.save_saved_model_version(module, base_dir, module.signatures, flag)
+    return saved_models.save_saved_model_version(module, base_dir, module.signatures, flag)

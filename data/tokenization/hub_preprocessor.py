@@ -43,7 +43,7 @@ from typing import Dict, Sequence, Union
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from bert_common import files
+from bert_common import saved_models
 from bert_common.errors import InputError
 from data.tokenization import graph as graph_tokenization
 from data.tokenization import special_tokens
@@ -227,11 +227,11 @@ def export_preprocessor(export_dir: str, vocab_file: str, do_lower_case: bool = 
 
     Written under a temporary name beside ``export_dir``, then renamed into place (an existing
     SavedModel ``export_dir`` is replaced; anything else there is refused with ``InputError``;
-    its parent folder is created: ``files.save_saved_model``). Load it with
+    its parent folder is created: ``saved_models.save_saved_model``). Load it with
     ``import tensorflow_text`` done first. Raises ``VocabError`` (an ``InputError``) for a
     missing or unusable vocab, ``InputError`` for a bad ``seq_length``.
     """
     module = HubPreprocessor(vocab_file, do_lower_case, seq_length, keep_empty_segments)
-    files.save_saved_model(module, export_dir, module.trace)
+    saved_models.save_saved_model(module, export_dir, module.trace)
     return module
 

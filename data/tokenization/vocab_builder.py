@@ -34,7 +34,7 @@ import collections
 import time
 from typing import Callable, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Set
 
-from bert_common import files as io_utils
+from bert_common import atomic, files
 from bert_common.errors import InputError
 from bert_common.progress import Progress
 from data.tokenization import special_tokens
@@ -288,7 +288,7 @@ def write_vocab(tokens: Sequence[str], path: str) -> None:
     for token in tokens:
         if not token or token.strip() != token or "\n" in token:
             raise VocabBuildError("vocab token %r cannot be written as a line" % token)
-    with io_utils.atomic_open(path) as f:
+    with atomic.atomic_open(path) as f:
         f.write("\n".join(tokens) + "\n")
 
 
@@ -312,11 +312,11 @@ def build_vocab_files(input_patterns: str | Sequence[str], output_file: str, voc
     start = time.perf_counter()
     layout = layout_tokens(num_unused, reserved_tokens)  # bad settings fail before any reading
     _check_room(vocab_size, layout)
-    io_utils.check_output_folder(output_file)
-    if io_utils.isdir(output_file):
+    atomic.check_output_folder(output_file)
+    if files.isdir(output_file):
         raise VocabBuildError("--output_file %s is a folder" % output_file)
     input_files = corpus_reader.expand_input_patterns(input_patterns)
-    sizes = [io_utils.getsize(path) for path in input_files]
+    sizes = [files.getsize(path) for path in input_files]
     megabytes = sum(sizes) / 1e6
     progress = Progress("reading", megabytes, unit="MB", enabled=show_progress)
     done = {"MB": 0.0, "lines": 0, "words": 0}

@@ -44,7 +44,7 @@ import re
 import unicodedata
 from typing import Dict, Iterable, List, Optional, Sequence, Union
 
-from bert_common import files as io_utils
+from bert_common import files
 from bert_common.errors import InputError
 from data.tokenization import special_tokens
 
@@ -188,10 +188,10 @@ def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
     Raises:
       VocabError: the file is missing, empty, not UTF-8, or lacks ``[UNK]``.
     """
-    if not io_utils.isfile(vocab_file):
+    if not files.isfile(vocab_file):
         raise VocabError("vocab file %s: %s" % (vocab_file, "a folder, not a file" if
-                                                io_utils.isdir(vocab_file) else "no such file"))
-    with io_utils.open(vocab_file, "rb") as f:
+                                                files.isdir(vocab_file) else "no such file"))
+    with files.open(vocab_file, "rb") as f:
         raw = f.read()
     try:
         # UTF-8 never encodes a newline inside a multi-byte character, so decoding the whole

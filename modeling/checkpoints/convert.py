@@ -27,8 +27,8 @@ import os
 from typing import Optional, Sequence
 
 from bert_common.errors import InputError
-from bert_common.files import atomic_open, atomic_path
-from bert_common import files
+from bert_common import atomic, files
+from bert_common.atomic import atomic_open, atomic_path
 from modeling import checkpoints
 from modeling.checkpoints import hf as hf_import
 from modeling.config import BertConfig
@@ -103,7 +103,7 @@ def convert(input_path: str, output: str, config_file: Optional[str] = None,
     check_output_name(output, output_format)
     check_input(input_path)
     try:
-        files.check_output_folder(output)  # an HF output folder itself is made if missing
+        atomic.check_output_folder(output)  # an HF output folder itself is made if missing
     except OSError as e:
         raise checkpoints.CheckpointError("%s: %s" % (output, e)) from None
     config = config_for(input_path, config_file, hidden_act)

@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from bert_common import files
+from bert_common import atomic, files
 from bert_common.errors import first_line
 from modeling.checkpoints.tf1 import CheckpointError
 from modeling.config import BertConfig
@@ -281,7 +281,7 @@ def write_hf_folder(arrays: Mapping[str, np.ndarray], config: BertConfig, output
     }
     files.makedirs(output_dir)
     names = sorted(contents)
-    with files.atomic_paths([os.path.join(output_dir, n) for n in names]) as temps:
+    with atomic.atomic_paths([os.path.join(output_dir, n) for n in names]) as temps:
         for name, tmp in zip(names, temps):
             data = contents[name]
             with files.open(tmp, "wb" if isinstance(data, bytes) else "w") as f:

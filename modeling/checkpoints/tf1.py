@@ -44,8 +44,8 @@ import numpy as np
 from absl import logging
 
 from bert_common.errors import InputError, first_line
-from bert_common import files
-from bert_common.files import atomic_prefix
+from bert_common import atomic, files
+from bert_common.atomic import atomic_prefix
 
 
 class CheckpointError(InputError):
@@ -358,7 +358,7 @@ def write_tf1_arrays(arrays: Mapping[str, np.ndarray], prefix: str) -> str:
 
     folder = os.path.dirname(files.abspath(prefix))
     try:
-        files.check_output_folder(prefix)
+        atomic.check_output_folder(prefix)
     except OSError as e:
         raise CheckpointError("%s: %s" % (prefix, e)) from None
     base = os.path.basename(prefix)
@@ -367,7 +367,7 @@ def write_tf1_arrays(arrays: Mapping[str, np.ndarray], prefix: str) -> str:
     with atomic_prefix(os.path.join(folder, base), (".data-00000-of-00001", ".index")) as tmp:
         tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names,
                           shape_and_slices=[""] * len(names), tensors=tensors)
-    with files.atomic_open(os.path.join(folder, "checkpoint")) as f:
+    with atomic.atomic_open(os.path.join(folder, "checkpoint")) as f:
         f.write('model_checkpoint_path: "%s"\nall_model_checkpoint_paths: "%s"\n'
                 % (base, base))
     return os.path.join(folder, base)

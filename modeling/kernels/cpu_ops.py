@@ -44,10 +44,10 @@ compute in float32 and round the result to bfloat16 once, as TensorFlow's LayerN
 (``modeling.layers.layer_norm``: statistics in float32); TensorFlow's bfloat16 dropout multiplies
 by the scale rounded to bfloat16 (1/0.9 -> 1.109375), these kernels by the float32 scale.
 
-They are used only inside ``switch.fused_training_kernels()`` (the trainer's ``fused_kernels``,
-``run_pretraining --xla_kernels``) for float32 and bfloat16 activations (the update: float32
-variables), and LayerNorm's forward inside ``switch.fused_inference_kernels()`` (prediction and
-evaluation on a CPU); exports, ``--deterministic`` training and other dtypes keep TensorFlow's
+They are used only under ``switch.Kernels(training=True)`` (the trainer's ``fused_kernels``,
+``run_pretraining --xla_kernels``) for float32 and bfloat16 activations, by the optimizer's
+``clip_and_apply(..., cpu_kernel=True)`` (float32 variables), and LayerNorm's forward under
+``switch.Kernels(inference=True)`` (prediction and evaluation on a CPU); exports, ``--deterministic`` training and other dtypes keep TensorFlow's
 ops.
 
 Building: ``load()`` compiles the source with the C++ compiler (``$CXX``, else ``g++``) against
@@ -72,7 +72,7 @@ from typing import Optional, Tuple
 import tensorflow as tf
 from absl import logging
 
-from bert_common.files import atomic_path
+from bert_common.atomic import atomic_path
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bert_cpu_ops.cc")
 _CXXFLAGS = ["-std=c++17", "-shared", "-fPIC", "-O3", "-march=native", "-ffp-contract=off",

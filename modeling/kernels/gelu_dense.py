@@ -1,7 +1,7 @@
 """The training path of ``gelu(x @ kernel + bias)``: fused GELU kernels and a hand-written gradient.
 
-Used by ``BertDense`` (the ``intermediate`` layers) when called with ``training=True`` inside
-``training_kernels.fused_training_kernels()``: the model is the same, only how TensorFlow
+Used by ``BertDense`` (the ``intermediate`` layers) when called with ``training=True`` under
+``switch.Kernels(training=True)``: the model is the same, only how TensorFlow
 computes the step changes. In graph mode TensorFlow runs the tanh GELU as ~7 elementwise ops
 forward and ~8 backward, each a pass over the [B*S, I] activation; here the forward GELU is one
 fused kernel and its derivative another (one pass each; XLA-compiled in float32, C++ CPU kernels
@@ -33,7 +33,7 @@ there the same formula runs as the C++ CPU kernels
 logistic, one rounding to bfloat16; the backward kernel also sums dbias, in float32, in the same
 pass), when the kernel library is built. float32 keeps XLA's.
 
-The switch (``modeling/kernels/switch.py``) is read when a step is traced. XLA is
+The layer's ``Kernels`` value (``modeling/kernels/switch.py``) is read when a step is traced. XLA is
 only used where it can compile a kernel for the replica's device: the trainer enables this for
 one local replica (as for the fused optimizer); TPUs compile the whole step anyway.
 """

@@ -5,7 +5,7 @@ N heads of size D = H / N. Scores are ``(q k^T) * 1/sqrt(D) + bias``, softmax ov
 dropout on the probabilities (only with ``training=True``), then ``probs @ v`` merged back to
 [B, S, H]. Sub-layers are named ``query``, ``key``, ``value`` (the original's variable scopes).
 
-Training inside ``training_kernels.fused_training_kernels()`` computes the scale, bias, softmax
+Training under ``switch.Kernels(training=True)`` computes the scale, bias, softmax
 and dropout as one CPU kernel each way (``cpu_ops.attention_probs``: same mask as the layer's
 dropout kernel, the softmax in float32 with one rounding); elsewhere they are TensorFlow's ops.
 """

@@ -8,7 +8,7 @@ the three ops adjacent in 2-D lets TensorFlow's graph optimizer fuse them into o
 on CPU (``_MklNativeFusedMatMul`` with BiasAdd and Gelu, or a following residual Add), which matters most in bfloat16,
 where unfused elementwise passes cost as much as the matmuls. Under XLA the ops fuse anyway.
 
-Training with a tanh-GELU activation inside ``training_kernels.fused_training_kernels()`` takes
+Training with a tanh-GELU activation under ``switch.Kernels(training=True)`` takes
 ``gelu_dense.gelu_dense_train`` instead (fused GELU kernels and a hand-written gradient; the
 training graph cannot use the inference fusion, which drops the pre-activation the gradient
 needs).
@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from modeling.layers import activations
 from modeling.kernels import gelu_dense
-from modeling.kernels import switch as training_kernels
+from modeling.kernels import switch
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
@@ -32,7 +32,7 @@ class BertDense(keras.layers.Dense):
         in_dim = self.kernel.shape[0]
         x = tf.reshape(inputs, [-1, in_dim]) if len(inputs.shape) != 2 else inputs  # [N, in]
         if (training and self.use_bias and self.activation is activations.gelu
-                and training_kernels.training_kernels_enabled()):
+                and switch.kernels_of(self).training):
             y = gelu_dense.gelu_dense_train(x, tf.convert_to_tensor(self.kernel),
                                             tf.convert_to_tensor(self.bias))  # [N, units]
         else:

@@ -1,9 +1,9 @@
 """Dropout: ``keras.layers.Dropout`` with a one-pass CPU kernel for fused training steps.
 
 Same layer, same name ("dropout"), same seed generator as Keras' (a drop-in: checkpoints and
-configs unchanged). Called with ``training=True`` inside
-``training_kernels.fused_training_kernels()`` on float32 or bfloat16 inputs, with the CPU kernel
-library available (``modeling/kernels/cpu_ops.py``) and no ``noise_shape``, it draws its mask with
+configs unchanged). Called with ``training=True`` under ``switch.Kernels(training=True)``
+(``switch.use_kernels``) on float32 or bfloat16 inputs, with the CPU kernel library available
+(``modeling/kernels/cpu_ops.py``) and no ``noise_shape``, it draws its mask with
 ``cpu_ops.dropout`` (Philox keyed by the layer's next seed; one pass forward, one backward)
 instead of TensorFlow's four ops each way. Otherwise it is ``keras.layers.Dropout``.
 Either way the masks are drawn from the generator's state alone, which Keras does not expose to
@@ -25,7 +25,7 @@ import keras
 import tensorflow as tf
 
 from modeling.kernels import cpu_ops
-from modeling.kernels import switch as training_kernels
+from modeling.kernels import switch
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
@@ -35,7 +35,7 @@ class Dropout(keras.layers.Dropout):
     def fused_kernel_applies(self, dtype) -> bool:
         """Whether a training call on ``dtype`` inputs takes the CPU kernel (here, now)."""
         return (0.0 < self.rate < 1.0 and self.noise_shape is None
-                and training_kernels.training_kernels_enabled() and cpu_ops.usable(dtype))
+                and switch.kernels_of(self).training and cpu_ops.usable(dtype))
 
     def next_seed(self) -> tf.Tensor:
         """The seed [2] of this call's mask: the generator's next, folded with the replica's

@@ -5,11 +5,11 @@ its users so that ``variable.path`` contains "LayerNorm" (excluded from weight d
 mixed or pure bfloat16 policy the statistics are computed in float32 (``gamma``/``beta`` cast to
 float32) and the result is cast back to the compute dtype.
 
-Called with ``training=True`` inside ``training_kernels.fused_training_kernels()`` on float32 or
+Called with ``training=True`` under ``switch.Kernels(training=True)`` on float32 or
 bfloat16 activations with float32 ``gamma``/``beta`` (with the CPU kernel library built), it
 computes the same formula as one CPU kernel forward and one backward (``cpu_ops.layer_norm``;
 equal up to float rounding, statistics in float32 either way). Called with ``training`` False or
-None inside ``training_kernels.fused_inference_kernels()`` (prediction and evaluation on a CPU),
+None under ``switch.Kernels(inference=True)`` (prediction and evaluation on a CPU),
 it runs the same kernel forward, for any ``gamma``/``beta`` dtype.
 """
 
@@ -19,7 +19,7 @@ import keras
 import tensorflow as tf
 
 from modeling.kernels import cpu_ops
-from modeling.kernels import switch as training_kernels
+from modeling.kernels import switch
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
@@ -49,11 +49,11 @@ class BertLayerNorm(keras.layers.Layer):
         # bfloat16 ones (a bfloat16-policy model) in float32, as the formula below does.
         if x.dtype != self.compute_dtype:
             return False
+        kernels = switch.kernels_of(self)
         if training:
-            enabled = (self.gamma.dtype == tf.float32
-                       and training_kernels.training_kernels_enabled())
+            enabled = self.gamma.dtype == tf.float32 and kernels.training
         else:
-            enabled = training_kernels.inference_kernels_enabled()
+            enabled = kernels.inference
         return enabled and cpu_ops.usable(x.dtype)  # usable() last: it builds the library
 
     def call(self, x, training=None):

@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Optional
+from typing import Any, Optional
 
 import tensorflow as tf
 from bert_common import cluster
@@ -78,6 +78,30 @@ def make_strategy(name: str = "default", tpu_name: Optional[str] = None,
     if name == "tpu":
         return _tpu_strategy(tpu_name, tpu_zone, gcp_project, master, num_tpu_cores)
     raise DistributionError("--strategy=%s: unknown (one of %s)" % (name, ", ".join(STRATEGIES)))
+
+
+def strategy_from_settings(settings: Any) -> tf.distribute.Strategy:
+    """The strategy that ``settings`` asks for, by the shared flags' names: ``strategy`` (or
+    ``use_tpu``: ``tpu``), ``tpu_name``, ``tpu_zone``, ``gcp_project``, ``master``,
+    ``num_tpu_cores``, ``num_gpus``, ``all_reduce_alg``; a name ``settings`` lacks takes
+    ``make_strategy``'s default.
+
+    Args:
+        settings: a tool's absl flag values, or any object with those attributes (the
+            fine-tuning driver's ``FinetuningSettings``).
+
+    Returns:
+        The ``tf.distribute.Strategy`` (``DistributionError`` when it cannot be built).
+    """
+    def value(name, default=None):
+        found = getattr(settings, name, None)
+        return default if found is None else found
+
+    name = "tpu" if value("use_tpu", False) else value("strategy", "default")
+    return make_strategy(name, tpu_name=value("tpu_name"), tpu_zone=value("tpu_zone"),
+                         gcp_project=value("gcp_project"), master=value("master"),
+                         num_tpu_cores=value("num_tpu_cores"), num_gpus=value("num_gpus", 0),
+                         all_reduce_alg=value("all_reduce_alg", "auto"))
 
 
 def _multi_worker_strategy(all_reduce_alg: str) -> tf.distribute.Strategy:
@@ -193,7 +217,7 @@ def cpu_kernels_apply(strategy: tf.distribute.Strategy, variables=()) -> bool:
 
 def prediction_kernels_apply(strategy: tf.distribute.Strategy, variables=()) -> bool:
     """Whether a prediction or evaluation step of ``strategy`` is traced with the fused LayerNorm
-    (``switch.fused_inference_kernels``): one replica, computing on a CPU (``cpu_kernels_apply``),
+    (``switch.Kernels(inference=True)``): one replica, computing on a CPU (``cpu_kernels_apply``),
     unless an enclosing ``switch.fused_inference_kernels(False)`` (a tool's ``--noxla_kernels``
     or ``--deterministic``) turned the kernels off."""
     return (strategy.num_replicas_in_sync == 1 and switch.inference_kernels_allowed()

@@ -39,9 +39,8 @@ import tensorflow as tf
 from absl import logging
 
 from bert_common.progress import Progress
-from modeling.kernels import switch as training_kernels
-from modeling.training import distribution
-from modeling.training import trainer as training_loop
+from modeling.kernels import switch
+from modeling.training import distribution, objectives, trainer
 
 MODEL_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 CHECKPOINT_NAME = "model.ckpt"  # the original Estimator's model_dir/model.ckpt-<step>
@@ -55,7 +54,7 @@ def finetune(model, optimizer, dataset: tf.data.Dataset, per_example_loss: PerEx
              save_checkpoints_steps: int = 1000, keep_checkpoint_max: int = 5,
              use_xla: bool = False, progress: bool = True,
              loss_weights: Optional[str] = None, fuse_optimizer: bool = False,
-             fused_kernels: bool = False) -> training_loop.TrainResult:
+             fused_kernels: bool = False) -> trainer.TrainResult:
     """Trains ``model`` to ``num_train_steps`` (resuming from ``model_dir``); see the module.
 
     ``dataset``: global batches of dicts holding ``input_ids``/``input_mask``/``segment_ids``
@@ -71,17 +70,16 @@ def finetune(model, optimizer, dataset: tf.data.Dataset, per_example_loss: PerEx
     values within float rounding of the op-by-op step, other dropout masks.
     """
     if loss_weights:
-        objective = training_loop.WeightedMeanLossObjective(per_example_loss, loss_weights,
-                                                            MODEL_INPUT_NAMES)
+        objective = objectives.WeightedMeanLossObjective(per_example_loss, loss_weights,
+                                                         MODEL_INPUT_NAMES)
     else:
-        objective = training_loop.MeanLossObjective(per_example_loss, MODEL_INPUT_NAMES)
-    config = training_loop.TrainerConfig(
+        objective = objectives.MeanLossObjective(per_example_loss, MODEL_INPUT_NAMES)
+    config = trainer.TrainerConfig(
         model_dir=model_dir, num_train_steps=num_train_steps, steps_per_loop=steps_per_loop,
         save_checkpoints_steps=save_checkpoints_steps, keep_checkpoint_max=keep_checkpoint_max,
         use_xla=use_xla, progress=progress, checkpoint_name=CHECKPOINT_NAME,
         fuse_optimizer=fuse_optimizer, fused_kernels=fused_kernels)
-    trainer = training_loop.Trainer(model, optimizer, objective, strategy, config)
-    return trainer.train(dataset)
+    return trainer.Trainer(model, optimizer, objective, strategy, config).train(dataset)
 
 
 def relaxed_spec(element_spec):
@@ -126,12 +124,20 @@ class Predictor:
     def _step(self, element_spec):
         key = repr(relaxed_spec(element_spec))
         if key not in self._steps:
+            kernels = switch.Kernels(inference=self.fused_kernels)
+
+            # The layers read their kernels while the step is traced: the model carries them
+            # for the trace (the replica threads of a MirroredStrategy see the model's value).
+            def forward(batch):
+                with switch.use_kernels(self.model, kernels):
+                    if self.distributed:
+                        return self.strategy.run(self._forward, args=(batch,))
+                    return self._forward(batch)
+
             if self.distributed:
-                self._steps[key] = tf.function(
-                    lambda batch: self.strategy.run(self._forward, args=(batch,)),
-                    reduce_retracing=True)
+                self._steps[key] = tf.function(forward, reduce_retracing=True)
             else:
-                self._steps[key] = tf.function(self._forward,
+                self._steps[key] = tf.function(forward,
                                                input_signature=[relaxed_spec(element_spec)])
         return self._steps[key]
 
@@ -144,8 +150,7 @@ class Predictor:
         done = 0
         reporter = Progress(label, total, unit="examples") if total else None
         for batch in dataset:
-            with training_kernels.fused_inference_kernels(self.fused_kernels):
-                out = step(batch)  # traced on the first call
+            out = step(batch)  # traced on the first call
             for name, value in out.items():
                 parts = (self.strategy.experimental_local_results(value) if self.distributed
                          else [value])
@@ -194,7 +199,7 @@ def predict(model, dataset: tf.data.Dataset, output_names: Sequence[str],
     kept with the model for the next call."""
     strategy = strategy or tf.distribute.get_strategy()
     per_model = _PREDICTORS.setdefault(model, {})
-    key = (tuple(output_names), id(strategy), training_kernels.inference_kernels_allowed())
+    key = (tuple(output_names), id(strategy), switch.inference_kernels_allowed())
     predictor = per_model.get(key)
     if predictor is None or predictor.strategy is not strategy:
         predictor = per_model[key] = _CachedPredictor(model, output_names, strategy)

@@ -1,6 +1,35 @@
-"""Pre-training loss shares for ``training_loop.Trainer`` and the original's eval metrics.
+"""What the trainer optimizes: the ``Objective`` contract, mean-loss objectives, pre-training's.
 
-Model outputs used (``modeling.heads.pretraining.BertPretrainingModel``):
+**Objective contract.** The loop (``modeling.training.trainer.Trainer``) knows nothing about
+BERT; an ``Objective`` says what to feed the model and how to turn its outputs into a loss::
+
+    class MyObjective(objectives.Objective):
+        def model_inputs(self, batch):            # dict of tensors -> the model's inputs
+            return {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")}
+        def totals(self, batch):                   # float32 scalars summed over a batch
+            return {"examples": tf.cast(tf.shape(batch["label_ids"])[0], tf.float32)}
+        def __call__(self, outputs, batch, totals):
+            per_example = ...                                        # [b]
+            share = tf.reduce_sum(per_example) / totals["examples"]  # this part's share
+            logs = {"accuracy": (num_correct, count)}                # (numerator, denominator)
+            return share, logs
+
+``totals`` is evaluated on the replica's whole batch and, in the default ``mean_then_clip``
+gradient reduction, summed over all replicas: it is the *global batch*'s totals. The objective
+returns the share of the global-batch loss carried by the (micro-)batch it is given, so the
+shares of all micro-batches and replicas add up to the loss of the global batch and the summed
+gradients are its gradient: N replicas x k accumulation steps give the same update as one
+replica on the whole batch, for weighted means too (the MLM loss). With the optimizer's
+``clip_then_sum`` reduction (the original's TPU semantics) totals are per replica: each replica
+gets the gradient of its own loss, clips it, and the clipped gradients are summed.
+``MeanLossObjective(per_example_fn, input_names)`` covers the plain mean-of-examples case,
+``WeightedMeanLossObjective`` a weighted mean (per-token losses of the scored tokens).
+
+Logs are ``{name: (numerator, denominator)}`` pairs, summed over micro-batches, replicas and the
+steps of a loop; the value shown is Σnumerator/Σdenominator (a streaming mean, like
+``tf.metrics.mean``). The loop adds ``loss`` (the mean global-batch loss per step).
+
+**Pre-training.** Model outputs used (``modeling.heads.pretraining.BertPretrainingModel``):
 ``masked_lm_example_loss`` [B*P], ``masked_lm_log_probs`` [B*P, V],
 ``next_sentence_example_loss`` [B], ``next_sentence_log_probs`` [B, 2], ``total_loss`` [].
 
@@ -11,7 +40,7 @@ Training loss (the original's ``total_loss``)::
     total_loss         = masked_lm_loss + next_sentence_loss
 
 ``PretrainingObjective`` returns the share of ``total_loss`` carried by a (micro-)batch given
-the global totals Σw and B (see ``training_loop``): Σ_part w·ℓ / (Σw + 1e-5) + Σ_part ℓ_nsp / B.
+the global totals Σw and B (the contract above): Σ_part w·ℓ / (Σw + 1e-5) + Σ_part ℓ_nsp / B.
 On one replica without accumulation this is the original's ``total_loss`` of the batch. Every
 gradient is made dense before clipping, as in the original graph (``dense_gradient``).
 
@@ -24,13 +53,97 @@ are the same four metrics over the training batches.
 
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
 from modeling.encoder import INPUT_NAMES
 from modeling.heads.pretraining import MLM_LOSS_EPSILON, PRETRAINING_INPUT_NAMES
-from modeling.training import trainer as training_loop
+
+Logs = Dict[str, Tuple[tf.Tensor, tf.Tensor]]  # {name: (numerator, denominator)}
+
+
+# ------------------------------------------------------------------------- the contract
+
+
+class Objective:
+    """What to feed the model and how to score it (see the module docstring).
+
+    ``log_names``: the names of the logs ``__call__`` returns (fixed, so that loops can start
+    their sums at zero). ``model_inputs(batch)`` returns the model's inputs (default: the
+    batch); ``totals(batch)`` float32 scalars summed over the global batch (default:
+    ``examples``); ``__call__(outputs, batch, totals)`` returns ``(share, logs)``: the batch's
+    share of the global-batch loss and ``{name: (numerator, denominator)}``.
+    """
+
+    log_names: Tuple[str, ...] = ()
+
+    def model_inputs(self, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        return batch
+
+    def totals(self, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        first = tf.nest.flatten(batch)[0]
+        return {"examples": tf.cast(tf.shape(first)[0], tf.float32)}
+
+    def __call__(self, outputs, batch, totals) -> Tuple[tf.Tensor, Logs]:
+        raise NotImplementedError
+
+    def dense_gradient(self, variable) -> bool:
+        """Whether ``variable``'s gradient is made dense before clipping even where the
+        original's lookup keeps it sparse (``embeddings.sparse_gradient_tables``: the word
+        embeddings off TPU). A ``tf.gather`` gradient (IndexedSlices) is clipped by a norm
+        that counts repeated ids separately. Default: no, the original's rule alone."""
+        return False
+
+
+class MeanLossObjective(Objective):
+    """loss = mean over the global batch of ``per_example_fn(outputs, batch)`` [b].
+
+    Args:
+      per_example_fn: ``(outputs, batch) -> [b]`` per-example losses.
+      input_names: the batch features fed to the model (default: the whole batch).
+    """
+
+    def __init__(self, per_example_fn: Callable, input_names: Optional[Sequence[str]] = None):
+        self.per_example_fn = per_example_fn
+        self.input_names = tuple(input_names) if input_names else None
+
+    def model_inputs(self, batch):
+        if self.input_names is None:
+            return batch
+        return {name: batch[name] for name in self.input_names}
+
+    def __call__(self, outputs, batch, totals):
+        per_example = tf.cast(self.per_example_fn(outputs, batch), tf.float32)  # [b]
+        return tf.reduce_sum(per_example) / totals["examples"], {}
+
+
+class WeightedMeanLossObjective(MeanLossObjective):
+    """loss = Σ w·ℓ / Σ w over the global batch, ``ℓ = per_item_fn(outputs, batch)`` and
+    ``w = batch[weight_name]`` of the same shape [b, ...] (e.g. per-token losses [b, s] with
+    weight 1.0 where a token is scored: the mean over the batch's scored tokens).
+
+    Args:
+      per_item_fn: ``(outputs, batch) -> [b, ...]`` per-item losses.
+      weight_name: the batch feature holding the weights, the shape of the losses.
+      input_names: the batch features fed to the model (default: the whole batch).
+    """
+
+    def __init__(self, per_item_fn: Callable, weight_name: str,
+                 input_names: Optional[Sequence[str]] = None):
+        super().__init__(per_item_fn, input_names)
+        self.weight_name = weight_name
+
+    def totals(self, batch):
+        return {"weight": tf.reduce_sum(tf.cast(batch[self.weight_name], tf.float32))}
+
+    def __call__(self, outputs, batch, totals):
+        per_item = tf.cast(self.per_example_fn(outputs, batch), tf.float32)  # [b, ...]
+        weights = tf.cast(batch[self.weight_name], tf.float32)  # [b, ...]
+        return tf.math.divide_no_nan(tf.reduce_sum(weights * per_item), totals["weight"]), {}
+
+
+# -------------------------------------------------------------------------- pre-training
 
 # The model's inputs, named as the pre-training records' features (data.pretraining.schema):
 # the model defines the names, the records follow them.
@@ -77,7 +190,7 @@ def model_inputs(batch) -> Dict[str, tf.Tensor]:
     return {name: batch[name] for name in MODEL_INPUT_NAMES}
 
 
-class PretrainingObjective(training_loop.Objective):
+class PretrainingObjective(Objective):
     """MLM + NSP loss shares over global-batch totals (see the module docstring)."""
 
     log_names = ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",

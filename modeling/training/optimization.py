@@ -43,7 +43,9 @@ excluded from weight decay).
 
 ``clip_and_apply(grads, variables)`` is ``apply_gradients`` returning ``{"global_norm",
 "grads_finite"}`` (the norm before clipping, after the cross-replica sum in mean_then_clip mode)
-for logging.
+for logging; ``clip_and_apply(..., cpu_kernel=True)`` runs the clipping and the update as one
+in-place CPU kernel per variable where ``cpu_kernel_applies`` (the trainer's
+``Execution.optimizer_kernel``).
 """
 
 from __future__ import annotations
@@ -57,7 +59,6 @@ import numpy as np
 import tensorflow as tf
 
 from modeling.kernels import cpu_ops
-from modeling.kernels import switch as training_kernels
 from modeling.training.lr_schedules import BertSchedule
 
 WEIGHT_DECAY_EXCLUSIONS: Tuple[str, ...] = ("LayerNorm", "layer_norm", "bias")
@@ -173,10 +174,28 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
         return loss * tf.cast(self._loss_scale_var.value, loss.dtype)
 
     # ------------------------------------------------------------------------------ apply path
-    def clip_and_apply(self, grads: Iterable, variables: Iterable) -> Dict[str, tf.Tensor]:
-        """``apply_gradients`` that returns ``{"global_norm", "grads_finite"}`` (see module)."""
+    def clip_and_apply(self, grads: Iterable, variables: Iterable,
+                       cpu_kernel: bool = False) -> Dict[str, tf.Tensor]:
+        """``apply_gradients`` that returns ``{"global_norm", "grads_finite"}`` (see module).
+
+        Args:
+          grads: the gradients of ``variables`` (tensors or ``tf.IndexedSlices``).
+          variables: the variables to update.
+          cpu_kernel: clip and update with one in-place CPU kernel per variable where
+            ``cpu_kernel_applies`` (and not across replicas); otherwise, and by default,
+            TensorFlow's ops. Read when the update is traced.
+
+        Returns:
+          ``{"global_norm": the norm before clipping, "grads_finite": whether it is finite}``.
+        """
         self._stats.last = {}
-        self.apply(list(grads), list(variables))
+        # Handed to ``_backend_apply_gradients`` through Keras' ``apply`` in this thread's
+        # state (the replica's thread under a MirroredStrategy, like the stats).
+        self._stats.cpu_kernel = bool(cpu_kernel)
+        try:
+            self.apply(list(grads), list(variables))
+        finally:
+            self._stats.cpu_kernel = False
         stats, self._stats.last = self._stats.last, {}
         return stats
 
@@ -191,7 +210,7 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
             inverse = 1.0 / self._loss_scale_var.value
             grads = [_scale_gradient(g, inverse) for g in grads]
         global_norm = tf.linalg.global_norm(grads)  # [] (IndexedSlices: per occurrence)
-        if (not cross_replica and training_kernels.training_kernels_enabled()
+        if (not cross_replica and getattr(self._stats, "cpu_kernel", False)
                 and self.cpu_kernel_applies(trainable_variables)):
             # Clipping factor and update in one in-place kernel per variable (cpu_ops).
             grad_scale = (_clip_scale(global_norm, self.clip_norm) if self.clip_norm is not None
@@ -269,9 +288,9 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
     supports_cpu_kernel = False  # True where the class implements ``_cpu_kernel_update``
 
     def cpu_kernel_applies(self, variables) -> bool:
-        """Whether, inside ``training_kernels.fused_training_kernels()``, the update of
-        ``variables`` runs as ``cpu_ops`` kernels: an optimizer that has one, no loss scaling,
-        no distribution strategy in scope, float32 variables, the kernel library built."""
+        """Whether ``clip_and_apply(..., cpu_kernel=True)`` of ``variables`` runs as
+        ``cpu_ops`` kernels: an optimizer that has one, no loss scaling, no distribution
+        strategy in scope, float32 variables, the kernel library built."""
         return (self.supports_cpu_kernel and self.loss_scale_mode is None
                 and not tf.distribute.has_strategy()
                 and all(v.dtype == tf.float32 for v in variables)

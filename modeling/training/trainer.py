@@ -1,45 +1,21 @@
-"""A resumable custom training loop under any ``tf.distribute`` strategy, and an eval loop.
+"""A resumable custom training loop under any ``tf.distribute`` strategy.
 
 The one training loop of the project: run_pretraining.py uses it directly, the fine-tuning
 tools through ``modeling.training.finetuning.finetune`` (a mean-of-examples objective).
 
-**Objective contract.** The loop knows nothing about BERT; an ``Objective`` says what to feed
-the model and how to turn its outputs into a loss::
-
-    class MyObjective(training_loop.Objective):
-        def model_inputs(self, batch):            # dict of tensors -> the model's inputs
-            return {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")}
-        def totals(self, batch):                   # float32 scalars summed over a batch
-            return {"examples": tf.cast(tf.shape(batch["label_ids"])[0], tf.float32)}
-        def __call__(self, outputs, batch, totals):
-            per_example = ...                                        # [b]
-            share = tf.reduce_sum(per_example) / totals["examples"]  # this part's share
-            logs = {"accuracy": (num_correct, count)}                # (numerator, denominator)
-            return share, logs
-
-``totals`` is evaluated on the replica's whole batch and, in the default ``mean_then_clip``
-gradient reduction, summed over all replicas: it is the *global batch*'s totals. The objective
-returns the share of the global-batch loss carried by the (micro-)batch it is given, so the
-shares of all micro-batches and replicas add up to the loss of the global batch and the summed
-gradients are its gradient: N replicas x k accumulation steps give the same update as one
-replica on the whole batch, for weighted means too (the MLM loss). With the optimizer's
-``clip_then_sum`` reduction (the original's TPU semantics) totals are per replica: each replica
-gets the gradient of its own loss, clips it, and the clipped gradients are summed.
-``MeanLossObjective(per_example_fn, input_names)`` covers the plain mean-of-examples case,
-``WeightedMeanLossObjective`` a weighted mean (per-token losses of the scored tokens).
-
-Logs are ``{name: (numerator, denominator)}`` pairs, summed over micro-batches, replicas and the
-steps of a loop; the value shown is Σnumerator/Σdenominator (a streaming mean, like
-``tf.metrics.mean``). The loop adds ``loss`` (the mean global-batch loss per step).
+The loop knows nothing about BERT: an ``Objective`` (``modeling.training.objectives``: the
+contract, ``MeanLossObjective``, ``WeightedMeanLossObjective``, ``PretrainingObjective``) says
+what to feed the model and how to turn its outputs into the share of the global batch's loss
+and ``{name: (numerator, denominator)}`` logs; the loop adds ``loss``.
 
 **Trainer**::
 
     with strategy.scope():
         model = ...; optimizer = optimization.create_optimizer(...)
-    trainer = training_loop.Trainer(model, optimizer, objective, strategy,
-                                    training_loop.TrainerConfig(model_dir, num_train_steps))
-    if trainer.restore() == 0 and init_checkpoint: load weights ...
-    result = trainer.train(dataset)   # dataset: global batches, drop_remainder, repeated
+    loop = trainer.Trainer(model, optimizer, objective, strategy,
+                           trainer.TrainerConfig(model_dir, num_train_steps))
+    if loop.restore() == 0 and init_checkpoint: load weights ...
+    result = loop.train(dataset)   # dataset: global batches, drop_remainder, repeated
 
 * One optimizer update per global batch of the dataset. ``num_accumulation_steps`` = k splits
   each replica's batch into k micro-batches run one after the other (dense gradients summed),
@@ -49,27 +25,12 @@ steps of a loop; the value shown is Σnumerator/Σdenominator (a streaming mean,
   checkpoint steps and at ``num_train_steps``, and are cut short so that a progress line shows
   at least every ``progress_every_s`` (30 s): the first loop runs one step (it traces the
   step), the next ones as many steps as the measured time per step allows.
-* ``use_xla``: the replica step (forward, backward, clipping, update; the micro-batch loop
-  too, its slices of static shape) is compiled with XLA on one replica; with several replicas
-  only forward/backward is (not on CPU: XLA's CPU collectives are not supported there, so XLA
-  is turned off with a warning).
-  ``fuse_optimizer`` (one local replica without ``use_xla``): only the clipping and the
-  optimizer update are XLA-compiled, the forward/backward keep TensorFlow's kernels (oneDNN on
-  CPU): the update reads and writes each variable once instead of once per elementwise op
-  (README "Benchmarks" has the measured times). XLA rounds
-  differently (global-norm reduction order, fused arithmetic): parameters stay within 1e-6
-  relative of the original's, an Adam slot may differ by ~1e-6 relative, so it is off by
-  default here (run_pretraining turns it on unless ``--deterministic``) and the op-by-op
-  update reproduces the original's rounding.
-  ``fused_kernels`` (same condition, and the step on a CPU:
-  ``distribution.cpu_kernels_apply``): steps are traced inside
-  ``training_kernels.fused_training_kernels()``: the model's tanh-GELU dense layers run
-  fused GELU kernels with a hand-written gradient (``modeling/kernels/gelu_dense.py``), dropout and
-  LayerNorm run one-pass CPU kernels, and AdamWeightDecay's clipping + update runs as one
-  in-place CPU kernel per variable instead of the XLA-fused update (``modeling/kernels/cpu_ops.py``,
-  compiled on first use; without a compiler TensorFlow's ops are used). Values within float
-  rounding of TensorFlow's op-by-op graph (the update itself is bit-identical) and other dropout
-  masks, so also off by default and in ``--deterministic`` runs.
+* How the step runs (``use_xla``, ``fuse_optimizer``, ``fused_kernels``; all off by default:
+  the op-by-op step that reproduces the original's rounding) is decided once, for this
+  strategy, device and optimizer, into an ``execution.Execution`` value that the loop is built
+  from (``modeling/training/execution.py`` has the rules): XLA for the replica step or its
+  forward/backward, the XLA-fused clipping + update, the fused CPU kernels, which the layers
+  get as a ``switch.Kernels`` value while the step is traced.
 * Checkpoints (``tf.train.CheckpointManager`` in ``model_dir``, prefix ``checkpoint_name``
   (``ckpt``; the fine-tuning tools use the original Estimator's ``model.ckpt``), every
   ``save_checkpoints_steps`` and at the end): model, optimizer (slots, iteration counter =
@@ -92,106 +53,36 @@ steps of a loop; the value shown is Σnumerator/Σdenominator (a streaming mean,
   results: chief only.
 * TensorBoard scalars in ``model_dir/train``: every log, ``learning_rate``, ``global_norm``,
   ``examples_per_sec``. Progress line on stderr after each loop: step, loss, the objective's
-  logs, learning rate, examples/s, ETA. ``step_log`` (``train_steps.jsonl``): one line per step
-  with the step's loss, learning rate and global norm.
+  logs, learning rate, examples/s, ETA. ``step_log`` (``train_steps.jsonl``,
+  ``modeling.training.step_log``): one line per step with the step's loss, learning rate and
+  global norm.
 
-``evaluate(model, dataset, metrics_fn, num_steps, strategy)`` runs ``num_steps`` batches with
-``training=False`` and returns ``{name: Σnumerator/Σdenominator}`` of ``metrics_fn(outputs,
-batch)``.
+The eval loop is ``modeling.training.evaluation.evaluate``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import numbers
 import os
 import re
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 import tensorflow as tf
 from absl import logging
 
-from bert_common import files
+from bert_common import atomic, files
 from bert_common.errors import InputError, first_line
-from bert_common.progress import Progress, format_eta
+from bert_common.progress import format_eta
 from modeling.layers import embeddings
 from modeling.checkpoints.tf1 import checkpoint_reader, latest_checkpoint
-from modeling.training import distributed_input, distribution
+from modeling.kernels import switch
+from modeling.training import distributed_input, distribution, execution, step_log
 from modeling.training.distributed_input import DatasetFn
-from modeling.kernels import switch as training_kernels
+from modeling.training.objectives import Logs, Objective
 
-Logs = Dict[str, Tuple[tf.Tensor, tf.Tensor]]
 INPUT_STATE_DIR = "input_state"  # multi-worker: per-worker iterator states
-STEP_LOG_NAME = "train_steps.jsonl"
-
-
-# --------------------------------------------------------------------------------- objectives
-
-
-class Objective:
-    """What to feed the model and how to score it (see the module docstring).
-
-    ``log_names``: the names of the logs ``__call__`` returns (fixed, so that loops can start
-    their sums at zero).
-    """
-
-    log_names: Tuple[str, ...] = ()
-
-    def model_inputs(self, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-        return batch
-
-    def totals(self, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-        first = tf.nest.flatten(batch)[0]
-        return {"examples": tf.cast(tf.shape(first)[0], tf.float32)}
-
-    def __call__(self, outputs, batch, totals) -> Tuple[tf.Tensor, Logs]:
-        raise NotImplementedError
-
-    def dense_gradient(self, variable) -> bool:
-        """Whether ``variable``'s gradient is made dense before clipping even where the
-        original's lookup keeps it sparse (``embeddings.sparse_gradient_tables``: the word
-        embeddings off TPU). A ``tf.gather`` gradient (IndexedSlices) is clipped by a norm
-        that counts repeated ids separately. Default: no, the original's rule alone."""
-        return False
-
-
-class MeanLossObjective(Objective):
-    """loss = mean over the global batch of ``per_example_fn(outputs, batch)`` [b]."""
-
-    def __init__(self, per_example_fn: Callable, input_names: Optional[Sequence[str]] = None):
-        self.per_example_fn = per_example_fn
-        self.input_names = tuple(input_names) if input_names else None
-
-    def model_inputs(self, batch):
-        if self.input_names is None:
-            return batch
-        return {name: batch[name] for name in self.input_names}
-
-    def __call__(self, outputs, batch, totals):
-        per_example = tf.cast(self.per_example_fn(outputs, batch), tf.float32)  # [b]
-        return tf.reduce_sum(per_example) / totals["examples"], {}
-
-
-class WeightedMeanLossObjective(MeanLossObjective):
-    """loss = Σ w·ℓ / Σ w over the global batch, ``ℓ = per_item_fn(outputs, batch)`` and
-    ``w = batch[weight_name]`` of the same shape [b, ...] (e.g. per-token losses [b, s] with
-    weight 1.0 where a token is scored: the mean over the batch's scored tokens)."""
-
-    def __init__(self, per_item_fn: Callable, weight_name: str,
-                 input_names: Optional[Sequence[str]] = None):
-        super().__init__(per_item_fn, input_names)
-        self.weight_name = weight_name
-
-    def totals(self, batch):
-        return {"weight": tf.reduce_sum(tf.cast(batch[self.weight_name], tf.float32))}
-
-    def __call__(self, outputs, batch, totals):
-        per_item = tf.cast(self.per_example_fn(outputs, batch), tf.float32)  # [b, ...]
-        weights = tf.cast(batch[self.weight_name], tf.float32)  # [b, ...]
-        return tf.math.divide_no_nan(tf.reduce_sum(weights * per_item), totals["weight"]), {}
 
 
 # ------------------------------------------------------------------------------------ config
@@ -315,8 +206,8 @@ class Trainer:
         self._input_manager = None  # multi-worker: this worker's iterator states
         self._write_dir = None
         self._loop_fn = None
-        self._fused_kernels = False
-        self._replica_step_fn = None
+        # How the step runs, decided when the loop is first built (``decide_execution``).
+        self.execution: Optional[execution.Execution] = None
 
     # -------------------------------------------------------------------------- checkpoints
     @property
@@ -414,7 +305,7 @@ class Trainer:
         prefix = os.path.join(self._write_dir, "%s-%d" % (self.config.checkpoint_name,
                                                           self.global_step))
         try:
-            files.fault_point("checkpoint", prefix)
+            atomic.fault_point("checkpoint", prefix)
             path = self._manager.save(checkpoint_number=self.optimizer.iterations)
             if self._input_manager is not None:
                 self._input_manager.save(checkpoint_number=self.optimizer.iterations)
@@ -445,13 +336,14 @@ class Trainer:
                  for i, (g, v) in enumerate(zip(grads, variables))]
         return grads, share, logs
 
-    def _replica_step(self, batch):
+    def _replica_step(self, batch, grad_fn, apply_fn):
+        """One replica's update: gradients of its (micro-)batches by ``grad_fn``, summed, then
+        clipped and applied by ``apply_fn``; returns (logs, global norm)."""
         k = self.config.num_accumulation_steps
         totals = self.objective.totals(batch)
         context = tf.distribute.get_replica_context()
         if self.num_replicas > 1 and not self.clip_then_sum:
             totals = context.all_reduce(tf.distribute.ReduceOp.SUM, totals)
-        grad_fn = self._grad_fn
         if k == 1:
             grads, share, logs = grad_fn(batch, totals)
             logs = self._checked_logs(logs)
@@ -467,7 +359,7 @@ class Trainer:
                          for a, b in zip(grads, g)]
                 share = share + s
                 logs = {n: (logs[n][0] + a, logs[n][1] + b) for n, (a, b) in more.items()}
-        stats = self._apply_fn(grads)
+        stats = apply_fn(grads)
         # The loss log: Σshares over one step = the step's loss (per replica in clip_then_sum).
         per_step = 1.0 if self.clip_then_sum else 1.0 / self.num_replicas
         logs["loss"] = (share, tf.constant(per_step, tf.float32))
@@ -482,55 +374,50 @@ class Trainer:
                              % (sorted(logs), sorted(self.objective.log_names)))
         return {n: (tf.cast(a, tf.float32), tf.cast(b, tf.float32)) for n, (a, b) in logs.items()}
 
-    def _build_loop(self):
+    def decide_execution(self) -> execution.Execution:
+        """How this trainer's step runs: the config's ``use_xla``, ``fused_kernels`` and
+        ``fuse_optimizer`` as far as its strategy, device and optimizer allow
+        (``execution.decide``).
+
+        Returns:
+          The ``Execution`` the loop is built from.
+        """
+        cfg = self.config
+        return execution.decide(self.strategy, self.optimizer, self.model.trainable_variables,
+                                use_xla=cfg.use_xla, fused_kernels=cfg.fused_kernels,
+                                fuse_optimizer=cfg.fuse_optimizer)
+
+    def _build_loop(self, run: execution.Execution):
+        """The host loop (a ``tf.function`` of an iterator and a step count) that runs the
+        step as ``run`` says."""
         strategy = self.strategy
-        use_xla = self.config.use_xla
-        on_cpu_multi = (self.num_replicas > 1 and not distribution.is_tpu(strategy)
-                        and not tf.config.list_logical_devices("GPU"))
-        if use_xla and on_cpu_multi:
-            logging.warning("--use_xla ignored: XLA with %d replicas on CPU is not supported",
-                            self.num_replicas)
-            use_xla = False
-        self._grad_fn = self._grads_and_logs
         variables = self.model.trainable_variables
+        grad_fn = self._grads_and_logs
+        if run.xla_gradients:
+            grad_fn = tf.function(self._grads_and_logs, jit_compile=True)
 
         def apply(grads):
-            return self.optimizer.clip_and_apply(grads, variables)
+            return self.optimizer.clip_and_apply(grads, variables,
+                                                 cpu_kernel=run.optimizer_kernel)
 
-        self._apply_fn = apply
-        one_local_replica = self.num_replicas == 1 and not distribution.is_tpu(strategy)
-        # The kernels (cpu_ops) are CPU-only: not where the step's replica or variables are on a
-        # GPU/TPU; the XLA GELU kernel shares the switch, so it is off there too.
-        self._fused_kernels = (self.config.fused_kernels and not use_xla and one_local_replica
-                               and distribution.cpu_kernels_apply(strategy, variables))
-        with strategy.scope():
-            cpu_update = (self._fused_kernels and hasattr(self.optimizer, "cpu_kernel_applies")
-                          and self.optimizer.cpu_kernel_applies(variables))
-        if self.config.fuse_optimizer and not use_xla and one_local_replica and not cpu_update:
+        apply_fn = apply
+        if run.fused_optimizer:
             # Clipping + update of every variable as XLA kernels: one pass over the memory of
             # each variable instead of one per elementwise op (the forward/backward keeps
             # TensorFlow's own kernels).
-            self._apply_fn = tf.function(apply, jit_compile=True)
-        replica_step = self._replica_step
-        if use_xla and not distribution.is_tpu(strategy):
-            if self.num_replicas == 1:
-                replica_step = tf.function(self._replica_step, jit_compile=True)
-            else:
-                self._grad_fn = tf.function(self._grads_and_logs, jit_compile=True)
+            apply_fn = tf.function(apply, jit_compile=True)
+
+        def replica_step(batch):
+            return self._replica_step(batch, grad_fn, apply_fn)
+
+        if run.xla_step:
+            replica_step = tf.function(replica_step, jit_compile=True)
 
         def reduce_sum(value):
             return strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
 
         def reduce_first(value):
             return strategy.experimental_local_results(value)[0]
-
-        fused = self._fused_kernels
-
-        def kernel_step(batch):
-            # The switch is per thread, and a MirroredStrategy runs each replica in a thread of
-            # its own (one device included): set it where the replica's step is traced.
-            with training_kernels.fused_training_kernels(fused):
-                return replica_step(batch)
 
         host_replicas, first_replica = (self._host_replicas() if self._can_save_iterator()
                                         else (1, 0))
@@ -546,25 +433,28 @@ class Trainer:
 
         def one_step(iterator):
             lr = tf.cast(self.optimizer.learning_rate, tf.float32)  # the rate this update uses
-            per_replica_logs, norm = strategy.run(kernel_step, args=(next_batches(iterator),))
+            per_replica_logs, norm = strategy.run(replica_step, args=(next_batches(iterator),))
             logs = {n: (reduce_sum(a), reduce_sum(b)) for n, (a, b) in per_replica_logs.items()}
             self._batches_consumed.assign_add(1)
             return logs, reduce_first(norm), lr
 
         @tf.function
         def loop(iterator, num_steps):
-            step_losses = tf.TensorArray(tf.float32, size=num_steps)
-            step_norms = tf.TensorArray(tf.float32, size=num_steps)
-            step_lrs = tf.TensorArray(tf.float32, size=num_steps)
-            sums = self._zero_logs()
-            sums["loss"] = (tf.constant(0.0), tf.constant(0.0))
-            for i in tf.range(num_steps):
-                logs, norm, lr = one_step(iterator)
-                step_losses = step_losses.write(i, logs["loss"][0] / logs["loss"][1])
-                step_norms = step_norms.write(i, norm)
-                step_lrs = step_lrs.write(i, lr)
-                sums = {n: (sums[n][0] + a, sums[n][1] + b) for n, (a, b) in logs.items()}
-            return sums, step_losses.stack(), step_norms.stack(), step_lrs.stack()
+            # The layers read their kernels while the step is traced: the model carries them
+            # for the trace (the replica threads of a MirroredStrategy see the model's value).
+            with switch.use_kernels(self.model, run.kernels):
+                step_losses = tf.TensorArray(tf.float32, size=num_steps)
+                step_norms = tf.TensorArray(tf.float32, size=num_steps)
+                step_lrs = tf.TensorArray(tf.float32, size=num_steps)
+                sums = self._zero_logs()
+                sums["loss"] = (tf.constant(0.0), tf.constant(0.0))
+                for i in tf.range(num_steps):
+                    logs, norm, lr = one_step(iterator)
+                    step_losses = step_losses.write(i, logs["loss"][0] / logs["loss"][1])
+                    step_norms = step_norms.write(i, norm)
+                    step_lrs = step_lrs.write(i, lr)
+                    sums = {n: (sums[n][0] + a, sums[n][1] + b) for n, (a, b) in logs.items()}
+                return sums, step_losses.stack(), step_norms.stack(), step_lrs.stack()
 
         return loop
 
@@ -580,10 +470,11 @@ class Trainer:
         return losses.numpy().tolist()
 
     def _run_loop(self, iterator, num_steps: int):
-        """One host loop of ``num_steps`` steps (traced on first use, with the kernels the
-        config asks for); returns (sums, losses, norms, learning rates)."""
+        """One host loop of ``num_steps`` steps (built and traced on first use, as
+        ``decide_execution`` says); returns (sums, losses, norms, learning rates)."""
         if self._loop_fn is None:
-            self._loop_fn = self._build_loop()
+            self.execution = self.decide_execution()
+            self._loop_fn = self._build_loop(self.execution)
         return self._loop_fn(iterator, tf.constant(num_steps))
 
     def _can_save_iterator(self) -> bool:
@@ -675,9 +566,9 @@ class Trainer:
                          start_step, cfg.num_train_steps)
             return TrainResult(start_step, {}, [], 0.0)
         writer = None  # made after the first loop: a run that never trains writes no events
-        step_log_path = os.path.join(cfg.model_dir, STEP_LOG_NAME)
+        step_log_path = step_log.path_in(cfg.model_dir)
         if cfg.step_log and self.is_chief:
-            _truncate_step_log(step_log_path, start_step)
+            step_log.truncate(step_log_path, start_step)
 
         global_batch = None
         step = start_step
@@ -711,8 +602,8 @@ class Trainer:
                 self._report(step, last_logs, float(lrs[-1]), float(norms[-1]), rate,
                              elapsed / num_steps, writer)
                 if cfg.step_log:
-                    _append_step_log(step_log_path, step - num_steps + 1, losses,
-                                     lrs.numpy().tolist(), norms.numpy().tolist())
+                    step_log.append(step_log_path, step - num_steps + 1, losses,
+                                    lrs.numpy().tolist(), norms.numpy().tolist())
             if step % cfg.save_checkpoints_steps == 0 or step >= cfg.num_train_steps:
                 self.save()
         if writer is not None:
@@ -744,92 +635,3 @@ def _damaged(path: str, error: BaseException) -> InputError:
     return InputError("%s: cannot resume from this checkpoint: its data file is damaged or "
                       "truncated (%s); remove its files to resume from the one before"
                       % (path, first_line(error)))
-
-
-def _truncate_step_log(path: str, keep_through_step: int) -> None:
-    if not files.exists(path):
-        return
-    with files.open(path) as f:
-        lines = [line for line in f if line.strip()
-                 and json.loads(line)["step"] <= keep_through_step]
-    with files.atomic_open(path) as f:
-        f.writelines(lines)
-
-
-def _append_step_log(path: str, first_step: int, losses, lrs, norms) -> None:
-    # On GCS an append rewrites the object (objects are immutable): one append per host loop.
-    with files.open(path, "a") as f:
-        for i, (loss, lr, norm) in enumerate(zip(losses, lrs, norms)):
-            f.write(json.dumps({"step": first_step + i, "loss": loss, "learning_rate": lr,
-                                "global_norm": norm}) + "\n")
-
-
-def read_step_log(model_dir: str) -> List[dict]:
-    """The ``train_steps.jsonl`` records of ``model_dir`` in step order (one per step)."""
-    path = os.path.join(model_dir, STEP_LOG_NAME)
-    records = {}
-    with files.open(path) as f:
-        for line in f:
-            if line.strip():
-                record = json.loads(line)
-                records[record["step"]] = record
-    return [records[s] for s in sorted(records)]
-
-
-# ------------------------------------------------------------------------------------- eval
-
-
-def write_eval_summaries(model_dir: str, results: Dict[str, float], step: int) -> None:
-    """The numeric eval results as TensorBoard scalars in ``model_dir/eval`` at ``step`` (beside
-    the trainer's ``train`` summaries: ``tensorboard --logdir model_dir`` shows both)."""
-    with tf.summary.create_file_writer(os.path.join(model_dir, "eval")).as_default():
-        for key, value in sorted(results.items()):
-            if key != "global_step" and isinstance(value, numbers.Real) and not isinstance(
-                    value, bool):
-                tf.summary.scalar(key, float(value), step=step)
-
-
-def evaluate(model, dataset: tf.data.Dataset,
-             metrics_fn: Callable[[Dict, Dict], Logs], num_steps: int,
-             strategy: Optional[tf.distribute.Strategy] = None,
-             model_inputs: Optional[Callable[[Dict], Dict]] = None,
-             progress: bool = True) -> Dict[str, float]:
-    """Runs ``num_steps`` batches (``training=False``); returns Σnumerator/Σdenominator of
-    ``metrics_fn(outputs, batch)`` per name (float64 sums of per-batch float32 values)."""
-    strategy = strategy or tf.distribute.get_strategy()
-    model_inputs = model_inputs or (lambda batch: batch)
-
-    fused = distribution.prediction_kernels_apply(strategy, model.variables)
-
-    def replica_fn(batch):
-        # set in the replica's own thread: a MirroredStrategy runs the replica in one
-        with training_kernels.fused_inference_kernels(fused):
-            outputs = model(model_inputs(batch), training=False)
-        return {n: (tf.cast(a, tf.float32), tf.cast(b, tf.float32))
-                for n, (a, b) in metrics_fn(outputs, batch).items()}
-
-    @tf.function
-    def step(iterator):
-        per_replica = strategy.run(replica_fn, args=(next(iterator),))
-        return {n: (strategy.reduce(tf.distribute.ReduceOp.SUM, a, axis=None),
-                    strategy.reduce(tf.distribute.ReduceOp.SUM, b, axis=None))
-                for n, (a, b) in per_replica.items()}
-
-    if strategy.num_replicas_in_sync == 1 and not distribution.is_multi_worker(strategy):
-        iterator = iter(dataset)
-    else:
-        iterator = iter(strategy.experimental_distribute_dataset(dataset))
-    sums: Dict[str, List[float]] = {}
-    reporter = Progress("eval", num_steps, unit="steps", enabled=progress)
-    for index in range(num_steps):
-        try:
-            values = step(iterator)
-        except (StopIteration, tf.errors.OutOfRangeError):
-            logging.warning("Eval data ran out after %d of %d steps", index, num_steps)
-            break
-        for name, (a, b) in values.items():
-            pair = sums.setdefault(name, [0.0, 0.0])
-            pair[0] += float(a)
-            pair[1] += float(b)
-        reporter.update(index + 1)
-    return {n: (a / b if b else float("nan")) for n, (a, b) in sums.items()}

@@ -239,11 +239,12 @@ def test_missing_token_is_a_key_error_and_an_input_error(work):
 
 
 def test_check_values_checks_only_the_flags_a_tool_defines():
-    """``bert_cli.flags.check_values``: NaN and infinity never pass; a flag the tool does not
+    """``bert_common.checks.check_values``: NaN and infinity never pass; a flag the tool does not
     define is not looked at; --num_train_steps counts only with --do_train."""
     from absl import flags
 
-    from bert_cli import flags as cli_flags
+    from bert_common import checks
+    from bert_common.errors import FlagError
 
     def values(*argv):
         fv = flags.FlagValues()
@@ -251,16 +252,16 @@ def test_check_values_checks_only_the_flags_a_tool_defines():
         fv(["run_pretraining.py", *argv])
         return fv
 
-    cli_flags.check_values(values())  # the defaults work
-    with pytest.raises(cli_flags.FlagError, match=r"^--learning_rate=inf must be a positive "):
-        cli_flags.check_values(values("--learning_rate=inf"))
-    cli_flags.check_values(values("--num_train_steps=0"))  # no --do_train: not used
-    with pytest.raises(cli_flags.FlagError, match=r"^--num_train_steps=0 .*--do_train"):
-        cli_flags.check_values(values("--num_train_steps=0", "--do_train"))
+    checks.check_values(values())  # the defaults work
+    with pytest.raises(FlagError, match=r"^--learning_rate=inf must be a positive "):
+        checks.check_values(values("--learning_rate=inf"))
+    checks.check_values(values("--num_train_steps=0"))  # no --do_train: not used
+    with pytest.raises(FlagError, match=r"^--num_train_steps=0 .*--do_train"):
+        checks.check_values(values("--num_train_steps=0", "--do_train"))
 
     only = flags.FlagValues()
     flags.DEFINE_float("warmup_proportion", 2.0, "", flag_values=only)
     only(["tool"])
-    with pytest.raises(cli_flags.FlagError, match=r"^--warmup_proportion=2 must be a number "
-                                                  r"in \[0, 1\]$"):
-        cli_flags.check_values(only)
+    with pytest.raises(FlagError, match=r"^--warmup_proportion=2 must be a number "
+                                        r"in \[0, 1\]$"):
+        checks.check_values(only)

@@ -17,7 +17,7 @@ import pytest
 
 from bert_cli import (convert_checkpoint, create_pretraining_data, extract_features,
                       run_classifier, run_pretraining, run_squad)
-from bert_common import files
+from bert_common import atomic, files
 from tests import paths
 from tests.support import tools
 
@@ -44,7 +44,7 @@ def _head_lines(local: str, url: str, n: int) -> str:
     with open(local, encoding="utf-8") as f:
         head = [next(f) for _ in range(n)]
     files.makedirs(os.path.dirname(url))
-    with files.atomic_open(url) as f:
+    with atomic.atomic_open(url) as f:
         f.writelines(head)
     return url
 
@@ -57,11 +57,11 @@ def stage_inputs(root: str) -> dict:
     squad = json.load(open(SQUAD_DEV, encoding="utf-8"))
     squad["data"] = squad["data"][:1]
     files.makedirs(root + "/squad")
-    with files.atomic_open(root + "/squad/dev.json") as f:
+    with atomic.atomic_open(root + "/squad/dev.json") as f:
         json.dump(squad, f)
     for split, n in (("train", 17), ("dev", 9), ("test", 9)):
         _head_lines(os.path.join(MRPC, split + ".tsv"), "%s/mrpc/%s.tsv" % (root, split), n)
-    with files.atomic_open(_copy_in(SAMPLE, root + "/in/corpus.txt") + ".pairs") as f:
+    with atomic.atomic_open(_copy_in(SAMPLE, root + "/in/corpus.txt") + ".pairs") as f:
         f.write("The cat sat on the mat. ||| It was warm.\nA second line.\n")
     return {"config": _copy_in(os.path.join(TINY, "bert_config.json"), model + "/bert_config.json"),
             "vocab": _copy_in(paths.GOLDEN_VOCAB, model + "/vocab.txt"),

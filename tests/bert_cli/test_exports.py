@@ -17,7 +17,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the raw-text signatures' ops)
 
 from bert_cli import run_classifier, run_ner, run_squad
-from bert_common import files
+from bert_common import atomic
 from tests import paths
 from tests.support.tools import assert_one_error_line, dead_pid, run_tool, snapshot
 
@@ -152,8 +152,8 @@ def test_two_exports_are_versions_1_and_2_side_by_side(version_1, tmp_path, capl
 
 def test_leftover_of_a_killed_export_does_not_block_the_next(version_1, tmp_path):
     base = _copy(version_1, tmp_path)
-    dead = base / (".2.%s-%d.x.tmp" % (files._HOST, dead_pid()))
-    live = base / (".2.%s-%d.y.tmp" % (files._HOST, os.getppid()))  # a run still exporting
+    dead = base / (".2.%s-%d.x.tmp" % (atomic._HOST, dead_pid()))
+    live = base / (".2.%s-%d.y.tmp" % (atomic._HOST, os.getppid()))  # a run still exporting
     for leftover in (dead, live):
         (leftover / "variables").mkdir(parents=True)
         (leftover / "saved_model.pb").write_bytes(b"half-written")
@@ -173,7 +173,7 @@ def test_a_failed_export_is_one_line_and_leaves_version_1(version_1, tmp_path, e
         if ev == event and os.path.abspath(path).startswith(str(base)):
             raise OSError(errno.ENOSPC, "No space left on device", path)
 
-    with files.inject_faults(disk_full):
+    with atomic.inject_faults(disk_full):
         run = _export(tmp_path / "out", base)
     line = _one_error_line(run)
     assert "No space left on device" in line and str(base / "2") in line, line

@@ -1,5 +1,5 @@
 """A disk that fills during each kind of output, injected through the file layer
-(``bert_common.files.inject_faults``): TFRecords (create_pretraining_data), a training
+(``bert_common.atomic.inject_faults``): TFRecords (create_pretraining_data), a training
 checkpoint, a TF1 export and predictions (run_classifier, run_pretraining). Each run fails with
 one line naming the output and exit 1, the previous output stays as it was, no temporary is
 left, and a rerun without the fault completes."""
@@ -10,7 +10,7 @@ import os
 import pytest
 
 from bert_cli import create_pretraining_data, run_classifier
-from bert_common import files
+from bert_common import atomic
 from tests import paths
 from tests.bert_cli.test_run_classifier import MRPC, TINY, _base_flags
 from tests.support.slices import glue_slice
@@ -46,7 +46,7 @@ def test_tfrecords_disk_full_mid_stream_keeps_the_previous_file(tmp_path):
     first = run_tool(create_pretraining_data, argv)
     assert first.code == 0, first.stderr
     before = snapshot(tmp_path)
-    with files.inject_faults(DiskFull("write", "pretraining.tfrecord")):
+    with atomic.inject_faults(DiskFull("write", "pretraining.tfrecord")):
         failed = run_tool(create_pretraining_data, argv[:-1] + ["--random_seed=2"])
     assert_one_error_line(failed, "create_pretraining_data.py", "No space left on device",
                           "pretraining.tfrecord")
@@ -66,7 +66,7 @@ def test_checkpoint_save_fails_then_the_rerun_resumes(mrpc, tmp_path):
     argv = _base_flags(mrpc, out) + [
         "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"), "--do_train",
         "--train_batch_size=8", "--num_train_epochs=1", "--save_checkpoints_steps=2"]
-    with files.inject_faults(DiskFull("checkpoint", "model.ckpt-4")):
+    with atomic.inject_faults(DiskFull("checkpoint", "model.ckpt-4")):
         failed = run_tool(run_classifier, argv)
     assert_one_error_line(failed, "run_classifier.py", "No space left on device", "model.ckpt-4")
     names = sorted(os.listdir(out))
@@ -91,7 +91,7 @@ def test_predictions_disk_full_keeps_both_previous_files(mrpc, tmp_path):
     before = {k: v for k, v in snapshot(out).items() if k.endswith(".tsv")}
     assert sorted(before) == ["MRPC.tsv", "test_results.tsv"]
     # The second of the two files fails: the first must not be left new beside an old second.
-    with files.inject_faults(DiskFull("commit", "MRPC.tsv")):
+    with atomic.inject_faults(DiskFull("commit", "MRPC.tsv")):
         failed = run_tool(run_classifier, argv)
     assert_one_error_line(failed, "run_classifier.py", "No space left on device", "MRPC.tsv")
     assert {k: v for k, v in snapshot(out).items() if k.endswith(".tsv")} == before
@@ -112,7 +112,7 @@ def test_tf1_checkpoint_export_is_all_new_or_all_old(tmp_path):
     with open(out / "bert_model.ckpt.index", "ab") as f:
         f.write(b"marker of the previous export")  # a rewrite would show
     before = snapshot(out)
-    with files.inject_faults(DiskFull("commit", "bert_model.ckpt.index")):
+    with atomic.inject_faults(DiskFull("commit", "bert_model.ckpt.index")):
         failed = run_tool(convert_checkpoint, argv)
     assert_one_error_line(failed, "convert_checkpoint.py", "No space left on device",
                           "bert_model.ckpt.index")

@@ -175,7 +175,7 @@ def test_kill_9_after_a_checkpoint_then_resume_equals_uninterrupted(tmp_path):
     dropout layers' seed states; the uninterrupted run goes on in this process meanwhile."""
     import tensorflow as tf
 
-    from modeling.training import trainer as training_loop
+    from modeling.training import step_log
 
     data_dir = glue_slice(MRPC, tmp_path / "mrpc", {"train": 32})
 
@@ -206,8 +206,8 @@ def test_kill_9_after_a_checkpoint_then_resume_equals_uninterrupted(tmp_path):
         np.testing.assert_array_equal(resumed.get_tensor(name), full.get_tensor(name),
                                       err_msg=name)
     assert any(n.startswith("rng/") for n in names) and len(names) > 100
-    assert ([r["loss"] for r in training_loop.read_step_log(str(killed))]
-            == [r["loss"] for r in training_loop.read_step_log(str(tmp_path / "full"))])
+    assert ([r["loss"] for r in step_log.read_step_log(str(killed))]
+            == [r["loss"] for r in step_log.read_step_log(str(tmp_path / "full"))])
 
 
 # ------------------------------------------------------------------------------- bad input

@@ -18,9 +18,9 @@ from absl import flags
 from bert_cli import run_pretraining
 from bert_cli.flags import FlagError
 from data.pretraining import dataset as pretraining_dataset
-from bert_common.files import float_feature, int64_feature
+from data.tfrecord import float_feature, int64_feature
 from modeling import checkpoints
-from modeling.training import trainer as training_loop
+from modeling.training import step_log
 from modeling.config import ConfigError
 from tests import paths
 
@@ -134,7 +134,7 @@ def test_deterministic_training_replays_the_original_trajectory(trajectory_run):
     traj = np.load(os.path.join(TRAJ, "trajectory.npz"))
     tmp_path, results = trajectory_run
 
-    log = training_loop.read_step_log(str(tmp_path))
+    log = step_log.read_step_log(str(tmp_path))
     assert [r["step"] for r in log] == list(range(1, 41))
     # The learning rate of every update: schedule(t + 1), bit for bit.
     np.testing.assert_array_equal(np.float32([r["learning_rate"] for r in log]),
@@ -200,7 +200,7 @@ def test_bf16_lamb_accumulation_shuffled_run_resumes(tmp_path):
 
     try:
         run_pretraining.run(parse_flags(args))
-        full_log = training_loop.read_step_log(str(tmp_path))
+        full_log = step_log.read_step_log(str(tmp_path))
         full = checkpoints.read_tf1_checkpoint(str(tmp_path / "export" / "bert_model.ckpt"))
         # As if killed after the step-2 checkpoint: forget ckpt-4, run the same command again.
         for name in os.listdir(tmp_path):
@@ -210,7 +210,7 @@ def test_bf16_lamb_accumulation_shuffled_run_resumes(tmp_path):
         run_pretraining.run(parse_flags(args))
     finally:
         keras.mixed_precision.set_global_policy("float32")
-    log = training_loop.read_step_log(str(tmp_path))
+    log = step_log.read_step_log(str(tmp_path))
     assert [r["step"] for r in log] == [1, 2, 3, 4]
     assert all(np.isfinite(r["loss"]) and r["global_norm"] > 0 for r in log)
     assert [r["loss"] for r in log] == [r["loss"] for r in full_log]
@@ -256,8 +256,8 @@ def test_resume_with_dropout_ends_with_the_same_bits(tmp_path, mode):
         np.testing.assert_array_equal(resumed.get_tensor(name), full.get_tensor(name),
                                       err_msg=name)
     assert sum(n.startswith("rng/") for n in names) == 7  # 1 + 3 per layer (2 layers)
-    assert ([r["loss"] for r in training_loop.read_step_log(str(tmp_path / "part"))]
-            == [r["loss"] for r in training_loop.read_step_log(str(tmp_path / "full"))])
+    assert ([r["loss"] for r in step_log.read_step_log(str(tmp_path / "part"))]
+            == [r["loss"] for r in step_log.read_step_log(str(tmp_path / "full"))])
 
 
 # -------------------------------------------------------------------------------- bad input

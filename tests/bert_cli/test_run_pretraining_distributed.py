@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from bert_cli import run_pretraining
 from modeling import checkpoints
-from modeling.training import trainer as training_loop
+from modeling.training import step_log
 from tests import paths
 from tests.support.tools import KilledAfterFirstCheckpoint
 from tests.bert_cli.test_run_pretraining import (NOISE_MARGIN, TRAJ, parse_flags, trajectory_args,
@@ -88,7 +88,7 @@ def _check_against_one_replica(output_dir):
     with open(os.path.join(TRAJ, "float_noise_floor.json")) as f:
         floor = json.load(f)["float_noise_floor_same_lr"]
     traj = np.load(os.path.join(TRAJ, "trajectory.npz"))
-    log = training_loop.read_step_log(str(output_dir))
+    log = step_log.read_step_log(str(output_dir))
     assert len(log) == 40
     loss_diff = np.abs(np.float32([r["loss"] for r in log]) - traj["total_loss"]).max()
     assert loss_diff <= NOISE_MARGIN * floor["trajectory_max_abs_diff"]["total_loss"], loss_diff
@@ -142,8 +142,8 @@ def test_kill_9_after_a_checkpoint_then_resume_equals_uninterrupted(tmp_path, re
     assert set(resumed) == set(reference)
     for name, value in reference.items():
         np.testing.assert_array_equal(resumed[name], value, err_msg=name)
-    log_resumed = training_loop.read_step_log(str(killed_dir))
-    log_reference = training_loop.read_step_log(str(reference_dir))
+    log_resumed = step_log.read_step_log(str(killed_dir))
+    log_reference = step_log.read_step_log(str(reference_dir))
     assert [r["loss"] for r in log_resumed] == [r["loss"] for r in log_reference]
 
 
@@ -174,8 +174,8 @@ def test_mirrored_kill_9_then_resume_is_exact_and_restores_the_iterator(distribu
     assert set(resumed) == set(reference)
     for name, value in reference.items():
         np.testing.assert_array_equal(resumed[name], value, err_msg=name)
-    log_resumed = training_loop.read_step_log(str(killed_dir))
-    log_reference = training_loop.read_step_log(str(distributed_runs["mirrored"]))
+    log_resumed = step_log.read_step_log(str(killed_dir))
+    log_reference = step_log.read_step_log(str(distributed_runs["mirrored"]))
     assert [r["loss"] for r in log_resumed] == [r["loss"] for r in log_reference]
 
 
@@ -233,8 +233,8 @@ def test_multi_worker_kill_9_then_resume_is_exact_with_each_workers_iterator(
         str(distributed_runs["multi_worker"] / "export" / "bert_model.ckpt"))
     for name, value in reference.items():
         np.testing.assert_array_equal(resumed[name], value, err_msg=name)
-    assert ([r["loss"] for r in training_loop.read_step_log(str(out))]
-            == [r["loss"] for r in training_loop.read_step_log(
+    assert ([r["loss"] for r in step_log.read_step_log(str(out))]
+            == [r["loss"] for r in step_log.read_step_log(
                 str(distributed_runs["multi_worker"]))])
 
 
@@ -271,6 +271,6 @@ def test_mirrored_dropout_per_replica_kill_9_then_resume_is_exact(tmp_path):
                                                     "bert_model.ckpt"))
     for name, value in reference.items():
         np.testing.assert_array_equal(resumed[name], value, err_msg=name)
-    losses = [r["loss"] for r in training_loop.read_step_log(str(tmp_path / "whole"))]
-    assert [r["loss"] for r in training_loop.read_step_log(str(tmp_path / "killed"))] == losses
+    losses = [r["loss"] for r in step_log.read_step_log(str(tmp_path / "whole"))]
+    assert [r["loss"] for r in step_log.read_step_log(str(tmp_path / "killed"))] == losses
     assert len(losses) == 20

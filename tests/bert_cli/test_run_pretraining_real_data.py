@@ -21,8 +21,8 @@ from bert_cli import run_pretraining
 from data.tokenization import special_tokens
 from data.tokenization import wordpiece as tokenization
 from data.tokenization import vocab_builder
-from bert_common.files import float_feature, int64_feature
-from modeling.training import trainer as training_loop
+from data.tfrecord import float_feature, int64_feature
+from modeling.training import step_log
 from tests import paths
 from tests.bert_cli.test_run_pretraining import parse_flags
 
@@ -174,7 +174,7 @@ def test_mlm_loss_goes_down_on_real_text(corpus_records):
         "--learning_rate=1e-3", "--num_train_steps=%d" % TRAIN_STEPS,
         "--num_warmup_steps=20", "--iterations_per_loop=100",
         "--save_checkpoints_steps=%d" % TRAIN_STEPS]))
-    log = training_loop.read_step_log(str(out))
+    log = step_log.read_step_log(str(out))
     losses = np.array([r["loss"] for r in log])
     assert len(losses) == TRAIN_STEPS
     # Held-out text: the trained checkpoint (restored from --output_dir) vs the initial one.

@@ -8,7 +8,7 @@ import pytest
 from absl import flags
 
 from bert_cli import run_classifier, runner
-from bert_common import files
+from bert_common import atomic, files
 from bert_common.errors import InputError
 from tests import paths
 from tests.bert_cli.test_run_classifier import MRPC
@@ -111,7 +111,7 @@ def test_a_marker_that_cannot_be_written_is_a_warning(tmp_path, monkeypatch, cap
 
 
 def test_an_errors_notes_are_on_its_one_line(capsys):
-    """A note (where a previous output is kept, bert_common.files) is part of the one line."""
+    """A note (where a previous output is kept, bert_common.atomic) is part of the one line."""
     def run(fv):
         e = OSError(28, "No space left on device")
         e.add_note("the previous out/a.txt is kept in out/.a.txt.x.tmp/.previous.a.txt")
@@ -152,7 +152,7 @@ def test_a_run_that_fails_part_way_marks_what_it_wrote(tmp_path):
         if event == "write" and path.endswith("test_results.tsv"):
             raise OSError(errno.ENOSPC, "No space left on device", path)
 
-    with files.inject_faults(disk_full):
+    with atomic.inject_faults(disk_full):
         run = run_tool(run_classifier, _classifier(data_dir, out, "--do_eval", "--do_predict"))
     assert run.code == 1
     errors = [line for line in run.stderr.splitlines() if ": error: " in line]

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from bert_cli import run_squad
-from bert_common import files
+from bert_common import atomic
 from data.squad import postprocess
 from tests import paths
 from tests.support.tools import assert_one_error_line, run_tool, snapshot
@@ -161,7 +161,7 @@ def test_full_disk_leaves_the_previous_prediction_files(tmp_path, predicted, mon
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
 
     monkeypatch.setattr(postprocess, "_write_text", write_text)
-    with files.inject_faults(commit_fault):
+    with atomic.inject_faults(commit_fault):
         run = run_tool(run_squad, _argv(out, "--do_predict", "--predict_file=%s" % predict))
     line = assert_one_error_line(run, TOOL, os.strerror(errno.ENOSPC), str(out / failing))
     assert ".tmp" not in line  # the output, not an internal temporary

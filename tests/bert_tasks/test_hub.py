@@ -294,7 +294,7 @@ def test_output_that_is_a_file_is_refused(tmp_path):
 def test_both_saved_models_are_replaced_together_or_not_at_all(exported, tmp_path):
     import errno
 
-    from bert_common import files
+    from bert_common import atomic
 
     out = tmp_path / "out"
     shutil.copytree(exported[0], out)
@@ -305,7 +305,7 @@ def test_both_saved_models_are_replaced_together_or_not_at_all(exported, tmp_pat
             raise OSError(errno.ENOSPC, "No space left on device", path)
 
     args = dict(config_file=CONFIG, vocab_file=paths.GOLDEN_VOCAB, seq_length=SEQ + 1)
-    with files.inject_faults(disk_full):
+    with atomic.inject_faults(disk_full):
         with pytest.raises(OSError, match="No space left"):
             hub.export_hub(CKPT, str(out), **args)
     assert snapshot(tmp_path, folders=True) == before  # both previous SavedModels, nothing staged left

@@ -6,13 +6,13 @@ import tensorflow as tf
 
 from modeling.training import optimization
 from modeling.training import objectives as pretraining_objective
-from modeling.training import trainer as training_loop
+from modeling.training import trainer
 from modeling.config import BertConfig
 from modeling.heads.pretraining import BertPretrainingModel
 
 
 def tiny_pretraining_trainer(model_dir, fused: bool, dtype: str = "float32",
-                             dropout: float = 0.0, steps: int = 4) -> training_loop.Trainer:
+                             dropout: float = 0.0, steps: int = 4) -> trainer.Trainer:
     """L=2 H=16 BERT (vocab 64, seq 8, 3 predictions), lr 1e-2, ``steps`` updates per loop."""
     keras.utils.set_random_seed(5)
     config = BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2,
@@ -24,10 +24,10 @@ def tiny_pretraining_trainer(model_dir, fused: bool, dtype: str = "float32",
     finally:
         keras.mixed_precision.set_global_policy("float32")
     optimizer = optimization.create_optimizer(1e-2, 100, 2)
-    return training_loop.Trainer(
+    return trainer.Trainer(
         model, optimizer, pretraining_objective.PretrainingObjective(), None,
-        training_loop.TrainerConfig(model_dir, steps, steps_per_loop=steps, fused_kernels=fused,
-                                    write_summaries=False, step_log=False, progress=False))
+        trainer.TrainerConfig(model_dir, steps, steps_per_loop=steps, fused_kernels=fused,
+                              write_summaries=False, step_log=False, progress=False))
 
 
 def pretraining_batches() -> tf.data.Dataset:

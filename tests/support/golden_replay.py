@@ -62,7 +62,7 @@ def replay_finetuning(folder: str, path: str = "opbyop") -> Dict:
     from modeling import checkpoints
     from modeling.heads.classifier import per_example_classifier_loss
     from modeling.training import finetuning
-    from modeling.training import trainer as training_loop
+    from modeling.training import step_log
 
     with open(os.path.join(folder, "summary.json")) as f:
         summary = json.load(f)
@@ -91,7 +91,7 @@ def replay_finetuning(folder: str, path: str = "opbyop") -> Dict:
                             model_dir=model_dir, num_train_steps=steps, steps_per_loop=1,
                             save_checkpoints_steps=1, keep_checkpoint_max=steps + 1,
                             progress=False, fuse_optimizer=fused, fused_kernels=fused)
-        log = training_loop.read_step_log(model_dir)
+        log = step_log.read_step_log(model_dir)
 
         def params_after(step):
             snapshot_model = fresh_model()

@@ -17,7 +17,7 @@ import tempfile
 import numpy as np
 import pytest
 
-from bert_common import files as io_utils
+from bert_common import atomic
 from data.pretraining import corpus as pretraining_corpus
 from data.pretraining import fast as pretraining_fast
 from data.pretraining import instances as pretraining
@@ -275,14 +275,14 @@ def scratch_root(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(root))
     monkeypatch.setattr(tempfile, "tempdir", str(root))
     made = []
-    real = io_utils.local_scratch_dir
+    real = atomic.local_scratch_dir
 
     def recording(name):
         path = real(name)
         made.append(path)
         return path
 
-    monkeypatch.setattr(io_utils, "local_scratch_dir", recording)
+    monkeypatch.setattr(atomic, "local_scratch_dir", recording)
     return root, made
 
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 from modeling.kernels import cpu_ops
 from modeling.kernels import gelu_dense
 from modeling.training import optimization
-from modeling.kernels import switch as training_kernels
+from modeling.kernels import switch
 from modeling.layers.dropout import Dropout
 from modeling.layers.layer_norm import BertLayerNorm
 from tests.modeling.tiny_pretraining import pretraining_batches, tiny_pretraining_trainer
@@ -81,7 +81,7 @@ def test_dropout_layer_uses_the_kernel_only_when_training_inside_the_switch(ops)
     layer = Dropout(0.1)
     assert layer.name.startswith("dropout")  # a drop-in: Keras' auto names unchanged
     x = tf.random.stateless_normal([8, 16], seed=(1, 1))
-    with training_kernels.fused_training_kernels():
+    with switch.use_kernels(layer, switch.Kernels(training=True)):
         fused = _graph_op_types(lambda v: layer(v, training=True), x)
         eval_types = _graph_op_types(lambda v: layer(v, training=False), x)
         first = layer(x, training=True).numpy()
@@ -150,7 +150,7 @@ def test_layer_norm_layer_switches_to_the_kernel_only_when_training(ops):
     x = tf.random.stateless_normal([4, 6, 32], seed=(9, 9))
     layer.build(x.shape)
     layer.gamma.assign(tf.random.stateless_normal([32], seed=(1, 3)))
-    with training_kernels.fused_training_kernels():
+    with switch.use_kernels(layer, switch.Kernels(training=True)):
         fused = _graph_op_types(lambda v: layer(v, training=True), x)
         inference = _graph_op_types(lambda v: layer(v, training=False), x)
         y = layer(x, training=True)
@@ -204,7 +204,8 @@ def test_layers_use_the_kernels_on_bfloat16_inside_the_switch(ops):
         keras.mixed_precision.set_global_policy("float32")
     x = tf.cast(tf.random.stateless_normal([4, 6, 32], seed=(9, 9)), tf.bfloat16)
     norm.build(x.shape)
-    with training_kernels.fused_training_kernels():
+    fused = switch.Kernels(training=True)
+    with switch.use_kernels(norm, fused), switch.use_kernels(dropout, fused):
         types = _graph_op_types(lambda v: dropout(norm(v, training=True), training=True), x)
         y = norm(x, training=True)
     assert {"BertLayerNorm", "BertDropout"} <= types and "StatelessRandomUniformV2" not in types
@@ -224,12 +225,12 @@ def test_layer_norm_forward_uses_the_kernel_inside_the_inference_switch(ops, pol
     norm.beta.assign(tf.random.stateless_normal([32], seed=(7, 8)))
     reference = norm(x, training=False)  # TensorFlow's ops: no switch
     assert "BertLayerNorm" not in _graph_op_types(lambda v: norm(v, training=False), x)
-    with training_kernels.fused_inference_kernels():
+    with switch.use_kernels(norm, switch.Kernels(inference=True)):
         assert "BertLayerNorm" in _graph_op_types(lambda v: norm(v, training=False), x)
         # the training switch is a separate one: a training step here keeps TensorFlow's ops
         assert "BertLayerNorm" not in _graph_op_types(lambda v: norm(v, training=True), x)
         y = tf.function(lambda v: norm(v, training=False))(x)
-    assert not training_kernels.inference_kernels_enabled()
+    assert switch.kernels_of(norm) == switch.OP_BY_OP
     assert y.dtype == reference.dtype == dtype
     if dtype == tf.float32:
         np.testing.assert_allclose(y, reference, rtol=1e-5, atol=1e-5)
@@ -345,8 +346,8 @@ def test_adam_weight_decay_kernel_is_bit_identical_to_the_op_by_op_update(ops, g
         assert decays == [True, False, False, True]
 
         @tf.function
-        def step(grads):
-            return optimizer.clip_and_apply(grads, variables)
+        def step(grads, cpu_kernel=fused):
+            return optimizer.clip_and_apply(grads, variables, cpu_kernel=cpu_kernel)
 
         def gradients(t):
             grads = [tf.random.stateless_normal(v.shape, seed=(t, i)) * gradient_scale
@@ -357,11 +358,10 @@ def test_adam_weight_decay_kernel_is_bit_identical_to_the_op_by_op_update(ops, g
             return grads + [tf.IndexedSlices(values, rows, tf.constant([50, 70], tf.int64))]
 
         norms = []
-        with training_kernels.fused_training_kernels(fused):
-            for t in range(4):
-                grads = gradients(t)
-                norms.append(float(step(grads)["global_norm"]))
-            types = _graph_op_types(step, grads)
+        for t in range(4):
+            grads = gradients(t)
+            norms.append(float(step(grads)["global_norm"]))
+        types = _graph_op_types(step, grads)
         assert ("BertAdamWeightDecayApply" in types) == fused
         slots = [s.numpy() for s in optimizer._m + optimizer._v]  # noqa: SLF001
         results.append(([v.numpy() for v in variables], slots, norms,
@@ -377,8 +377,7 @@ def test_adam_kernel_updates_a_copy_when_a_read_is_still_alive(ops):
     optimizer, variables = _optimizer_and_variables()
     before = tf.convert_to_tensor(variables[0])  # shares the variable's buffer
     kept = before.numpy().copy()
-    with training_kernels.fused_training_kernels():
-        optimizer.clip_and_apply([tf.ones(v.shape) for v in variables], variables)
+    optimizer.clip_and_apply([tf.ones(v.shape) for v in variables], variables, cpu_kernel=True)
     np.testing.assert_array_equal(before.numpy(), kept)  # the read is not changed under it
     assert not np.array_equal(variables[0].numpy(), kept)
 

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from modeling.layers import activations
 from modeling.kernels import gelu_dense
-from modeling.kernels import switch as training_kernels
+from modeling.kernels import switch
 from modeling.layers.dense import BertDense
 from tests.modeling.tiny_pretraining import pretraining_batches, tiny_pretraining_trainer
 
@@ -91,7 +91,7 @@ def test_bert_dense_takes_the_fused_path_only_when_training_inside_the_context()
         return y, tape.gradient(total, layer.trainable_variables)
 
     plain_y, plain_grads = loss(x, True)
-    with training_kernels.fused_training_kernels():
+    with switch.use_kernels(layer, switch.Kernels(training=True)):
         fused_y, fused_grads = tf.function(lambda v: loss(v, True))(x)
         fused_types = _graph_op_types(lambda v: loss(v, True), x)
         eval_types = _graph_op_types(lambda v: loss(v, False), x)
@@ -101,9 +101,7 @@ def test_bert_dense_takes_the_fused_path_only_when_training_inside_the_context()
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
     assert "TanhGrad" not in fused_types and "Tanh" not in fused_types  # GELU is in XLA
     assert "Tanh" in eval_types  # inference keeps tf.nn.gelu (fusable by oneDNN)
-    with training_kernels.fused_training_kernels(False):
-        assert not training_kernels.training_kernels_enabled()
-    assert not training_kernels.training_kernels_enabled()
+    assert switch.kernels_of(layer) == switch.OP_BY_OP  # the layer's own value again after
 
 
 def test_trainer_with_fused_kernels_follows_the_op_by_op_trajectory():
@@ -131,7 +129,7 @@ def test_fused_kernels_under_mixed_bfloat16_give_the_same_gradients():
         return trainer._grads_and_logs(batch, totals)[0]  # noqa: SLF001
 
     plain = tf.function(grads)()
-    with training_kernels.fused_training_kernels():
+    with switch.use_kernels(trainer.model, switch.Kernels(training=True)):
         fused = tf.function(grads)()
     names = [v.path for v in trainer.model.trainable_variables]
     assert any("intermediate" in n for n in names)

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from modeling.kernels import cpu_ops
-from modeling.kernels import switch as training_kernels
+from modeling.kernels import switch
 from modeling.layers.attention import SelfAttention, attention_bias_from_mask
 
 
@@ -35,7 +35,7 @@ def test_fused_training_probs_are_softmax_then_the_layers_dropout(layer_and_inpu
     layer, _, bias = layer_and_inputs
     scores = tf.random.stateless_normal([2, 2, 6, 6], seed=(3, 4)) * 2.0
     state = layer.dropout.seed_generator.state.numpy()
-    with training_kernels.fused_training_kernels():
+    with switch.use_kernels(layer, switch.Kernels(training=True)):
         fused = layer._probs(scores, bias, training=True)  # noqa: SLF001
     after_fused = layer.dropout.seed_generator.state.numpy()
     layer.dropout.seed_generator.state.assign(state)
@@ -58,7 +58,7 @@ def test_fused_kernel_only_in_fused_training_steps(layer_and_inputs):
             loss = tf.reduce_sum(out * out)
         return tape.gradient(loss, hidden)
 
-    with training_kernels.fused_training_kernels():
+    with switch.use_kernels(layer, switch.Kernels(training=True)):
         train = _graph_op_types(lambda h: step(h, True), hidden)
         predict = _graph_op_types(lambda h: step(h, False), hidden)
     plain = _graph_op_types(lambda h: step(h, True), hidden)
@@ -72,7 +72,7 @@ def test_fused_training_probs_broadcast_a_bias_over_the_batch(layer_and_inputs):
     scores = tf.random.stateless_normal([2, 2, 6, 6], seed=(5, 6))
     bias = attention_bias_from_mask(tf.constant([[1] * 5 + [0]]), tf.float32)  # [1, 1, 1, 6]
     state = layer.dropout.seed_generator.state.numpy()
-    with training_kernels.fused_training_kernels():
+    with switch.use_kernels(layer, switch.Kernels(training=True)):
         one = layer._probs(scores, bias, training=True)  # noqa: SLF001
         layer.dropout.seed_generator.state.assign(state)
         full = layer._probs(scores, tf.tile(bias, [2, 1, 1, 1]), training=True)  # noqa: SLF001

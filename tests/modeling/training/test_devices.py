@@ -70,11 +70,10 @@ def test_trainer_enables_kernels_on_cpu_only(tmp_path, monkeypatch):
     whose step devices are GPUs leaves them off."""
     trainer = tiny_pretraining_trainer(str(tmp_path / "cpu"), fused=True, dropout=0.1, steps=2)
     losses = trainer.run_steps(trainer.make_iterator(pretraining_batches()), 2)
-    assert trainer._fused_kernels and np.all(np.isfinite(losses))
+    assert trainer.execution.fused_kernels and np.all(np.isfinite(losses))
     monkeypatch.setattr(distribution, "step_devices", lambda strategy: (GPU,))
     trainer = tiny_pretraining_trainer(str(tmp_path / "gpu"), fused=True, steps=2)
-    trainer._build_loop()
-    assert not trainer._fused_kernels
+    assert not trainer.decide_execution().fused_kernels
 
 
 @pytest.mark.parametrize("flag,found", [(None, 8), (0, 8), (0, 4), (0, 32), (4, 4), (8, 8)])

@@ -11,7 +11,7 @@ import tensorflow as tf
 from modeling import BertClassifier, BertConfig, BertModel, create_optimizer
 from modeling.heads.classifier import per_example_classifier_loss
 from modeling.training import finetuning
-from modeling.training import trainer as training_loop
+from modeling.training import evaluation, step_log
 
 SEQ, BATCH, VOCAB = 16, 4, 60
 
@@ -71,7 +71,7 @@ def test_loss_is_the_mean_per_example_loss_and_falls(tmp_path):
     assert mean_loss(data) < 0.7 * before  # it learns (the training set's loss)
     # The trainer's outputs: model.ckpt-<step> with the optimizer, summaries, the step log.
     names = os.listdir(tmp_path)
-    assert {"model.ckpt-10.index", "model.ckpt-40.index", "train", training_loop.STEP_LOG_NAME
+    assert {"model.ckpt-10.index", "model.ckpt-40.index", "train", step_log.STEP_LOG_NAME
             } <= set(names)
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-40")
     saved = {name for name, _ in tf.train.list_variables(str(tmp_path / "model.ckpt-40"))}
@@ -170,14 +170,14 @@ def test_evaluate_uses_the_layer_norm_kernel_unless_turned_off(monkeypatch):
     from modeling.kernels import switch
 
     seen = []
-    real = switch.inference_kernels_enabled
+    real = switch.kernels_of
 
-    def spy():
-        seen.append(real())
-        return seen[-1]
+    def spy(layer):  # only LayerNorm asks in a forward pass without training
+        seen.append(real(layer).inference)
+        return real(layer)
 
     model = _model()  # built before the spy: building calls the layers symbolically
-    monkeypatch.setattr(switch, "inference_kernels_enabled", spy)
+    monkeypatch.setattr(switch, "kernels_of", spy)
     dataset = tf.data.Dataset.from_tensor_slices(_examples(8)).batch(4)
 
     def metrics(outputs, batch):
@@ -186,12 +186,12 @@ def test_evaluate_uses_the_layer_norm_kernel_unless_turned_off(monkeypatch):
     def inputs(batch):
         return finetuning.model_inputs(batch)
 
-    fused = training_loop.evaluate(model, dataset, metrics, 2, model_inputs=inputs, progress=False)
+    fused = evaluation.evaluate(model, dataset, metrics, 2, model_inputs=inputs, progress=False)
     assert seen and all(seen)
     seen.clear()
     with switch.fused_inference_kernels(False):
-        plain = training_loop.evaluate(model, dataset, metrics, 2, model_inputs=inputs,
-                                       progress=False)
+        plain = evaluation.evaluate(model, dataset, metrics, 2, model_inputs=inputs,
+                                    progress=False)
     assert seen and not any(seen)
     assert fused["logit_sum"] == pytest.approx(plain["logit_sum"], rel=1e-5, abs=1e-5)
 
@@ -241,13 +241,13 @@ def test_fused_path_follows_the_op_by_op_steps(tmp_path, monkeypatch):
     from modeling.kernels import switch
 
     seen = []
-    real = switch.training_kernels_enabled
+    real = switch.kernels_of
 
-    def spy():
-        seen.append(real())
-        return seen[-1]
+    def spy(layer):
+        seen.append(real(layer).training)
+        return real(layer)
 
-    monkeypatch.setattr(switch, "training_kernels_enabled", spy)
+    monkeypatch.setattr(switch, "kernels_of", spy)
     plain_model, plain = _train(tmp_path / "plain", 6)
     assert seen and not any(seen)
     seen.clear()

@@ -15,7 +15,7 @@ import pytest
 
 import modeling
 from modeling.layers import embeddings
-from modeling.training import trainer as training_loop
+from modeling.training import objectives, trainer
 from tests import paths
 from tests.support import golden_replay
 
@@ -39,10 +39,10 @@ def test_only_the_word_table_reaches_clipping_sparse_off_tpu():
     assert [t.path.rsplit("/", 2)[-2:] for t in tables] == [["word_embeddings", "embeddings"]]
     assert embeddings.sparse_gradient_tables(model, one_hot_embeddings=True) == []
     optimizer = modeling.create_optimizer(1e-3, 10, 1)
-    trainer = training_loop.Trainer(
-        model, optimizer, training_loop.MeanLossObjective(lambda out, batch: out["logits"]),
-        None, training_loop.TrainerConfig(model_dir="unused", num_train_steps=1))
-    sparse = [v.path for v, dense in zip(model.trainable_variables, trainer._dense)
+    loop = trainer.Trainer(
+        model, optimizer, objectives.MeanLossObjective(lambda out, batch: out["logits"]),
+        None, trainer.TrainerConfig(model_dir="unused", num_train_steps=1))
+    sparse = [v.path for v, dense in zip(model.trainable_variables, loop._dense)
               if not dense]
     assert len(sparse) == 1 and "word_embeddings" in sparse[0]
     assert any("token_type" in v.path for v in model.trainable_variables)

@@ -1,4 +1,5 @@
-"""modeling/training/trainer.py and modeling/training/distribution.py on a tiny Keras model (fast)."""
+"""modeling/training/trainer.py (with objectives, step_log, evaluation) and distribution.py on a
+tiny Keras model (fast)."""
 
 import os
 
@@ -9,12 +10,13 @@ import tensorflow as tf
 
 from modeling.training import distribution
 from modeling.training import optimization
-from modeling.training import trainer as training_loop
+from modeling.training import evaluation, objectives, step_log
+from modeling.training.trainer import Trainer, TrainerConfig
 
 DIM = 6
 
 
-class RegressionObjective(training_loop.Objective):
+class RegressionObjective(objectives.Objective):
     """Weighted squared error: loss = Σ w·e² / Σ w over the global batch (a weighted mean, so
     the global-totals contract matters) plus an unweighted metric."""
 
@@ -57,10 +59,10 @@ def _trainer(model_dir, steps, accumulation=1, save_every=3, loop=2, optimizer=N
              model=None, **config_kwargs):
     model = model or _model()
     optimizer = optimizer or optimization.create_optimizer(0.05, steps, 2)
-    config = training_loop.TrainerConfig(str(model_dir), steps, steps_per_loop=loop,
-                                         save_checkpoints_steps=save_every,
-                                         num_accumulation_steps=accumulation, **config_kwargs)
-    return training_loop.Trainer(model, optimizer, RegressionObjective(), None, config)
+    config = TrainerConfig(str(model_dir), steps, steps_per_loop=loop,
+                           save_checkpoints_steps=save_every,
+                           num_accumulation_steps=accumulation, **config_kwargs)
+    return Trainer(model, optimizer, RegressionObjective(), None, config)
 
 
 def _weights(trainer):
@@ -78,7 +80,7 @@ def test_train_progress_checkpoints_summaries(tmp_path, capsys):
     # Checkpoints at 3, 6 and the end; the step log has one line per step.
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-7")
     assert {"ckpt-3.index", "ckpt-6.index", "ckpt-7.index"} <= set(os.listdir(tmp_path))
-    log = training_loop.read_step_log(str(tmp_path))
+    log = step_log.read_step_log(str(tmp_path))
     assert [r["step"] for r in log] == list(range(1, 8))
     np.testing.assert_allclose([r["loss"] for r in log], result.step_losses)
     assert log[0]["learning_rate"] == pytest.approx(0.025)  # schedule(1): one step ahead
@@ -104,8 +106,8 @@ def test_resume_from_checkpoint_equals_uninterrupted(tmp_path):
     assert len(result.step_losses) == 3
     for a, b in zip(_weights(full), _weights(resumed)):
         np.testing.assert_array_equal(a, b)
-    full_log = training_loop.read_step_log(str(tmp_path / "full"))
-    part_log = training_loop.read_step_log(str(part_dir))
+    full_log = step_log.read_step_log(str(tmp_path / "full"))
+    part_log = step_log.read_step_log(str(part_dir))
     assert [r["loss"] for r in full_log] == [r["loss"] for r in part_log]
 
 
@@ -117,8 +119,8 @@ def test_gradient_accumulation_matches_whole_batch(tmp_path):
     for a, b in zip(_weights(whole), _weights(accumulated)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     # Each micro-batch alone would give a different update (the weighted mean matters).
-    log_a = training_loop.read_step_log(str(tmp_path / "a"))
-    log_b = training_loop.read_step_log(str(tmp_path / "b"))
+    log_a = step_log.read_step_log(str(tmp_path / "a"))
+    log_b = step_log.read_step_log(str(tmp_path / "b"))
     np.testing.assert_allclose([r["loss"] for r in log_a], [r["loss"] for r in log_b],
                                rtol=1e-5)
 
@@ -176,8 +178,8 @@ def test_evaluate_streaming_means():
         return {"wmse": (tf.reduce_sum(batch["w"] * err), tf.reduce_sum(batch["w"])),
                 "batches": (tf.constant(1.0), tf.constant(1.0))}
 
-    result = training_loop.evaluate(model, _dataset(), metrics_fn, 3,
-                                    model_inputs=lambda b: b["x"], progress=False)
+    result = evaluation.evaluate(model, _dataset(), metrics_fn, 3,
+                                 model_inputs=lambda b: b["x"], progress=False)
     pred = model.predict(data["x"][:24], verbose=0)
     err = ((pred - data["y"][:24]) ** 2).sum(-1)
     assert result["wmse"] == pytest.approx((data["w"][:24] * err).sum() / data["w"][:24].sum(),
@@ -189,9 +191,9 @@ def test_objective_must_declare_its_logs(tmp_path):
     class Undeclared(RegressionObjective):
         log_names = ()
 
-    config = training_loop.TrainerConfig(str(tmp_path), 2, steps_per_loop=1)
-    trainer = training_loop.Trainer(_model(), optimization.create_optimizer(0.1, 2, 0),
-                                    Undeclared(), None, config)
+    config = TrainerConfig(str(tmp_path), 2, steps_per_loop=1)
+    trainer = Trainer(_model(), optimization.create_optimizer(0.1, 2, 0),
+                      Undeclared(), None, config)
     with pytest.raises(ValueError, match="log_names"):
         trainer.train(_dataset())
 
@@ -234,8 +236,8 @@ def test_resume_with_dropout_is_bit_exact(tmp_path, fused_kernels):
     assert len(resumed.train(_dataset()).step_losses) == 3
     for a, b in zip(_weights(full), _weights(resumed)):
         np.testing.assert_array_equal(a, b)
-    full_log = training_loop.read_step_log(str(tmp_path / "full"))
-    part_log = training_loop.read_step_log(str(tmp_path / "part"))
+    full_log = step_log.read_step_log(str(tmp_path / "full"))
+    part_log = step_log.read_step_log(str(tmp_path / "part"))
     assert [r["loss"] for r in full_log] == [r["loss"] for r in part_log]
     # Dropout was on (the weights differ from a run without it) and advanced per step.
     plain = _trainer(tmp_path / "plain", 6, model=_model())

@@ -1,0 +1,330 @@
+"""The one fine-tuning driver: train, evaluate, predict and export any ``Task``.
+
+``run(task, settings)`` is the original run_classifier/run_squad ``main`` written once, with the
+original Estimator's conventions:
+
+1. the settings checked (``bert_common.checks``: NaN, 0 or out-of-range values; at least one of
+   the task's ``actions``; the task's own ``check``; ``max_seq_length`` within the model's
+   positions; ``export_dir`` usable; the casing against a known Google checkpoint's name);
+2. the task reads every split it needs (bad data fails before anything is written);
+3. strategy and precision (``strategy``/``use_tpu``/TPU names, ``mixed_precision``), the
+   tokenizer (its vocab must hold [UNK], [CLS] and [SEP]), the task's ``prepare``;
+4. ``output_dir`` created and proved writable, every seed set from ``random_seed``;
+5. the task model built in the strategy's scope, ``init_checkpoint`` loaded (without
+   ``do_train`` and ``init_checkpoint``: the newest ``model.ckpt-<step>`` in ``output_dir``, as
+   the Estimator's ``model_dir``);
+6. ``do_train``: the original's step count and AdamWeightDecay schedule, then the one trainer
+   (``modeling.training.finetuning.finetune``): checkpoints ``model.ckpt-<step>`` with the
+   optimizer state and data position in ``output_dir`` (a rerun resumes), TensorBoard in
+   ``output_dir/train``;
+7. ``do_eval``: the task's metrics, with ``global_step``, into ``eval_results.txt`` and
+   TensorBoard (``output_dir/eval``); ``do_predict``: the task's prediction files; then the
+   task's exports.
+
+Bad input raises an ``InputError`` subclass whose message names the flag or file (the tools
+print it as one line, exit status 1). The command-line tools (``bert_cli/run_*.py``) pass their
+absl flag values as ``settings``; Python code passes a ``FinetuningSettings``.
+
+Example (``docs/your-own-task.md`` has a whole task)::
+
+    from bert_tasks import driver
+    from bert_tasks.classifier import ClassifierTask
+    from bert_tasks.task import FinetuningSettings
+
+    settings = FinetuningSettings(bert_config_file="tiny/bert_config.json",
+                                  vocab_file="tiny/vocab.txt", output_dir="out",
+                                  do_train=True, do_eval=True, num_train_epochs=1.0)
+    driver.run(ClassifierTask("mrpc", data_dir="glue/MRPC"), settings)
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Optional, Sequence
+
+from absl import logging
+
+from bert_common import checks, errors, files
+from bert_common.errors import FlagError
+from bert_tasks.task import Context, Task
+
+# The special tokens every fine-tuning task's features use ([UNK]: load_vocab checks it).
+FINETUNING_TOKENS = ("[UNK]", "[CLS]", "[SEP]")
+
+
+def run(task: Task, settings: Any, *, warn: Optional[Callable[[str], None]] = None) -> Context:
+    """Runs ``task`` as ``settings`` say (see the module): train, evaluate, predict, export.
+
+    Args:
+        task: the task (``ClassifierTask``, ``SquadTask``, ``SwagTask``, ``NerTask`` or your
+            own ``Task``).
+        settings: absl flag values or a ``FinetuningSettings`` (a subclass with the task's own
+            settings, if it reads them there).
+        warn: how a warning is said (default: ``logging.warning``).
+
+    Returns:
+        The run's ``Context`` (settings, config, strategy, tokenizer).
+
+    Raises:
+        InputError: bad settings or input, naming the flag or the file.
+    """
+    from modeling.config import BertConfig
+    from modeling.training import distribution
+
+    logging.set_verbosity(logging.INFO)
+    ctx = Context(settings=settings,
+                  bert_config=BertConfig.from_json_file(settings.bert_config_file),
+                  warn=warn or logging.warning)
+    check_settings(task, ctx)
+    task.read(ctx)
+    ctx.strategy = distribution.strategy_from_settings(settings)  # before any other TF op
+    precision = distribution.set_precision(settings.mixed_precision)  # the Keras dtype policy
+    ctx.tpu = distribution.is_tpu(ctx.strategy)
+    ctx.tokenizer = tokenizer_from_settings(settings)  # a bad vocab: nothing written
+    task.prepare(ctx)
+    start_output_dir(settings)
+
+    with ctx.strategy.scope():
+        model = task.build_model(ctx)
+    init_checkpoint = restore_checkpoint(model, settings, _without_training(task))
+    global_step = 0
+    if not settings.do_train:
+        from modeling import checkpoints
+
+        global_step = checkpoints.checkpoint_step(init_checkpoint)
+    if settings.do_train:
+        dataset, num_examples = task.train_dataset(ctx)
+        global_step = train(settings, model, dataset, task.per_example_loss, num_examples,
+                            ctx.strategy, precision, loss_weights=task.loss_weights)
+    if getattr(settings, "do_eval", False):
+        logging.info("***** Running evaluation *****")
+        metrics = task.evaluate(ctx, model)
+        if metrics is not None:
+            write_metrics(settings.output_dir, metrics, global_step)
+    if settings.do_predict:
+        logging.info("***** Running prediction *****")
+        task.predict(ctx, model)
+    task.export(ctx, model)
+    return ctx
+
+
+# ------------------------------------------------------------------------------------ checks
+
+
+def check_settings(task: Task, ctx: Context) -> None:
+    """The checks every task shares, then ``task.check``; ``FlagError`` naming the flag."""
+    from data.tokenization import wordpiece
+
+    settings = ctx.settings
+    checks.check_values(settings)  # NaN/negative rates, batch 0, ...: before any data is read
+    checks.check_values(task)  # the task's own numbers by the same rules (e.g. doc_stride)
+    if not any(getattr(settings, name, None) for name in task.actions):
+        flags_only = all(name.startswith("do_") for name in task.actions)
+        names = ["`%s`" % name for name in task.actions]
+        raise FlagError("At least one of %s or %s must be %s." % (
+            ", ".join(names[:-1]), names[-1], "True" if flags_only else "set"))
+    task.check(ctx)
+    if settings.max_seq_length > ctx.bert_config.max_position_embeddings:
+        raise FlagError(
+            "Cannot use sequence length %d because the BERT model was only trained up to "
+            "sequence length %d" % (settings.max_seq_length,
+                                    ctx.bert_config.max_position_embeddings))
+    if getattr(settings, "export_dir", None):
+        from bert_common import saved_models
+
+        saved_models.check_export_base(settings.export_dir, "--export_dir",
+                                       {"--output_dir": settings.output_dir})
+    try:
+        wordpiece.validate_case_matches_checkpoint(settings.do_lower_case,
+                                                   settings.init_checkpoint)
+    except ValueError as e:
+        raise FlagError(str(e)) from None
+
+
+def _without_training(task: Task) -> str:
+    """What a run without training does, for the message of a missing checkpoint:
+    "evaluate, predict or export"."""
+    words = [word for name, word in (("do_eval", "evaluate"), ("do_predict", "predict"),
+                                     ("export_dir", "export")) if name in task.actions]
+    return words[0] if len(words) == 1 else "%s or %s" % (", ".join(words[:-1]), words[-1])
+
+
+# ------------------------------------------------------------------------------- the run's parts
+
+
+def tokenizer_from_settings(settings: Any):
+    """The tokenizer of ``vocab_file`` / ``do_lower_case`` (``FastFullTokenizer`` with
+    ``fast_tokenizer``, else ``FullTokenizer``).
+
+    Raises:
+        VocabError: naming the file and the token, when the vocab lacks one of
+            ``FINETUNING_TOKENS``.
+    """
+    from data.tokenization import wordpiece
+
+    tokenizer_class = (wordpiece.FastFullTokenizer if settings.fast_tokenizer
+                       else wordpiece.FullTokenizer)
+    tokenizer = tokenizer_class(vocab_file=settings.vocab_file,
+                                do_lower_case=settings.do_lower_case)
+    wordpiece.require_tokens(tokenizer, FINETUNING_TOKENS)
+    return tokenizer
+
+
+def prepare_output_dir(path: str) -> None:
+    """Creates ``path`` (a tool's ``--output_dir``) and proves it writable, so that a run fails
+    before any work rather than at its first checkpoint.
+
+    Raises:
+        FlagError: "--output_dir=<path> is not writable (<reason>)".
+    """
+    try:
+        files.makedirs(path)
+        probe = os.path.join(path, ".write_probe.%d" % os.getpid())
+        with files.open(probe, "w") as f:
+            f.write("ok")
+        files.remove(probe)
+    except Exception as e:  # noqa: BLE001 - OSError, or tf.errors.* for a gs:// folder
+        if not isinstance(e, OSError) and not errors.is_tf_error(e):
+            raise
+        raise FlagError("--output_dir=%s is not writable (%s)"
+                        % (path, errors.reason(e))) from None
+
+
+def start_output_dir(settings: Any) -> None:
+    """``output_dir`` created and proved writable; python, numpy, TF and Keras (initializers,
+    dropout) seeded with ``random_seed``."""
+    import keras
+
+    prepare_output_dir(settings.output_dir)
+    keras.utils.set_random_seed(settings.random_seed)
+
+
+def split_file(settings: Any, split: str, names: Sequence[str]) -> str:
+    """The input file of ``split`` (train/eval/predict): ``<split>_file`` if set (it must
+    exist), else the first of ``names`` found in ``data_dir``.
+
+    Raises:
+        FlagError: naming the flag or the folder and what was expected.
+    """
+    explicit = getattr(settings, "%s_file" % split)
+    if explicit:
+        if not files.isfile(explicit):
+            raise FlagError("--%s_file=%s: %s" % (split, explicit, "a folder, not a file"
+                                                  if files.isdir(explicit) else "no such file"))
+        return explicit
+    data_dir = settings.data_dir
+    if not data_dir:
+        raise FlagError("--do_%s needs --%s_file or --data_dir" % (split, split))
+    if not files.isdir(data_dir):
+        raise FlagError("--data_dir=%s: no such directory" % data_dir)
+    for name in names:
+        path = os.path.join(data_dir, name)
+        if files.isfile(path):
+            return path
+        if files.isdir(path):
+            raise FlagError("--data_dir=%s: %s is a folder, not a file" % (data_dir, name))
+    raise FlagError("--data_dir=%s has no %s split (expected %s)"
+                    % (data_dir, split, " or ".join(names)))
+
+
+def latest_checkpoint(output_dir: str) -> Optional[str]:
+    """The newest TF1 checkpoint in ``output_dir``; None when there is none (or no folder)."""
+    from modeling.checkpoints.tf1 import latest_checkpoint as newest
+
+    return newest(output_dir)
+
+
+def restore_checkpoint(model, settings: Any, without_training: str) -> Optional[str]:
+    """Loads ``init_checkpoint`` into ``model`` (the load report is logged) and returns it.
+
+    Without ``do_train`` and ``init_checkpoint`` the newest checkpoint in ``output_dir`` is
+    loaded instead (as the original Estimator's ``model_dir``); if there is none, raises
+    ``FlagError("--init_checkpoint is needed to <without_training> without --do_train (no
+    checkpoint in --output_dir=<dir>)")``. Returns None when nothing was loaded (training from
+    the random initialisation).
+    """
+    from modeling import checkpoints
+
+    init_checkpoint = settings.init_checkpoint
+    if not settings.do_train and not init_checkpoint:
+        init_checkpoint = latest_checkpoint(settings.output_dir)
+        if init_checkpoint is None:
+            raise FlagError("--init_checkpoint is needed to %s without --do_train (no checkpoint "
+                            "in --output_dir=%s)" % (without_training, settings.output_dir))
+        # Said, not silent: after an interrupted run the newest checkpoint is a partial one.
+        logging.warning("no --init_checkpoint: using the newest checkpoint in --output_dir, %s "
+                        "(step %d); if its training was interrupted, rerun with --do_train to "
+                        "finish it first", init_checkpoint,
+                        checkpoints.checkpoint_step(init_checkpoint))
+    if init_checkpoint:
+        logging.info("%s", checkpoints.load_checkpoint(model, init_checkpoint, log=False).summary())
+    return init_checkpoint
+
+
+def count_train_steps(num_examples: int, settings: Any) -> int:
+    """The original's ``int(num_examples / train_batch_size * num_train_epochs)``.
+
+    Raises:
+        FlagError: naming both flags, when that is no step at all.
+    """
+    num_train_steps = int(num_examples / settings.train_batch_size
+                          * settings.num_train_epochs)
+    if num_train_steps <= 0:
+        raise FlagError("%d training examples, --train_batch_size=%d and --num_train_epochs=%g "
+                        "give no training step" % (num_examples, settings.train_batch_size,
+                                                   settings.num_train_epochs))
+    return num_train_steps
+
+
+def train(settings: Any, model, dataset, per_example_loss: Callable, num_examples: int,
+          strategy, precision, loss_weights: Optional[str] = None) -> int:
+    """``do_train``: the original's step count and AdamWeightDecay schedule from the settings,
+    then ``modeling.training.finetuning.finetune`` into ``output_dir`` (resuming from its
+    newest ``model.ckpt-<step>``).
+
+    Args:
+        settings: the run's settings.
+        model: the task model.
+        dataset: the training batches (``train_batch_size``, repeated).
+        per_example_loss: ``finetune``'s loss.
+        num_examples: training examples (the step count).
+        strategy: the run's strategy.
+        precision: ``distribution.set_precision``'s result (its loss scale for float16).
+        loss_weights: see ``finetune`` (NER: the mean over scored tokens).
+
+    Returns:
+        The global step after training.
+    """
+    from modeling.training import distribution, finetuning, optimization
+
+    checks.check_checkpoint_flags(settings)
+    num_train_steps = count_train_steps(num_examples, settings)
+    num_warmup_steps = int(num_train_steps * settings.warmup_proportion)
+    logging.info("***** Running training *****")
+    logging.info("  Num examples = %d", num_examples)
+    logging.info("  Batch size = %d", settings.train_batch_size)
+    logging.info("  Num steps = %d", num_train_steps)
+    with strategy.scope():
+        optimizer = optimization.create_optimizer(
+            settings.learning_rate, num_train_steps, num_warmup_steps,
+            loss_scale=precision.loss_scale, use_tpu=distribution.is_tpu(strategy))
+    result = finetuning.finetune(
+        model, optimizer, dataset, per_example_loss, model_dir=settings.output_dir,
+        num_train_steps=num_train_steps, strategy=strategy,
+        steps_per_loop=settings.iterations_per_loop,
+        save_checkpoints_steps=settings.save_checkpoints_steps,
+        keep_checkpoint_max=settings.keep_checkpoint_max,
+        use_xla=settings.use_xla, loss_weights=loss_weights,
+        fuse_optimizer=settings.xla_optimizer, fused_kernels=settings.xla_kernels)
+    return result.global_step
+
+
+def write_metrics(output_dir: str, metrics: dict, global_step: int) -> None:
+    """``metrics`` with ``global_step`` into ``output_dir/eval_results.txt`` (``key = value``,
+    as the original) and as TensorBoard scalars in ``output_dir/eval``."""
+    from bert_common.results import write_eval_results
+    from modeling.training import evaluation
+
+    metrics = dict(metrics, global_step=global_step)
+    write_eval_results(os.path.join(output_dir, "eval_results.txt"), metrics)
+    evaluation.write_eval_summaries(output_dir, metrics, global_step)
