@@ -20,12 +20,18 @@ names and defaults: ``--bert_config_file``, ``--vocab_file``, ``--output_dir``,
 precision and checkpoint flags every training tool shares (``bert_cli.flags``). A tool may
 change a default or a help text, or leave out a flag its task has no use for (run_squad has no
 ``--do_eval``).
+
+Your own task gets the same command line with ``start`` (``docs/your-own-task.md``)::
+
+    if __name__ == "__main__":
+        finetuning.start("csv_regression.py", lambda fv: CsvRegressionTask(fv.data_dir),
+                         lambda define: define("string", "data_dir", None, "train.csv, dev.csv"))
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
 from absl import flags
 
@@ -67,3 +73,28 @@ def run(tool: str, task: Any, flag_values: flags.FlagValues) -> None:
     from bert_tasks import driver
 
     driver.run(task, flag_values, warn=functools.partial(runner.warn, tool))
+
+
+def start(tool: str, make_task: Callable[[flags.FlagValues], Any],
+          define_task_flags: Optional[Callable[[Callable[..., None]], None]] = None,
+          required: Sequence[str] = ("vocab_file", "bert_config_file", "output_dir")) -> None:
+    """The ``__main__`` of a fine-tuning tool for any task: its flags (the task's own, defined
+    by ``define_task_flags(define)``, plus the shared ones), then ``make_task(flags)`` run by
+    the driver; bad input is one line and exit status 1, as every tool.
+
+    Args:
+        tool: the tool's name in its messages (``csv_regression.py: error: ...``).
+        make_task: the parsed flags -> the task.
+        define_task_flags: called with ``bert_cli.flags.definer(FLAGS)``:
+            ``define("string", "data_dir", None, "help")``.
+        required: flags a run must be given.
+    """
+    def define_all(flag_values: flags.FlagValues) -> None:
+        if define_task_flags is not None:
+            define_task_flags(cli_flags.definer(flag_values))
+        define_flags(flag_values)
+
+    def main(argv) -> None:
+        runner.run_main(tool, lambda fv: run(tool, make_task(fv), fv), flags.FLAGS, argv)
+
+    runner.start(define_all, main, required)

@@ -260,7 +260,7 @@ def run(fv) -> Optional[Dict[str, float]]:
 
     chief = distribution.is_chief(strategy)
     if chief:
-        runner.prepare_output_dir(fv.output_dir)
+        fs.prepare_output_dir(fv.output_dir)
     files = pd.input_files(fv.input_file)
     pd.check_input_files(files, fv.max_seq_length, fv.max_predictions_per_seq)
     check_batches(fv, strategy.num_replicas_in_sync)

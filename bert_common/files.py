@@ -222,3 +222,25 @@ def give_default_mode(path: str, folder: bool = False) -> None:
     0600 files and 0700 folders, which another user, e.g. a serving process, cannot read)."""
     if not is_url(path):
         os.chmod(path, (0o777 if folder else 0o666) & ~_umask())
+
+
+def prepare_output_dir(path: str) -> None:
+    """Creates ``path`` (a tool's ``--output_dir``) and proves it writable, so that a run fails
+    before any work rather than at its first checkpoint.
+
+    Raises:
+        FlagError: "--output_dir=<path> is not writable (<reason>)".
+    """
+    from bert_common import errors
+
+    try:
+        makedirs(path)
+        probe = os.path.join(path, ".write_probe.%d" % os.getpid())
+        with open(probe, "w") as f:
+            f.write("ok")
+        remove(probe)
+    except Exception as e:  # noqa: BLE001 - OSError, or tf.errors.* for a gs:// folder
+        if not isinstance(e, OSError) and not errors.is_tf_error(e):
+            raise
+        raise errors.FlagError("--output_dir=%s is not writable (%s)"
+                               % (path, errors.reason(e))) from None

@@ -44,7 +44,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from absl import logging
 
-from bert_common import checks, errors, files
+from bert_common import checks, files
 from bert_common.errors import FlagError
 from bert_tasks.task import Context, Task
 
@@ -121,8 +121,10 @@ def check_settings(task: Task, ctx: Context) -> None:
     if not any(getattr(settings, name, None) for name in task.actions):
         flags_only = all(name.startswith("do_") for name in task.actions)
         names = ["`%s`" % name for name in task.actions]
-        raise FlagError("At least one of %s or %s must be %s." % (
-            ", ".join(names[:-1]), names[-1], "True" if flags_only else "set"))
+        listed = names[0] if len(names) == 1 else "%s or %s" % (", ".join(names[:-1]),
+                                                                names[-1])
+        raise FlagError("At least one of %s must be %s." % (listed,
+                                                           "True" if flags_only else "set"))
     task.check(ctx)
     if settings.max_seq_length > ctx.bert_config.max_position_embeddings:
         raise FlagError(
@@ -146,7 +148,9 @@ def _without_training(task: Task) -> str:
     "evaluate, predict or export"."""
     words = [word for name, word in (("do_eval", "evaluate"), ("do_predict", "predict"),
                                      ("export_dir", "export")) if name in task.actions]
-    return words[0] if len(words) == 1 else "%s or %s" % (", ".join(words[:-1]), words[-1])
+    if len(words) < 2:
+        return words[0] if words else "run"
+    return "%s or %s" % (", ".join(words[:-1]), words[-1])
 
 
 # ------------------------------------------------------------------------------- the run's parts
@@ -170,32 +174,12 @@ def tokenizer_from_settings(settings: Any):
     return tokenizer
 
 
-def prepare_output_dir(path: str) -> None:
-    """Creates ``path`` (a tool's ``--output_dir``) and proves it writable, so that a run fails
-    before any work rather than at its first checkpoint.
-
-    Raises:
-        FlagError: "--output_dir=<path> is not writable (<reason>)".
-    """
-    try:
-        files.makedirs(path)
-        probe = os.path.join(path, ".write_probe.%d" % os.getpid())
-        with files.open(probe, "w") as f:
-            f.write("ok")
-        files.remove(probe)
-    except Exception as e:  # noqa: BLE001 - OSError, or tf.errors.* for a gs:// folder
-        if not isinstance(e, OSError) and not errors.is_tf_error(e):
-            raise
-        raise FlagError("--output_dir=%s is not writable (%s)"
-                        % (path, errors.reason(e))) from None
-
-
 def start_output_dir(settings: Any) -> None:
     """``output_dir`` created and proved writable; python, numpy, TF and Keras (initializers,
     dropout) seeded with ``random_seed``."""
     import keras
 
-    prepare_output_dir(settings.output_dir)
+    files.prepare_output_dir(settings.output_dir)
     keras.utils.set_random_seed(settings.random_seed)
 
 

@@ -199,7 +199,7 @@ def test_tensorflow_words_are_left_out_of_the_error_line():
     """A full disk under a checkpoint save, as TensorFlow 2.21 words it (seen with
     run_classifier on a 3 MB tmpfs): the line names the checkpoint and the cause, not the
     function node, the op or the temporary shard."""
-    from bert_cli.runner import _user_words
+    from bert_common.errors import user_words as _user_words
 
     seen = ("{{function_node __wrapped__SaveV2_dtypes_136_device_/job:localhost/replica:0/"
             "task:0/device:CPU:0}} /out/model.ckpt-45_temp/part-00000-of-00001.data-00000-of-"
