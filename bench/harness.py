@@ -1,14 +1,17 @@
-"""Shared plumbing of the interleaved-rounds benchmarks (bench_inference, bench_pretraining,
-bench_classifier_throughput, bench_finetuning; profile_step borrows its flags and GEMM peak):
-the peers' venvs, the worker processes, the rounds and the median / best / ratio summary.
+"""The one shared harness of ``bench/``: the argument set every benchmark draws from
+(``parser``), and the plumbing of the interleaved-rounds speed benchmarks (speed/inference,
+speed/pretraining, speed/classifier_throughput, speed/finetuning; profiling/profile_step borrows
+the model flags and the GEMM peak): the peers' venvs, the worker processes, the rounds and the
+median / best / ratio summary. ``python -m bench`` lists the benchmarks (bench/__main__.py).
 
 Only the standard library is imported at module level: worker processes import this module
 under ``bench/.venvs/hf`` too, which has no TensorFlow. Import it as ``from bench import harness``
 after putting the repository root (``ROOT``) on ``sys.path``.
 
 Worker protocol. Each engine kind (ours / keras-hub / HF) runs in its own long-lived worker
-process: the bench script itself, started by the lead as ``PYTHON SCRIPT --worker KIND FLAGS...``
-under that kind's interpreter (``cwd=ROOT``, ``PYTHONPATH=ROOT``, ``TF_CPP_MIN_LOG_LEVEL=3``).
+process: the bench module itself, started by the lead as ``PYTHON -m bench.KIND.NAME --worker
+KIND FLAGS...`` under that kind's interpreter (``cwd=ROOT``, ``PYTHONPATH=ROOT``,
+``TF_CPP_MIN_LOG_LEVEL=3``).
 An engine is a callable ``engine(n)`` that does ``n`` units of work (forward passes, train steps,
 dev-set passes). Lines of text, one message each:
 
@@ -85,14 +88,14 @@ MODEL_FLAGS = ("layers", "hidden", "heads", "intermediate", "batch_size", "seq_l
                "predictions")
 
 
-def add_model_flags(parser: argparse.ArgumentParser) -> None:
+def add_model_flags(parser: argparse.ArgumentParser, batch_size: int = 8) -> None:
     """The model shape flags (``MODEL_FLAGS``): BERT-base, batch 8 x sequence 128 by default,
     20 masked predictions."""
     parser.add_argument("--layers", type=int, default=12)
     parser.add_argument("--hidden", type=int, default=768)
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--intermediate", type=int, default=3072)
-    parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--batch_size", type=int, default=batch_size)
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--predictions", type=int, default=20,
                         help="masked positions per sequence (pre-training step)")
@@ -113,20 +116,83 @@ def encoder_gflop(d: dict) -> float:
     return d["layers"] * 2 * s * (4 * h * h + 2 * h * i + 2 * s * h) / 1e9
 
 
+# The arguments several benchmarks share, defined once: name -> argparse keywords (but the
+# default, which each benchmark gives). ``FLAG`` marks an on/off flag (``store_true``).
+FLAG = "flag"
+COMMON: Dict[str, dict] = {
+    # how long / how often
+    "rounds": dict(type=int, help="interleaved timing rounds"),
+    "iters": dict(type=int, help="units of work per measurement"),
+    "repeats": dict(type=int, help="timed runs (the best is kept)"),
+    "quick": dict(action=FLAG, help="a smaller, faster run"),
+    # where
+    "work_dir": dict(help="folder of the intermediate files (default: a new temporary one)"),
+    "input_file": dict(help="input text"),
+    "vocab_file": dict(help="WordPiece vocabulary"),
+    "limit": dict(type=int, help="first N examples / lines only (0: all)"),
+    # sizes
+    "batch_size": dict(type=int, help="sequences / lines per batch"),
+    "max_seq_length": dict(type=int, help="tokens per sequence"),
+    "doc_stride": dict(type=int, help="SQuAD: tokens between windows of a long context"),
+    "max_query_length": dict(type=int, help="SQuAD: question tokens kept"),
+    "dupe_factor": dict(type=int, help="create_pretraining_data: passes over the corpus"),
+    # fine-tuning runs
+    "seeds": dict(help="comma-separated seeds, one run each"),
+    "seed": dict(type=int, help="random seed"),
+    "sides": dict(help="comma-separated sides to run"),
+    "epochs": dict(type=float, help="training epochs"),
+    "learning_rate": dict(type=float, help="peak learning rate"),
+    "hf_threads": dict(type=int, help="torch threads of the HF side"),
+    "hf_optimizer": dict(choices=["bert_adam", "adamw"],
+                         help="HF side's update: the original BERT Adam, or torch AdamW"),
+}
+
+
+def parser(doc: str, peers: Sequence[str] = (), model: bool = False,
+           helps: Optional[Dict[str, str]] = None, **defaults: Any) -> argparse.ArgumentParser:
+    """The argument parser of a benchmark, with the shared arguments it needs; the benchmark
+    adds only its own to it.
+
+    ``doc``: the module docstring, whose first line is the description. ``peers``: the peer
+    engine kinds it compares with ("kerashub", "hf"): ``--worker {ours,PEERS}`` (the lead starts
+    itself as a worker process with it), ``--skip_PEER`` for each, ``--setup_only`` (create the
+    peers' venvs and stop). ``model``: the model shape flags (``add_model_flags``; ``batch_size``
+    in ``defaults`` sets its default). ``defaults``: ``NAME=default`` for each argument of
+    ``COMMON`` it takes (``NAME=True`` for a flag); ``helps``: a help text of its own for some.
+    """
+    helps = helps or {}
+    p = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+    if peers:
+        p.add_argument("--worker", choices=["ours"] + list(peers),
+                       help="internal: run as this kind's worker process")
+    if model:
+        add_model_flags(p, defaults.pop("batch_size", 8))
+    for name, default in defaults.items():
+        if name not in COMMON:
+            raise TypeError("harness.parser: no shared argument %r (COMMON has %s)"
+                            % (name, ", ".join(COMMON)))
+        spec = dict(COMMON[name])
+        if name in helps:
+            spec["help"] = helps[name]
+        if spec.get("action") == FLAG:
+            if default:
+                p.add_argument("--" + name, action="store_true", help=spec["help"])
+            continue
+        p.add_argument("--" + name, default=default, **spec)
+    for peer in peers:
+        p.add_argument("--skip_" + peer, action="store_true", help="leave out the %s engines" % peer)
+    if peers:
+        p.add_argument("--setup_only", action="store_true",
+                       help="create the peers' venvs (bench/.venvs) and stop")
+    return p
+
+
 def make_parser(doc: str, iters_help: str) -> argparse.ArgumentParser:
-    """The lead/worker flags shared by the BERT-shape benches: ``--worker KIND``, the model
-    shape (``MODEL_FLAGS``: BERT-base, batch 8 x sequence 128 by default), ``--rounds``,
-    ``--iters`` (units per measurement), ``--skip_kerashub``, ``--skip_hf``, ``--setup_only``
-    (create the venvs and stop). ``doc``'s first line is the description."""
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    parser.add_argument("--worker", choices=["ours", "kerashub", "hf"])
-    add_model_flags(parser)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--iters", type=int, default=3, help=iters_help)
-    parser.add_argument("--skip_kerashub", action="store_true")
-    parser.add_argument("--skip_hf", action="store_true")
-    parser.add_argument("--setup_only", action="store_true")
-    return parser
+    """The lead/worker flags of the BERT-shape benches: ``--worker KIND``, the model shape
+    (``MODEL_FLAGS``: BERT-base, batch 8 x sequence 128 by default), ``--rounds`` (5),
+    ``--iters`` (3 units per measurement), ``--skip_kerashub``, ``--skip_hf``, ``--setup_only``."""
+    return parser(doc, peers=("kerashub", "hf"), model=True, rounds=5, iters=3,
+                  helps={"iters": iters_help})
 
 
 def flags_of(args: argparse.Namespace, keys: Iterable[str]) -> List[str]:
@@ -137,18 +203,23 @@ def flags_of(args: argparse.Namespace, keys: Iterable[str]) -> List[str]:
     return out
 
 
+def _runs(args: argparse.Namespace, peer: str) -> bool:
+    """Whether the lead runs ``peer``'s engines: one of its ``parser(peers=...)``, not skipped."""
+    return not getattr(args, "skip_" + peer, True)
+
+
 def set_up_peers(args: argparse.Namespace) -> bool:
     """Lead side: creates the venvs of the peers not skipped; False after ``--setup_only``."""
-    ensure_venvs(not args.skip_kerashub, not args.skip_hf)
+    ensure_venvs(_runs(args, "kerashub"), _runs(args, "hf"))
     return not args.setup_only
 
 
 def peers(args: argparse.Namespace) -> List[Tuple[str, str]]:
     """(python, kind) of the workers to start: ours, then keras-hub and HF unless skipped."""
     kinds = [(sys.executable, "ours")]
-    if not args.skip_kerashub:
+    if _runs(args, "kerashub"):
         kinds.append((KH_PYTHON, "kerashub"))
-    if not args.skip_hf:
+    if _runs(args, "hf"):
         kinds.append((HF_PYTHON, "hf"))
     return kinds
 
@@ -229,11 +300,21 @@ def serve(engines: Dict[str, Engine], warmup: Sequence[int] = (1,),
 # ------------------------------------------------------------------------------ lead side
 
 
+def module_of(script: str) -> str:
+    """``bench.speed.inference`` of ``ROOT/bench/speed/inference.py``."""
+    rel = os.path.relpath(os.path.abspath(script), ROOT)
+    if rel.startswith(os.pardir) or not rel.endswith(".py"):
+        raise ValueError("%s: not a module of this checkout" % script)
+    return rel[:-3].replace(os.sep, ".")
+
+
 class Worker:
     """A worker process (one engine kind) driven over stdin/stdout (see the module docstring)."""
 
     def __init__(self, python: str, script: str, kind: str, flags: Sequence[str]):
-        cmd = [python, os.path.abspath(script), "--worker", kind] + list(flags)
+        # As a module (``-m bench.speed.NAME``), not a file: the script's folder must not come
+        # first on the worker's sys.path (it would shadow modules such as the root's scripts).
+        cmd = [python, "-m", module_of(script), "--worker", kind] + list(flags)
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
         self.kind = kind
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,

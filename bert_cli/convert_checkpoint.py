@@ -100,7 +100,7 @@ def run(fv: flags.FlagValues) -> str:
     labels, regression = _labels(fv)
     do_lower_case = resolve_casing(fv.input, fv.do_lower_case)
     if fv.output_format == "tfhub":
-        from bert_tasks.hub import export_hub
+        from bert_tasks.exports.hub import export_hub
 
         wrong = ((["--model=%s" % fv.model] if fv.model not in ("auto", "bert") else [])
                  + (["--labels"] if fv.labels else [])
@@ -112,7 +112,7 @@ def run(fv: flags.FlagValues) -> str:
                              do_lower_case, fv.seq_length, hidden_act=fv.hidden_act,
                              keep_empty_segments=fv.hub_keep_empty_segments)
     else:
-        from modeling.checkpoints.convert import convert
+        from bert_tasks.exports.convert import convert
 
         summary = convert(fv.input, fv.output, fv.bert_config_file, fv.model, fv.hidden_act,
                           output_format=fv.output_format, vocab_file=fv.vocab_file,

@@ -76,8 +76,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                          "memory bounded by its text; --num_workers processes share the "
                          "shards. The bytes depend only on the corpus, flags, seed and "
                          "num_shards. Shards that exist are skipped (a rerun continues). "
-                         "About 100 MB of text per shard at --dupe_factor=1, 10-20 MB at 10 "
-                         "(README).", flag_values=fv)
+                         "About 30 MB of text per shard at --dupe_factor=1, 16 MB at 10 "
+                         "(docs/pretraining-data.md).", flag_values=fv)
     flags.DEFINE_string("shard_range", None,
                         "With --num_shards: only shards i..j-1, as 'i:j' (split the work "
                         "across machines or array jobs).", flag_values=fv)
@@ -110,9 +110,8 @@ def _split_outputs(value: str) -> List[str]:
 
 def run(fv: flags.FlagValues = FLAGS) -> int:
     """Creates the records as the flags say; returns the number of records written."""
-    from data.pretraining import instances as pretraining
     from data.pretraining import corpus as pretraining_corpus
-    from data.tokenization.wordpiece import FastFullTokenizer
+    from data.pretraining import instances as pretraining
 
     cli_flags.require(fv, ("input_file", "output_file", "vocab_file"))
     # --masked_lm_prob in (0, 1], --dupe_factor, --max_predictions_per_seq, --num_workers >= 1,
@@ -122,8 +121,7 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
                                fv.masked_lm_prob, fv.short_seq_prob)
     shard_range = _check_sharding(fv)
     output_files = [fv.output_file] if fv.num_shards else _split_outputs(fv.output_file)
-    tokenizer = FastFullTokenizer(fv.vocab_file, fv.do_lower_case)
-    vocab = pretraining.PretrainingVocab(tokenizer.vocab, fv.vocab_file)  # [CLS] [SEP] [MASK]
+    tokenizer, vocab = _vocab(fv)  # [CLS] [SEP] [MASK]: checked before any text is read
     input_files = pretraining_corpus.expand_input_patterns(fv.input_file,
                                                            sort=bool(fv.num_shards))
     settings = dict(max_seq_length=fv.max_seq_length,
@@ -131,42 +129,71 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
                     masked_lm_prob=fv.masked_lm_prob, short_seq_prob=fv.short_seq_prob,
                     dupe_factor=fv.dupe_factor, do_whole_word_mask=fv.do_whole_word_mask,
                     random_seed=fv.random_seed)
-    start = time.perf_counter()
+    if not fv.num_shards and fv.num_workers <= 1:
+        return _write_stream(fv, tokenizer, vocab, input_files, output_files, settings)
+    del tokenizer, vocab  # each worker loads the vocab itself: the pool starts lean
     if fv.num_shards:
-        from data.pretraining import sharded
+        return _write_shards(fv, input_files, shard_range, settings)
+    return _write_with_workers(fv, input_files, output_files, settings)
 
-        del tokenizer
-        if fv.beam_options is not None:
-            from data.pretraining import beam
 
-            summary = beam.run_beam(input_files, fv.output_file, fv.num_shards, shard_range,
-                                    fv.vocab_file, fv.do_lower_case, settings,
-                                    fv.beam_options, parts=fv.num_workers)
-        else:
-            summary = sharded.run_sharded(input_files, fv.output_file, fv.num_shards,
-                                          shard_range, fv.num_workers, fv.vocab_file,
-                                          fv.do_lower_case, settings, fv.show_progress)
-        _log(fv, summary.line())
-        if summary.one_document:
-            runner.warn(TOOL, "%d shards hold a single document, so their 'random next' "
-                        "sentences come from that same document: use fewer shards (about "
-                        "100 MB of text each, README)" % len(summary.one_document))
-        return summary.instances
-    if fv.num_workers > 1:
-        from data.pretraining import shards as pretraining_shards
+def _vocab(fv: flags.FlagValues):
+    """(tokenizer, vocab) of ``--vocab_file``: a vocab without [CLS], [SEP] or [MASK] stops
+    before any text is read."""
+    from data.pretraining import instances as pretraining
+    from data.tokenization.wordpiece import FastFullTokenizer
 
-        results = pretraining_shards.run_workers(input_files, output_files, fv.num_workers,
-                                                 fv.vocab_file, fv.do_lower_case, settings,
-                                                 fv.show_progress)
-        total = sum(r["instances"] for r in results)
-        if total == 0:
-            raise pretraining_corpus.no_text_error(input_files)
-        _log(fv, "wrote %d instances with %d workers in %.1fs"
-             % (total, fv.num_workers, time.perf_counter() - start))
-        return total
+    tokenizer = FastFullTokenizer(fv.vocab_file, fv.do_lower_case)
+    return tokenizer, pretraining.PretrainingVocab(tokenizer.vocab, fv.vocab_file)
 
+
+def _write_shards(fv: flags.FlagValues, input_files, shard_range, settings) -> int:
+    """``--num_shards``: the shards of ``shard_range`` by the process pool, or by Apache Beam
+    with ``--beam_options``; the summary line; the instances written."""
+    from data.pretraining import sharded
+
+    if fv.beam_options is not None:
+        from data.pretraining import beam
+
+        summary = beam.run_beam(input_files, fv.output_file, fv.num_shards, shard_range,
+                                fv.vocab_file, fv.do_lower_case, settings,
+                                fv.beam_options, parts=fv.num_workers)
+    else:
+        summary = sharded.run_sharded(input_files, fv.output_file, fv.num_shards,
+                                      shard_range, fv.num_workers, fv.vocab_file,
+                                      fv.do_lower_case, settings, fv.show_progress)
+    _log(fv, summary.line())
+    if summary.one_document:
+        runner.warn(TOOL, "%d shards hold a single document, so their 'random next' "
+                    "sentences come from that same document: use fewer shards (about "
+                    "30 MB of text each, docs/pretraining-data.md)" % len(summary.one_document))
+    return summary.instances
+
+
+def _write_with_workers(fv: flags.FlagValues, input_files, output_files, settings) -> int:
+    """``--num_workers`` > 1 without ``--num_shards``: the outputs split over processes."""
+    from data.pretraining import corpus as pretraining_corpus
+    from data.pretraining import shards as pretraining_shards
+
+    start = time.perf_counter()
+    results = pretraining_shards.run_workers(input_files, output_files, fv.num_workers,
+                                             fv.vocab_file, fv.do_lower_case, settings,
+                                             fv.show_progress)
+    total = sum(r["instances"] for r in results)
+    if total == 0:
+        raise pretraining_corpus.no_text_error(input_files)
+    _log(fv, "wrote %d instances with %d workers in %.1fs"
+         % (total, fv.num_workers, time.perf_counter() - start))
+    return total
+
+
+def _write_stream(fv: flags.FlagValues, tokenizer, vocab, input_files, output_files,
+                  settings) -> int:
+    """One stream, the original's records exactly: the corpus read, then written."""
+    from data.pretraining import corpus as pretraining_corpus
     from data.pretraining import fast as pretraining_fast
 
+    start = time.perf_counter()
     corpus = pretraining_corpus.read_corpus(input_files, tokenizer, fv.show_progress)
     del tokenizer  # its caches are not needed any more (``vocab`` has the ids)
     _check_corpus(corpus, input_files)

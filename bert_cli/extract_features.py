@@ -47,7 +47,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     define("integer", "batch_size", 32, "Batch size for predictions.")
     define("enum", "inference_dtype", "float32", "float32 (XLA-compiled), or bfloat16: weights "
            "stored and matmuls run in bfloat16 (graph mode, oneDNN; faster on CPUs with "
-           "AVX-512 BF16 or AMX, about 3 significant digits; figures in README).",
+           "AVX-512 BF16 or AMX, about 3 significant digits; docs/model.md).",
            enum_values=list(INFERENCE_DTYPES))
 
 

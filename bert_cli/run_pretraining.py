@@ -51,6 +51,7 @@ written past the last complete one).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Dict, Optional
 
@@ -238,25 +239,12 @@ def evaluate(fv, model, files, strategy, global_step: int, chief: bool) -> Dict[
 
 def run(fv) -> Optional[Dict[str, float]]:
     """The whole job for parsed flags ``fv``; returns the eval results (None without eval)."""
-    check_flags(fv)
-    from modeling.config import BertConfig
-
-    config = BertConfig.from_json_file(fv.bert_config_file)
-    _require(fv.max_seq_length <= config.max_position_embeddings,
-             "Cannot use sequence length %d because the BERT model was only trained up to "
-             "sequence length %d" % (fv.max_seq_length, config.max_position_embeddings))
-
-    from modeling.training import distribution
-
-    precision = cli_flags.precision_from_flags(fv)
-    if fv.num_cpu_devices > 1:
-        distribution.split_cpu(fv.num_cpu_devices)
-    strategy = cli_flags.strategy_from_flags(fv)  # before other TF ops (multi-worker, TPU)
-
+    config, strategy, precision = _setup(fv)  # the strategy before any other TF op
     import keras
+    import tensorflow as tf
 
     from data.pretraining import dataset as pd
-    from modeling import checkpoints
+    from modeling.training import distribution
 
     chief = distribution.is_chief(strategy)
     if chief:
@@ -266,53 +254,86 @@ def run(fv) -> Optional[Dict[str, float]]:
     check_batches(fv, strategy.num_replicas_in_sync)
     logging.info("%d input files; %d replicas; precision %s", len(files),
                  strategy.num_replicas_in_sync, precision.policy)
-
     keras.utils.set_random_seed(fv.random_seed)
-    import tensorflow as tf
-
     if fv.deterministic:  # the other --deterministic choices: build_trainer, the dataset
         tf.config.experimental.enable_op_determinism()  # for the rest of the process
     trainer = build_trainer(fv, config, strategy, precision)
+    global_step = _restore(fv, trainer)
+    if fv.do_train:
+        logging.info("***** Running training *****  batch size %d, %d steps",
+                     fv.train_batch_size, fv.num_train_steps)
+        with _reading(fv, files):
+            global_step = trainer.train(_training_data(fv, files)).global_step
+        if chief:
+            export_for_finetuning(trainer.model, fv, global_step)
+    if fv.do_eval:
+        with _reading(fv, files):
+            return evaluate(fv, trainer.model, files, strategy, global_step, chief)
+    return None
+
+
+def _setup(fv):
+    """The flags checked, then (config, strategy, precision); the strategy before any other
+    TensorFlow op (multi-worker and TPU set-up must come first)."""
+    check_flags(fv)
+    from modeling.config import BertConfig
+    from modeling.training import distribution
+
+    config = BertConfig.from_json_file(fv.bert_config_file)
+    _require(fv.max_seq_length <= config.max_position_embeddings,
+             "Cannot use sequence length %d because the BERT model was only trained up to "
+             "sequence length %d" % (fv.max_seq_length, config.max_position_embeddings))
+    precision = cli_flags.precision_from_flags(fv)
+    if fv.num_cpu_devices > 1:
+        distribution.split_cpu(fv.num_cpu_devices)
+    return config, cli_flags.strategy_from_flags(fv), precision
+
+
+def _restore(fv, trainer) -> int:
+    """The run's own newest checkpoint (the trainer resumes from it when training; loaded here
+    for eval only), else ``--init_checkpoint``, else the random initialisation; the step."""
+    from modeling import checkpoints
+
     own = trainer.latest_checkpoint()
-    global_step = 0
     if own is None and fv.init_checkpoint:
         load_init_checkpoint(trainer.model, fv.init_checkpoint)  # a mismatch stops here
     elif own is None:
         logging.info("No --init_checkpoint: random initialisation (seed %d)", fv.random_seed)
     elif not fv.do_train:
         checkpoints.load_checkpoint(trainer.model, own)
-        global_step = checkpoints.checkpoint_step(own)
+        return checkpoints.checkpoint_step(own)
+    return 0
 
-    if fv.do_train:
-        logging.info("***** Running training *****  batch size %d, %d steps",
-                     fv.train_batch_size, fv.num_train_steps)
-        def training_data(input_context=None):
-            # Per host (input_context): shuffled runs read only that host's files.
-            return pd.pretraining_dataset(
-                files, fv.max_seq_length, fv.max_predictions_per_seq, fv.train_batch_size,
-                is_training=True, deterministic=fv.deterministic, seed=fv.random_seed,
-                input_context=input_context)
 
-        try:
-            global_step = trainer.train(
-                training_data() if fv.deterministic else training_data).global_step
-        except tf.errors.DataLossError as e:  # a record file damaged part-way
-            raise pd.damaged_record_error(files, e) from None
-        except tf.errors.InvalidArgumentError as e:  # e.g. a file the sample did not check
-            raise pd.find_bad_file(files, fv.max_seq_length, fv.max_predictions_per_seq,
-                                   e) from None
-        if chief:
-            export_for_finetuning(trainer.model, fv, global_step)
+def _training_data(fv, files):
+    """The training input: a dataset with ``--deterministic``, else a function of the input
+    context (per host: shuffled runs read only that host's files)."""
+    from data.pretraining import dataset as pd
 
-    if fv.do_eval:
-        try:
-            return evaluate(fv, trainer.model, files, strategy, global_step, chief)
-        except tf.errors.DataLossError as e:
-            raise pd.damaged_record_error(files, e) from None
-        except tf.errors.InvalidArgumentError as e:
-            raise pd.find_bad_file(files, fv.max_seq_length, fv.max_predictions_per_seq,
-                                   e) from None
-    return None
+    def training_data(input_context=None):
+        return pd.pretraining_dataset(
+            files, fv.max_seq_length, fv.max_predictions_per_seq, fv.train_batch_size,
+            is_training=True, deterministic=fv.deterministic, seed=fv.random_seed,
+            input_context=input_context)
+
+    return training_data() if fv.deterministic else training_data
+
+
+@contextlib.contextmanager
+def _reading(fv, files):
+    """A record file damaged part-way, or one the sampled check did not read, stops the run
+    with one line naming the file."""
+    import tensorflow as tf
+
+    from data.pretraining import dataset as pd
+
+    try:
+        yield
+    except tf.errors.DataLossError as e:
+        raise pd.damaged_record_error(files, e) from None
+    except tf.errors.InvalidArgumentError as e:
+        raise pd.find_bad_file(files, fv.max_seq_length, fv.max_predictions_per_seq,
+                               e) from None
 
 
 def main(argv) -> None:

@@ -9,7 +9,9 @@ command-line tools (``bert_cli``) define their flags and make one call into them
 * ``ner``: CoNLL-2003 named entities;
 * ``pretrained``: ``from_pretrained(folder)`` -> config, encoder with weights, tokenizer (a
   Google release or Hugging Face folder);
-* ``hub``: TF Hub-style encoder and preprocessor SavedModels;
+* ``exports``: every export: the tasks' serving SavedModels and TF Serving's versioned
+  layout, the TF Hub-style encoder and preprocessor SavedModels, the Hugging Face folder,
+  checkpoint conversion;
 * ``task``, ``driver``: what a fine-tuning task is, and the one driver that runs any task
   (train, evaluate, predict, export), the four above included.
 """

@@ -43,9 +43,8 @@ def write_train_records(examples: List, label_list: List[str], max_seq_length: i
 
     The training input shuffles with the original's buffer of 100 records, which only mixes
     neighbours: GLUE files can come sorted (STS-B by genre and source, CoLA by source), and then
-    each stretch of an epoch trains on one genre (README "Benchmarks", the quality table, has
-    what it cost on STS-B). The original's run_squad shuffles its training
-    examples before writing them for the same reason ("to avoid having to make a very large
+    each stretch of an epoch trains on one genre (CHANGELOG.md has what it cost on STS-B). The
+    original's run_squad shuffles its training examples before writing them for the same reason ("to avoid having to make a very large
     shuffle buffer"); the classifier does the same here. The records of each example are the
     original's (``file_based_convert_examples_to_features``)."""
     order = list(examples)
@@ -195,7 +194,7 @@ class ClassifierTask(Task):
     def export(self, ctx: Context, model) -> None:
         s = ctx.settings
         if s.export_dir:
-            from data.glue import serving as classifier_serving
+            from bert_tasks.exports import classifier as classifier_serving
 
             version_dir = classifier_serving.export_version(
                 model, s.export_dir, s.vocab_file, s.do_lower_case, s.max_seq_length,
@@ -204,8 +203,8 @@ class ClassifierTask(Task):
                          os.path.basename(version_dir), version_dir,
                          ", ".join(classifier_serving.SIGNATURES))
         if self.export_hf_dir:
-            from modeling import checkpoints
+            from bert_tasks.exports import hf as hf_export
 
-            logging.info("exported %s", checkpoints.hf.export_hf_model(
+            logging.info("exported %s", hf_export.export_hf_model(
                 model, ctx.bert_config, self.export_hf_dir, s.vocab_file, s.do_lower_case,
                 labels=self.label_list, regression=self.regression))

@@ -132,10 +132,10 @@ def check_settings(task: Task, ctx: Context) -> None:
             "sequence length %d" % (settings.max_seq_length,
                                     ctx.bert_config.max_position_embeddings))
     if getattr(settings, "export_dir", None):
-        from bert_common import saved_models
+        from bert_tasks.exports import saved_model
 
-        saved_models.check_export_base(settings.export_dir, "--export_dir",
-                                       {"--output_dir": settings.output_dir})
+        saved_model.check_export_base(settings.export_dir, "--export_dir",
+                                      {"--output_dir": settings.output_dir})
     try:
         wordpiece.validate_case_matches_checkpoint(settings.do_lower_case,
                                                    settings.init_checkpoint)

@@ -316,7 +316,7 @@ class NerTask(Task):
         s = ctx.settings
         if not s.export_dir:
             return
-        from data.ner import serving
+        from bert_tasks.exports import ner as serving
 
         version_dir = serving.export_version(model, s.export_dir, s.vocab_file,
                                              s.do_lower_case, s.max_seq_length, self.label_list)

@@ -356,7 +356,7 @@ class SquadTask(Task):
         s = ctx.settings
         if not s.export_dir:
             return
-        from data.squad import serving as squad_serving
+        from bert_tasks.exports import squad as squad_serving
 
         version_dir = squad_serving.export_version(
             model, s.export_dir, s.vocab_file, do_lower_case=s.do_lower_case,

@@ -195,6 +195,27 @@ class BertModel(FlatExportMixin, keras.Model):
 
     Attributes: ``config`` (the ``BertConfig``), ``seq_length``, ``bert_dtype_policy`` (the
     policy of its layers; task models put their heads under the same one).
+
+    Raises:
+        TypeError: the original's TF1 arguments (``is_training``, ``input_ids``, ...).
+        ConfigError: an invalid ``config``.
+
+    A Google release's encoder: ``BertModel(BertConfig.from_json_file(".../bert_config.json"))``
+    then ``modeling.load_checkpoint(encoder, ".../bert_model.ckpt")``.
+
+    Example::
+
+        import numpy as np
+        from modeling import BertConfig, BertModel
+
+        config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=2, intermediate_size=37)
+        encoder = BertModel(config)
+        ids = np.array([[2, 17, 41, 3, 0], [2, 9, 3, 0, 0]])              # [B, S]
+        outputs = encoder({"input_ids": ids, "input_mask": (ids > 0).astype("int32"),
+                           "segment_ids": np.zeros_like(ids)})
+        outputs["encoder_outputs"][-1]                                   # [B, S, 32]
+        outputs["pooled_output"]                                         # [B, 32]
     """
 
     def __init__(self, config: Union[BertConfig, Mapping[str, Any]],

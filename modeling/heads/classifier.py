@@ -80,7 +80,15 @@ class ClassifierHead(keras.layers.Layer):
 
 
 def classification_loss(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-    """Per-example cross-entropy [B]: logits float [B, K], labels int [B]."""
+    """Per-example cross-entropy [B]: logits float [B, K], labels int [B].
+
+    Args:
+        logits: float [B, K].
+        labels: int [B] (any shape with B elements), in [0, K).
+
+    Returns:
+        float32 [B]: ``-log_softmax(logits)[label]``.
+    """
     log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [B, K]
     one_hot = tf.one_hot(tf.cast(tf.reshape(labels, [-1]), tf.int32),
                          depth=tf.shape(logits)[-1], dtype=tf.float32)  # [B, K]
@@ -88,7 +96,15 @@ def classification_loss(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
 
 
 def regression_loss(predictions: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-    """Per-example squared error [B]: predictions [B], labels float [B]."""
+    """Per-example squared error [B]: predictions [B], labels float [B].
+
+    Args:
+        predictions: float [B].
+        labels: float [B] (any shape with B elements).
+
+    Returns:
+        float32 [B]: ``(predictions - labels) ** 2``.
+    """
     labels = tf.cast(tf.reshape(labels, [-1]), tf.float32)
     return tf.square(tf.cast(predictions, tf.float32) - labels)  # [B]
 
@@ -97,7 +113,16 @@ def per_example_classifier_loss(outputs, batch, regression: bool = False) -> tf.
     """The loss per example [B] of a classifier's ``outputs`` (``logits`` [B, C], or
     ``predictions`` [B] for regression) against ``batch["label_ids"]`` [B]; the
     ``per_example_loss`` of ``modeling.training.finetuning.finetune`` (bind ``regression`` with
-    ``functools.partial``). Multiple choice (``logits`` [B, choices]) uses it too."""
+    ``functools.partial``). Multiple choice (``logits`` [B, choices]) uses it too.
+
+    Args:
+        outputs: the model's output dict.
+        batch: the input batch dict (``label_ids`` [B]).
+        regression: use ``predictions`` and the squared error.
+
+    Returns:
+        float32 [B].
+    """
     if regression:
         return regression_loss(outputs["predictions"], batch["label_ids"])
     return classification_loss(outputs["logits"], batch["label_ids"])
@@ -122,10 +147,29 @@ class BertClassifier(EncoderTask):
     ``output_weights``/``output_bias`` TF1 names.
 
     Args:
-        encoder: the encoder. num_labels: K. regression: one output, squared-error loss.
+        encoder: the encoder.
+        num_labels: K, the number of classes (1 with ``regression``).
+        regression: one output, squared-error loss (STS-B).
         dropout_rate: on the pooled output (the original's 0.1).
         dtype: the head's dtype policy; None = the encoder's (``bert_dtype_policy``).
         name: the model name.
+
+    Raises:
+        ValueError: ``num_labels`` < 1, or not 1 with ``regression``.
+        TypeError: ``encoder`` has no ``pooled_output``.
+
+    Example::
+
+        import numpy as np
+        from modeling import BertClassifier, BertConfig, BertModel
+
+        encoder = BertModel(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                       num_attention_heads=2, intermediate_size=37))
+        classifier = BertClassifier(encoder, num_labels=3)   # shares the encoder's variables
+        ids = np.array([[2, 17, 41, 3], [2, 9, 3, 0]])                    # [B, S]
+        outputs = classifier({"input_ids": ids, "input_mask": (ids > 0).astype("int32"),
+                              "segment_ids": np.zeros_like(ids)})
+        outputs                                   # {logits: [B, 3], probabilities: [B, 3]}
     """
 
     def __init__(self, encoder: keras.Model, num_labels: int, regression: bool = False,
@@ -166,6 +210,33 @@ def build_classifier_model(config, num_labels: int, seq_length: Optional[int] = 
     Inputs: dict of int32 [B, S] ``input_ids``, ``input_mask``, ``segment_ids``. Outputs (dict,
     float32): ``logits`` [B, K] and ``probabilities`` [B, K]; with ``regression`` (K = 1)
     ``logits`` [B, 1] and ``predictions`` [B]. Dropout only when called with ``training=True``.
+
+    Args:
+        config: the encoder's ``BertConfig``.
+        num_labels: K (1 with ``regression``).
+        seq_length: static S, or None for any length.
+        dtype: the dtype policy of the encoder and the head; None = the global policy.
+        regression: one output, squared-error loss.
+        name: the model name.
+
+    Returns:
+        The ``BertClassifier`` (its ``encoder`` a fresh ``BertModel``).
+
+    Raises:
+        ValueError: ``num_labels`` < 1, or not 1 with ``regression``.
+        ConfigError: an invalid ``config``.
+
+    Example::
+
+        import numpy as np
+        from modeling import BertConfig
+        from modeling.heads.classifier import build_classifier_model
+
+        config = BertConfig.from_json_file("uncased_L-12_H-768_A-12/bert_config.json")
+        model = build_classifier_model(config, num_labels=1, regression=True)   # STS-B
+        ids = np.array([[101, 7592, 102], [101, 2088, 102]])              # [B, S]
+        model({"input_ids": ids, "input_mask": np.ones_like(ids),
+               "segment_ids": np.zeros_like(ids)})                 # {logits: [B, 1], predictions: [B]}
     """
     if regression and num_labels != 1:
         raise ValueError("a regression head has one output, got num_labels=%d" % num_labels)

@@ -5,7 +5,7 @@ On a CPU, the BERT-base pre-training step spends ~80% of its time in oneDNN matm
 run near the machine's peak; most of the rest went to memory-bound ops that TensorFlow runs one
 pass per elementwise op: dropout (a Philox draw, a compare, a multiply and a select, forward and
 again backward), LayerNorm (~10 ops forward, ~15 backward) and the optimizer update (even
-XLA-fused, about 1.5 times the memory traffic of one pass; README "Benchmarks" has the
+XLA-fused, about 1.5 times the memory traffic of one pass; docs/benchmarks.md has the
 measured figures). ``modeling/kernels/bert_cpu_ops.cc`` does each in one multi-threaded pass:
 
 * ``dropout(x, rate, seed)`` [any shape] float32 or bfloat16 -> y = x * (1 / (1 - rate)) where

@@ -8,7 +8,7 @@ fused kernel and its derivative another (one pass each; XLA-compiled in float32,
 in bfloat16: below), and the input gradient is
 computed as ``dz @ transpose(kernel)`` with the transpose materialised by XLA (oneDNN runs that
 plain matmul faster than the same product with ``transpose_b=True`` at K = I; a TensorFlow
-``Transpose`` would be folded back into the matmul by grappler). README "Benchmarks" has the
+``Transpose`` would be folded back into the matmul by grappler). docs/benchmarks.md has the
 measured step times with and without these kernels.
 
 Math (z = x @ kernel + bias [N, I], c = sqrt(2/pi), a = 0.044715, u = c (z + a z^3))::
@@ -27,7 +27,7 @@ which is why the trainer keeps these kernels off in ``--deterministic`` runs, li
 optimizer update.
 
 Under ``--mixed_precision=bf16`` the activation is bfloat16, and XLA's CPU kernels convert it
-element by element, several times slower than in float32 (README "Benchmarks" has the figures):
+element by element, several times slower than in float32 (docs/benchmarks.md has the figures):
 there the same formula runs as the C++ CPU kernels
 ``cpu_ops.gelu`` / ``cpu_ops.gelu_grad`` (bfloat16 read into float32, Eigen's vectorised
 logistic, one rounding to bfloat16; the backward kernel also sums dbias, in float32, in the same

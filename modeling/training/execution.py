@@ -13,7 +13,7 @@ from a global or a thread). The rules:
 * ``fuse_optimizer`` (one local replica without XLA): only the clipping and the optimizer
   update are XLA-compiled (``fused_optimizer``), the forward/backward keep TensorFlow's kernels
   (oneDNN on CPU): the update reads and writes each variable once instead of once per
-  elementwise op (README "Benchmarks" has the measured times). XLA rounds differently
+  elementwise op (docs/benchmarks.md has the measured times). XLA rounds differently
   (global-norm reduction order, fused arithmetic): parameters stay within 1e-6 relative of the
   original's, an Adam slot may differ by ~1e-6 relative, so it is off by default
   (run_pretraining turns it on unless ``--deterministic``) and the op-by-op update reproduces

@@ -1,0 +1,1 @@
+"""Checks: end-to-end agreement with other libraries that CI cannot run."""

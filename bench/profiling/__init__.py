@@ -1,0 +1,1 @@
+"""Profiling: where the time of a step goes."""

@@ -1,0 +1,1 @@
+"""Speed: throughput, wall time and memory against the alternatives, in the same run."""

@@ -1,0 +1,149 @@
+"""TF Serving export of a fine-tuned classifier: ids in, or raw text in (tokenized in graph).
+
+``ClassifierServingModule(model, vocab_file, do_lower_case, max_seq_length, label_list)`` is a
+``tf.Module`` with three signatures (``export_version``, ``export_saved_model`` write them):
+
+* ``serving_default``: ``input_ids``, ``input_mask``, ``segment_ids`` int32 [B, S] (the
+  features run_classifier writes). Checked in graph (``bert_common.serving_inputs``): the
+  three of one shape, mask values 0/1, ids in [0, vocab_size), segment ids in
+  [0, type_vocab_size), S at most max_position_embeddings, else ``InvalidArgumentError``
+  naming the input; an empty batch (B = 0, any S) gives empty outputs;
+* ``text``: ``text_a`` string [B] (single-sentence tasks);
+* ``text_pair``: ``text_a``, ``text_b`` string [B]; an empty ``text_b`` means a single
+  sentence for that row, as the original's ``if example.text_b:``.
+
+The text signatures tokenize with ``data.tokenization.graph.BertGraphTokenizer`` (the same ids
+as ``FullTokenizer``) and pack ``[CLS] a [SEP] (b [SEP])`` with the project's one in-graph
+packer, ``graph_tokenization.pack_inputs`` (the original's truncation,
+``data.glue.features._truncate_seq_pair``, in closed form), then cut the batch to its
+longest row.
+
+Outputs of every signature: classification: ``probabilities`` float32 [B, K], ``logits``
+float32 [B, K], ``label_id`` int32 [B] (argmax) and ``label`` string [B] (its name in the label
+list); regression: ``predictions`` float32 [B]. Loading a SavedModel with the text signatures
+needs ``import tensorflow_text`` first (its ops), and TF Serving built with the TF Text ops.
+
+``export_version(model, base_dir, ...)`` writes the next version folder ``<base_dir>/<N>`` of
+TF Serving's model base path (``bert_tasks.exports.saved_model.save_saved_model_version``)
+and returns it;
+``export_saved_model(model, export_dir, ...)`` writes one SavedModel folder.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Dict, Optional, Sequence
+
+import tensorflow as tf
+
+from bert_common import serving_inputs
+from bert_tasks.exports import saved_model
+from data.tokenization import special_tokens
+from data.tokenization.wordpiece import load_vocab
+
+if TYPE_CHECKING:
+    from modeling.heads.classifier import BertClassifier
+
+_IDS_SPEC = [tf.TensorSpec([None, None], tf.int32, name=n)
+             for n in ("input_ids", "input_mask", "segment_ids")]
+
+
+def pack_rows(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor], max_seq_length: int,
+              cls_id: int, sep_id: int) -> Dict[str, tf.Tensor]:
+    """Ragged ids [B, (Na)] and [B, (Nb)] -> int32 [B, L] model inputs, L = longest packed row.
+
+    ``graph_tokenization.pack_inputs`` with run_classifier's per-row rule
+    (``data.glue.features.pair_tokens``): a row whose b is empty (or ``ids_b`` None) is a
+    single sentence cut to ``max_seq_length - 2`` ids; other rows are pairs cut to
+    ``max_seq_length - 3`` by the original's rule. Positions past a row's end are 0 in all
+    three outputs.
+    """
+    from data.tokenization import graph as graph_tokenization
+
+    return graph_tokenization.pack_inputs(ids_a, ids_b, max_seq_length, cls_id, sep_id,
+                                          trim_to_longest=True)
+
+
+class ClassifierServingModule(tf.Module):
+    """Serving wrapper around a classifier model (dict inputs -> ``logits``)."""
+
+    def __init__(self, model: BertClassifier, vocab_file: str, do_lower_case: bool,
+                 max_seq_length: int, label_list: Sequence[str], regression: bool = False):
+        super().__init__(name="classifier_serving")
+        from data.tokenization import graph as graph_tokenization
+
+        # Only the variables are tracked: tracking the Keras model itself would make
+        # tf.saved_model.save trace every layer again (slow) for nothing TF Serving uses.
+        self._run_model = lambda inputs: model(inputs, training=False)
+        self.model_variables = list(model.variables)
+        self.tokenizer = graph_tokenization.BertGraphTokenizer(vocab_file,
+                                                              do_lower_case=do_lower_case)
+        vocab = load_vocab(vocab_file)
+        self._cls_id = vocab[special_tokens.CLS]
+        self._sep_id = vocab[special_tokens.SEP]
+        self.max_seq_length = max_seq_length
+        self.regression = regression
+        self.label_names = tf.constant(list(label_list) if label_list else [""], tf.string)
+        self._sizes = serving_inputs.model_sizes(model)
+
+    def _outputs(self, inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        out = self._run_model(inputs)
+        if self.regression:
+            return {"predictions": tf.cast(out["predictions"], tf.float32)}
+        probabilities = tf.cast(out["probabilities"], tf.float32)  # [B, K]
+        label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)  # [B]
+        return {"probabilities": probabilities, "logits": tf.cast(out["logits"], tf.float32),
+                "label_id": label_id, "label": tf.gather(self.label_names, label_id)}
+
+    def pack(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
+        ids_b = self.tokenizer.tokenize(text_b) if text_b is not None else None
+        return pack_rows(self.tokenizer.tokenize(text_a), ids_b, self.max_seq_length,
+                         self._cls_id, self._sep_id)
+
+    @tf.function(input_signature=_IDS_SPEC)
+    def serve_ids(self, input_ids, input_mask, segment_ids):
+        inputs, _ = serving_inputs.check_id_inputs(
+            {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+            **self._sizes)
+        return self._outputs(inputs)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
+    def serve_text(self, text_a):
+        return self._outputs(self.pack(text_a))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
+                                  tf.TensorSpec([None], tf.string, name="text_b")])
+    def serve_text_pair(self, text_a, text_b):
+        return self._outputs(self.pack(text_a, text_b))
+
+    def signatures(self) -> Dict[str, object]:
+        """The SavedModel's signatures (``SIGNATURES``), traced."""
+        return {"serving_default": self.serve_ids.get_concrete_function(),
+                "text": self.serve_text.get_concrete_function(),
+                "text_pair": self.serve_text_pair.get_concrete_function()}
+
+
+SIGNATURES = ("serving_default", "text", "text_pair")
+
+
+def export_saved_model(model: BertClassifier, export_dir: str, vocab_file: str, do_lower_case: bool,
+                       max_seq_length: int, label_list: Sequence[str],
+                       regression: bool = False) -> ClassifierServingModule:
+    """Writes the SavedModel (signatures ``SIGNATURES``) to folder ``export_dir``: staged under
+    a hidden name beside it, then renamed into place (``saved_model.save_saved_model``: an
+    existing SavedModel there is replaced, anything else is refused)."""
+    module = ClassifierServingModule(model, vocab_file, do_lower_case, max_seq_length,
+                                     label_list, regression)
+    saved_model.save_saved_model(module, export_dir, module.signatures)
+    return module
+
+
+def export_version(model: BertClassifier, base_dir: str, vocab_file: str, do_lower_case: bool,
+                   max_seq_length: int, label_list: Sequence[str], regression: bool = False,
+                   flag: str = "--export_dir") -> str:
+    """Writes the SavedModel as the next version of TF Serving model base path ``base_dir``
+    (``<base_dir>/1``, then ``2``, ...; ``saved_model.save_saved_model_version``: a base holding
+    anything else is refused with an ``InputError`` naming ``flag``); returns the version
+    folder."""
+    module = ClassifierServingModule(model, vocab_file, do_lower_case, max_seq_length,
+                                     label_list, regression)
+    return saved_model.save_saved_model_version(module, base_dir, module.signatures, flag)
