@@ -126,7 +126,7 @@ COMMON: Dict[str, dict] = {
     "repeats": dict(type=int, help="timed runs (the best is kept)"),
     "quick": dict(action=FLAG, help="a smaller, faster run"),
     # where
-    "work_dir": dict(help="folder of the intermediate files (default: a new temporary one)"),
+    "work_dir": dict(help="folder of the intermediate files and outputs"),
     "input_file": dict(help="input text"),
     "vocab_file": dict(help="WordPiece vocabulary"),
     "limit": dict(type=int, help="first N examples / lines only (0: all)"),
@@ -180,19 +180,12 @@ def parser(doc: str, peers: Sequence[str] = (), model: bool = False,
             continue
         p.add_argument("--" + name, default=default, **spec)
     for peer in peers:
-        p.add_argument("--skip_" + peer, action="store_true", help="leave out the %s engines" % peer)
+        p.add_argument("--skip_" + peer, action="store_true",
+                       help="leave out the %s engines" % peer)
     if peers:
         p.add_argument("--setup_only", action="store_true",
                        help="create the peers' venvs (bench/.venvs) and stop")
     return p
-
-
-def make_parser(doc: str, iters_help: str) -> argparse.ArgumentParser:
-    """The lead/worker flags of the BERT-shape benches: ``--worker KIND``, the model shape
-    (``MODEL_FLAGS``: BERT-base, batch 8 x sequence 128 by default), ``--rounds`` (5),
-    ``--iters`` (3 units per measurement), ``--skip_kerashub``, ``--skip_hf``, ``--setup_only``."""
-    return parser(doc, peers=("kerashub", "hf"), model=True, rounds=5, iters=3,
-                  helps={"iters": iters_help})
 
 
 def flags_of(args: argparse.Namespace, keys: Iterable[str]) -> List[str]:

@@ -16,9 +16,9 @@ resumes, as the original Estimator's ``model_dir``), TensorBoard summaries in ``
 ``eval_results.txt`` (``key = value``), ``test_results.tsv`` (one line
 of class probabilities per test example; the prediction for STS-B) and a GLUE submission file
 ``<TASK>.tsv`` (``index<TAB>prediction``). ``--export_dir`` is a TF Serving model base path:
-each run adds the next version ``<export_dir>/1``, ``2``, ... (``data/glue/serving.py``; a
-folder holding anything else is refused before any work). Bad input: one line on stderr, exit
-code 1, nothing half-written.
+each run adds the next version ``<export_dir>/1``, ``2``, ...
+(``bert_tasks/exports/classifier.py``; a folder holding anything else is refused before any
+work). Bad input: one line on stderr, exit code 1, nothing half-written.
 
 The job is ``bert_tasks.classifier.ClassifierTask`` run by the one fine-tuning driver
 (``bert_tasks.driver``); this module holds the task's own flags.

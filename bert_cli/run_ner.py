@@ -24,7 +24,7 @@ eval_predictions.txt`` gives the same scores) and ``eval_report.txt`` (that repo
 ``--do_predict``: ``test_predictions.txt`` (and ``test_report.txt`` when the file has tags).
 ``--export_dir``: a TF Serving model base path; each run adds the next version
 ``<export_dir>/1``, ``2``, ..., a SavedModel taking raw words or text and returning a tag per
-word (``data/ner/serving.py``). Bad input: one line on stderr, exit code 1, nothing
+word (``bert_tasks/exports/ner.py``). Bad input: one line on stderr, exit code 1, nothing
 half-written.
 
 The job is ``bert_tasks.ner.NerTask`` run by the one fine-tuning driver

@@ -20,7 +20,8 @@ question, else a warning and predictions only). These files are written together
 into place only when every one is written (a failure leaves the previous ones). ``--export_dir`` is a TF Serving
 model base path: each run adds the next version ``<export_dir>/1``, ``2``, ..., a SavedModel
 whose ``serving_default`` signature maps ``question``/``context`` strings to ``answer_text``,
-``answer_start``/``answer_end`` (character span) and ``score`` (see ``data/squad/serving.py``).
+``answer_start``/``answer_end`` (character span) and ``score`` (see
+``bert_tasks/exports/squad.py``).
 
 Bad input is one line on stderr and exit code 1; outputs are written atomically.
 

@@ -12,7 +12,7 @@ run never leaves a half-written file under the final name (paths of any filesyst
   checkpoints: ``.index``, ``.data-00000-of-00001``).
 
 SavedModels and TF Serving's versioned layout are written with these pieces by
-``bert_common.saved_models``.
+``bert_tasks.exports.saved_model``.
 
 Temporaries always live in the destination folder under hidden names
 (``.<name>.<host>-<pid>.<random>.tmp``) and are removed when the block fails; a process killed
@@ -78,8 +78,8 @@ def inject_faults(hook: Callable[[str, str], None]) -> Iterator[None]:
 # Which machine and process made a temporary: ``<host hash>-<pid>`` in its name, so a later run
 # can tell the leftovers of a killed process (same host, pid no longer running) from the
 # temporaries of a run still writing. ``TEMP_RE`` matches the names of this module's
-# temporaries (``base``: the output's name; ``host``; ``pid``): ``bert_common.saved_models``
-# allows them in a TF Serving base path, whose versions it stages with ``staging_dir``.
+# temporaries (``base``: the output's name; ``host``; ``pid``):
+# ``bert_tasks.exports.saved_model`` allows them in a TF Serving base path, whose versions it stages with ``staging_dir``.
 _HOST = hashlib.sha1(socket.gethostname().encode("utf-8")).hexdigest()[:6]
 TEMP_RE = re.compile(r"^\.(?P<base>.+)\.(?P<host>[0-9a-f]{6})-(?P<pid>\d+)\.[^./]+\.tmp$")
 

@@ -11,7 +11,7 @@ input file; ``give_default_mode`` gives a local output the mode of the user's um
 
 Outputs are written through ``bert_common.atomic`` (a temporary name beside the final one,
 renamed when complete; fault injection; leftovers of killed runs), SavedModels through
-``bert_common.saved_models``.
+``bert_tasks.exports.saved_model``.
 """
 
 from __future__ import annotations

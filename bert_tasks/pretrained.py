@@ -46,7 +46,13 @@ class Pretrained(NamedTuple):
 
 def folder_casing(path: str) -> Optional[bool]:
     """The casing a model folder states: its ``tokenizer_config.json``'s ``do_lower_case``,
-    else the Google release name (``uncased_L-12_H-768_A-12`` ...); None when neither says."""
+    else the Google release name (``uncased_L-12_H-768_A-12`` ...); None when neither says.
+
+    Args:
+      path: a model folder (or a checkpoint prefix in one).
+    Returns:
+      True (uncased), False (cased) or None.
+    """
     folder = input_folder(path)
     casing = hf.read_hf_casing(folder)
     if casing is None:
@@ -57,7 +63,14 @@ def folder_casing(path: str) -> Optional[bool]:
 def resolve_casing(path: str, do_lower_case: Optional[bool] = None) -> bool:
     """``do_lower_case`` for a model folder: the given value (with the original's
     ``validate_case_matches_checkpoint`` as a warning when the folder says otherwise), else the
-    folder's (``folder_casing``), else True, the original's default."""
+    folder's (``folder_casing``), else True, the original's default.
+
+    Args:
+      path: a model folder (or a checkpoint prefix in one).
+      do_lower_case: the caller's choice, or None.
+    Returns:
+      The ``do_lower_case`` to tokenize with.
+    """
     stated = folder_casing(path)
     if do_lower_case is None:
         if stated is None:
@@ -80,9 +93,23 @@ def from_pretrained(path: str, do_lower_case: Optional[bool] = None,
         checkpoint prefix inside a Google folder works too.
       do_lower_case: None: the folder's casing (``resolve_casing``).
       seq_length, dtype: passed to ``BertModel``.
+    Returns:
+      A ``Pretrained`` (``config``, ``encoder``, ``tokenizer``).
     Raises:
       ``CheckpointError`` / ``ConfigError`` / ``VocabError`` (one line naming the file) for a
       folder that is not a model, or weights that leave any encoder variable unset.
+
+    Example::
+
+      import numpy as np
+      from bert_tasks.pretrained import from_pretrained
+
+      config, encoder, tokenizer = from_pretrained("uncased_L-12_H-768_A-12")
+      tokens = ["[CLS]"] + tokenizer.tokenize("Hello, world!") + ["[SEP]"]
+      ids = np.array([tokenizer.convert_tokens_to_ids(tokens)])          # [1, S]
+      outputs = encoder({"input_ids": ids, "input_mask": np.ones_like(ids),
+                         "segment_ids": np.zeros_like(ids)})
+      outputs["sequence_output"]                                        # [1, S, H]
     """
     if not files.exists(path) and not files.exists(path + ".index"):
         raise CheckpointError("%s: no such model folder" % path)

@@ -5,7 +5,9 @@ undo it:
 
 ``modeling`` and ``data`` never import each other; nothing under the CLI imports ``bert_cli``;
 ``bench/`` uses the library (one exception: the create_pretraining_data benchmark times the
-command itself, as the original's script is timed)."""
+command itself, as the original's script is timed). Exports (serving and TF Hub SavedModels,
+TF Serving's versioned layout, Hugging Face folders) live in one place, ``bert_tasks/exports``,
+above ``data`` and ``modeling``: nothing in ``bert_common``, ``data`` or ``modeling`` writes one."""
 
 import ast
 import os
@@ -24,7 +26,10 @@ FORBIDDEN = {
 }
 # bert_common may use TensorFlow inside a function (TFRecord helpers), never at import time.
 LAZY_ALLOWED = {"bert_common": {"tensorflow", "keras"}}
-BENCH_TIMES_THE_COMMAND = {"bench/bench_create_pretraining_data.py"}
+BENCH_TIMES_THE_COMMAND = {"bench/speed/create_pretraining_data.py"}
+# Where no export code may be (it belongs in bert_tasks/exports); see _export_code.
+EXPORT_FREE = ("bert_common", "data", "modeling")
+EXPORT_WRITERS = {"save_saved_model", "save_saved_models", "save_saved_model_version"}
 
 
 def _python_files(package):
@@ -77,6 +82,46 @@ def test_no_import_against_the_layering(package):
                 continue
             bad.append("%s imports %s" % (rel, name))
     assert not bad, "\n".join(bad)
+
+
+def _export_code(path):
+    """What in the file writes an export: a ``tf.saved_model.save`` call, an import of
+    safetensors' writers, an ``export_*`` function or class, a SavedModel writer. (Keras's own
+    ``Model.export``, which the model classes override, is the models' API, not export code.)"""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "save" and isinstance(node.func.value, ast.Attribute)
+                and node.func.value.attr == "saved_model"):
+            found.append("saved_model.save (line %d)" % node.lineno)
+        elif (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("safetensors")
+              and any(a.name.startswith("save") for a in node.names)):
+            found.append("safetensors' writer (line %d)" % node.lineno)
+        elif (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+              and (node.name.startswith("export_") or node.name in EXPORT_WRITERS)):
+            found.append("%s (line %d)" % (node.name, node.lineno))
+    return found
+
+
+@pytest.mark.parametrize("package", EXPORT_FREE)
+def test_exports_live_in_bert_tasks_exports(package):
+    bad = []
+    for path in _python_files(package):
+        rel = os.path.relpath(path, paths.ROOT)
+        bad.extend("%s: %s" % (rel, what) for what in _export_code(path))
+    assert not bad, "export code belongs in bert_tasks/exports:\n" + "\n".join(bad)
+
+
+def test_the_checker_sees_export_code(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("import tensorflow as tf\nfrom safetensors.numpy import save\n\n\n"
+                      "def export_version(model):\n    tf.saved_model.save(model, 'x')\n\n\n"
+                      "def save_saved_model(module):\n    pass\n\n\n"
+                      "class M:\n    def export(self):\n        return self.model.export('x')\n")
+    assert sorted(w.split(" (")[0] for w in _export_code(str(source))) == [
+        "export_version", "safetensors' writer", "save_saved_model", "saved_model.save"]
 
 
 def test_the_checker_sees_imports(tmp_path):

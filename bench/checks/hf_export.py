@@ -1,6 +1,8 @@
-"""Check: a model trained here, exported with ``convert_checkpoint.py --output_format=hf``,
-gives the same outputs in Hugging Face ``transformers`` (not a test: it needs the PyTorch venv
-``bench/.venvs/hf``, which CI does not have).
+"""Check: a model trained and exported here gives the same outputs in HF transformers.
+
+The model is exported with ``convert_checkpoint.py --output_format=hf`` and loaded in Hugging
+Face ``transformers`` (not a test: it needs the PyTorch venv ``bench/.venvs/hf``, which CI does
+not have).
 
     .venv/bin/python -m bench hf_export [--work_dir DIR] [--steps 5]
 
@@ -29,11 +31,14 @@ import tempfile
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+from bench import harness  # noqa: E402
+
 SHARED = os.environ.get("BERT_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
 TINY = os.path.join(SHARED, "golden", "modeling", "tiny")
 VOCAB = os.path.join(SHARED, "data", "vocab", "bert-base-uncased-vocab.txt")
 MRPC = os.path.join(SHARED, "data", "glue", "MRPC")
-HF_PYTHON = os.path.join(ROOT, "bench", ".venvs", "hf", "bin", "python")
+HF_PYTHON = harness.HF_PYTHON
 SEQ = 48
 TOLERANCE = 1e-5
 
@@ -196,16 +201,16 @@ def hf_side(work: str) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work_dir", default=None, help="default: a new temporary folder")
+    parser = harness.parser(__doc__, work_dir=None,
+                            helps={"work_dir": "default: a new temporary folder"})
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--side", choices=["ours", "hf"], default="ours", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side == "hf":
         return hf_side(args.work_dir)
     if not os.path.exists(HF_PYTHON):
-        sys.exit("%s missing: create it with `python -m bench classifier_throughput "
-                 "--setup_only` (torch + transformers)" % HF_PYTHON)
+        sys.exit("%s missing: create it with `python -m bench inference --setup_only "
+                 "--skip_kerashub` (torch + transformers)" % HF_PYTHON)
     work = args.work_dir or tempfile.mkdtemp(prefix="check_hf_export.")
     os.makedirs(work, exist_ok=True)
     paths = train_and_export(work, args.steps)

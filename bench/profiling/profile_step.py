@@ -16,7 +16,6 @@ same process, and the largest kernels.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import glob
 import os
@@ -118,12 +117,11 @@ def gemm_peak(dtype: str, calls: int = 5) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__, model=True)
     parser.add_argument("--what", choices=["train", "inference"], default="train")
     parser.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32",
                         help="train: float32 or mixed_bfloat16; inference: float32 or bfloat16 "
                              "weights")
-    harness.add_model_flags(parser)
     parser.add_argument("--steps", type=int, default=3, help="calls profiled (after 2 warm-up)")
     parser.add_argument("--top", type=int, default=25, help="largest kernels listed")
     args = parser.parse_args()

@@ -34,7 +34,6 @@ Set up the PyTorch venv once:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -47,10 +46,11 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
+from bench import harness  # noqa: E402
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 MODEL_DIR = os.path.join(SHARED, "data", "minilm")
 GLUE = os.path.join(SHARED, "data", "glue")
-HF_PYTHON = os.path.join(ROOT, "bench", ".venvs", "hf", "bin", "python")
+HF_PYTHON = harness.HF_PYTHON
 DATA_DIRS = {"mrpc": "MRPC", "rte": "RTE", "sts-b": "STS-B", "cola": "CoLA"}
 MAIN_METRIC = {"mrpc": ("accuracy", "f1"), "rte": ("accuracy",), "sts-b": ("pearson", "spearmanr"),
                "cola": ("mcc",)}
@@ -170,16 +170,12 @@ def run_hf(task: str, seed: int, lr: float, epochs: float, data: dict, run_dir: 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(
+        __doc__, seeds="1", epochs=3.0, sides="ours,hf",
+        work_dir=os.path.join(harness.OUT_DIR, "classifier_finetune"), hf_threads=1,
+        helps={"hf_threads": "torch threads of the HF side (1 on a shared, oversubscribed CPU)"})
     parser.add_argument("--tasks", default="mrpc,rte")
-    parser.add_argument("--seeds", default="1")
     parser.add_argument("--learning_rates", default="5e-5")
-    parser.add_argument("--epochs", type=float, default=3.0)
-    parser.add_argument("--sides", default="ours,hf")
-    parser.add_argument("--work_dir", default=os.path.join(ROOT, "bench", "out",
-                                                           "classifier_finetune"))
-    parser.add_argument("--hf_threads", type=int, default=1,
-                        help="torch threads of the HF side (1 on a shared, oversubscribed CPU)")
     args = parser.parse_args()
     global HF_THREADS
     HF_THREADS = args.hf_threads

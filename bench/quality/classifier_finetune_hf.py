@@ -14,7 +14,6 @@ batch cut to its longest example. Writes the dev logits and the training time to
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -23,9 +22,9 @@ import numpy as np
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import (add_finetune_args, create_optimizer, load_encoder_weights,  # noqa: E402
-                       train_epochs)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from bench.quality.hf_common import (create_optimizer, finetune_parser,  # noqa: E402
+                                     load_encoder_weights, train_epochs)
 
 
 def _batch(arrays, index, regression):
@@ -41,9 +40,7 @@ def _batch(arrays, index, regression):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_finetune_args(parser)
-    args = parser.parse_args()
+    args = finetune_parser(__doc__).parse_args()
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)

@@ -8,8 +8,12 @@ the PyTorch venv ``bench/.venvs/hf``, not in CI).
   ``schedule(t + 1)`` = ``(t + 1) / W`` during the W warmup steps, then ``1 - (t + 1) / N``
   (decay over all N steps, not HF's decay over N - W);
 * ``load_encoder_weights``: the all-MiniLM-L6-v2 safetensors into ``model.bert`` (strict);
-* ``add_finetune_args`` / ``train_epochs``: the epoch loop of the classifier and NER sides (a
-  fresh permutation per epoch, ``drop_remainder`` batches, clipping 1.0, progress lines).
+* ``add_torch_args``: the HF sides' ``--threads`` and ``--optimizer``; ``finetune_parser`` /
+  ``train_epochs``: the flags and the epoch loop of the classifier and NER sides (a fresh
+  permutation per epoch, ``drop_remainder`` batches, clipping 1.0, progress lines).
+
+The twins import this module as ``bench.quality.hf_common`` (the repository root on
+``sys.path``): the shared arguments come from ``bench.harness``, standard library only.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from typing import Callable, Dict
 import numpy as np
 import torch
 from safetensors.torch import load_file
+
+from bench import harness
 
 
 class BertAdamWeightDecay(torch.optim.Optimizer):
@@ -94,23 +100,28 @@ def load_encoder_weights(bert: torch.nn.Module, model_dir: str) -> None:
         sys.exit("weights do not fit: missing %s unexpected %s" % (missing, unexpected))
 
 
-def add_finetune_args(parser) -> None:
-    """The flags the classifier and NER sides share."""
+def add_torch_args(parser) -> None:
+    """The flags every HF side has: ``--threads`` (torch's, 2) and ``--optimizer`` (adamw)."""
+    parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--optimizer", choices=["adamw", "bert_adam"], default="adamw",
+                        help="torch AdamW (bias-corrected, HF's usual) or the original BERT update "
+                        "(no bias correction), as this port's create_optimizer")
+
+
+def finetune_parser(doc: str):
+    """The parser of the classifier and NER sides: the shared arguments (``harness.parser``:
+    ``--epochs`` 3, ``--batch_size`` 32, ``--learning_rate`` 5e-5, ``--seed`` 1), the torch ones
+    (``add_torch_args``) and their files."""
+    parser = harness.parser(doc, epochs=3.0, batch_size=32, learning_rate=5e-5, seed=1)
     parser.add_argument("--model_dir", required=True)
     parser.add_argument("--train", required=True)
     parser.add_argument("--dev", required=True)
     parser.add_argument("--output", required=True)
     parser.add_argument("--num_labels", type=int, required=True)
-    parser.add_argument("--epochs", type=float, default=3.0)
-    parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--eval_batch_size", type=int, default=64)
-    parser.add_argument("--learning_rate", type=float, default=5e-5)
     parser.add_argument("--warmup_proportion", type=float, default=0.1)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--optimizer", choices=["adamw", "bert_adam"], default="adamw",
-                        help="torch AdamW (bias-corrected, HF's usual) or the original BERT update "
-                        "(no bias correction), as this port's create_optimizer")
+    add_torch_args(parser)
+    return parser
 
 
 def train_epochs(model: torch.nn.Module, optimizer, scheduler, n: int,

@@ -26,7 +26,6 @@ Set up the PyTorch venv once (see classifier_finetune.py).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -38,10 +37,11 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
+from bench import harness  # noqa: E402
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 MODEL_DIR = os.path.join(SHARED, "data", "minilm")
 CONLL = os.path.join(SHARED, "data", "conll2003")
-HF_PYTHON = os.path.join(ROOT, "bench", ".venvs", "hf", "bin", "python")
+HF_PYTHON = harness.HF_PYTHON
 SEQ = 128
 BATCH = 32
 
@@ -152,17 +152,13 @@ def run_hf(seed, lr, epochs, data, context, run_dir, optimizer, threads) -> dict
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", default="1,2")
-    parser.add_argument("--learning_rate", type=float, default=5e-5)
-    parser.add_argument("--epochs", type=float, default=1.0)
-    parser.add_argument("--sides", default="ours,hf")
+    parser = harness.parser(
+        __doc__, seeds="1,2", learning_rate=5e-5, epochs=1.0, sides="ours,hf",
+        hf_optimizer="bert_adam", hf_threads=2,
+        work_dir=os.path.join(harness.OUT_DIR, "ner_finetune"))
     parser.add_argument("--document_context", type=int, default=0,
                         help="1: the paper's document context (sequences fill 128 tokens: "
                              "about 5x the compute of one sentence per sequence)")
-    parser.add_argument("--hf_optimizer", default="bert_adam", choices=["bert_adam", "adamw"])
-    parser.add_argument("--hf_threads", type=int, default=2)
-    parser.add_argument("--work_dir", default=os.path.join(ROOT, "bench", "out", "ner_finetune"))
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     sides = args.sides.split(",")

@@ -20,7 +20,6 @@ training time to ``--output`` (``.npz``, temporary name then rename). Progress o
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -29,9 +28,9 @@ import numpy as np
 import torch
 from transformers import BertConfig, BertForTokenClassification
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import (add_finetune_args, bert_lr_lambda, create_optimizer,  # noqa: E402
-                       load_encoder_weights, train_epochs)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from bench.quality.hf_common import (bert_lr_lambda, create_optimizer,  # noqa: E402
+                                     finetune_parser, load_encoder_weights, train_epochs)
 
 
 def _batch(arrays, index, with_labels):
@@ -49,9 +48,7 @@ def _batch(arrays, index, with_labels):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_finetune_args(parser)
-    args = parser.parse_args()
+    args = finetune_parser(__doc__).parse_args()
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)

@@ -59,7 +59,6 @@ Set up the PyTorch venv once:
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
@@ -72,6 +71,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
+from bench import harness  # noqa: E402
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 
 from data.squad import features as squad  # noqa: E402
@@ -80,7 +80,7 @@ from data.tokenization.wordpiece import FastFullTokenizer  # noqa: E402
 
 MODEL_DIR = os.path.join(SHARED, "data", "minilm")
 SOURCE = os.path.join(SHARED, "data", "squad", "v1.1", "dev-v1.1.part1-of-2.json")
-HF_PYTHON = os.path.join(ROOT, "bench", ".venvs", "hf", "bin", "python")
+HF_PYTHON = harness.HF_PYTHON
 
 
 def _slice(spec: str) -> slice:
@@ -462,23 +462,19 @@ def report(args, plan) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work_dir", default=os.path.join(ROOT, "bench", "out", "squad_finetune"))
+    parser = harness.parser(
+        __doc__, work_dir=os.path.join(harness.OUT_DIR, "squad_finetune"), max_seq_length=128,
+        doc_stride=64, max_query_length=48, learning_rate=5e-5, seeds="12345", seed=12345,
+        helps={"seeds": "comma-separated seeds; hf and ours train once per seed",
+               "seed": "seed of the parity stage"})
     parser.add_argument("--stages", default="prep,hf,ours,report")
     parser.add_argument("--train_articles", default="0:7")
-    parser.add_argument("--max_seq_length", type=int, default=128)
-    parser.add_argument("--doc_stride", type=int, default=64)
-    parser.add_argument("--max_query_length", type=int, default=48)
     parser.add_argument("--train_batch_size", type=int, default=32)
-    parser.add_argument("--learning_rate", type=float, default=5e-5)
     parser.add_argument("--num_train_epochs", type=float, default=2.0)
     parser.add_argument("--warmup_proportion", type=float, default=0.1)
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads of the HF side (1: torch's OpenMP pool crawls on an "
                         "oversubscribed CPU)")
-    parser.add_argument("--seeds", default="12345",
-                        help="comma-separated seeds; hf and ours train once per seed")
-    parser.add_argument("--seed", type=int, default=12345, help="seed of the parity stage")
     parser.add_argument("--parity_steps", type=int, default=20,
                         help="steps of the parity stage (in-order batches, dropout off)")
     parser.add_argument("--hf_optimizer", default="adamw",

@@ -29,7 +29,6 @@ then renamed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -39,26 +38,22 @@ import numpy as np
 import torch
 from transformers import BertConfig, BertForQuestionAnswering
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_common import bert_lr_lambda, create_optimizer, load_encoder_weights  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from bench import harness  # noqa: E402
+from bench.quality.hf_common import (add_torch_args, bert_lr_lambda,  # noqa: E402
+                                     create_optimizer, load_encoder_weights)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__, batch_size=16, learning_rate=1e-4, seed=12345)
     parser.add_argument("--model_dir", required=True)
     parser.add_argument("--train", required=True)
     parser.add_argument("--eval", required=True)
     parser.add_argument("--output", required=True)
     parser.add_argument("--num_train_steps", type=int, required=True)
     parser.add_argument("--num_warmup_steps", type=int, required=True)
-    parser.add_argument("--batch_size", type=int, default=16)
     parser.add_argument("--predict_batch_size", type=int, default=64)
-    parser.add_argument("--learning_rate", type=float, default=1e-4)
-    parser.add_argument("--seed", type=int, default=12345)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--optimizer", choices=["adamw", "bert_adam"], default="adamw",
-                        help="torch AdamW (bias-corrected, HF's usual) or the original BERT update "
-                        "(no bias correction), as this port's create_optimizer")
+    add_torch_args(parser)
     parser.add_argument("--parity_steps", type=int, default=0,
                         help="parity mode: this many steps in file order, no dropout, no eval")
     parser.add_argument("--head_init", default=None, help="npz (w [2, H], b [2]) for the span head")

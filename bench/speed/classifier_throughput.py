@@ -25,7 +25,6 @@ probabilities, label agreement).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -141,27 +140,21 @@ def worker(kind: str, work_dir: str, batch_size: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", choices=["ours", "kerashub"])
-    parser.add_argument("--work_dir", default=None)
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--skip_kerashub", action="store_true")
+    parser = harness.parser(__doc__, peers=("kerashub",), work_dir=None, batch_size=32,
+                            rounds=5)
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, args.work_dir, args.batch_size)
         return
-    if not args.skip_kerashub and not os.path.exists(harness.KH_PYTHON):
-        sys.exit("missing %s: run bench/speed/inference.py --setup_only --skip_hf first "
-                 "(or pass --skip_kerashub)" % harness.KH_PYTHON)
+    if not harness.set_up_peers(args):
+        return
     os.makedirs(harness.OUT_DIR, exist_ok=True)
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="classifier_throughput_",
                                                  dir=harness.OUT_DIR)
     data = prepare(work_dir)
-    kinds = [(sys.executable, "ours")] + ([] if args.skip_kerashub
-                                          else [(harness.KH_PYTHON, "kerashub")])
     workers, engines, check = harness.start_workers(
-        __file__, kinds, ["--work_dir", work_dir, "--batch_size", str(args.batch_size)])
+        __file__, harness.peers(args),
+        ["--work_dir", work_dir, "--batch_size", str(args.batch_size)])
     rates = harness.run_rounds(workers, engines, args.rounds, 1,
                                lambda name, seconds: data["examples"] / seconds)
     reference = rates.get(REFERENCE)

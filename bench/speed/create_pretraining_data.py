@@ -15,7 +15,6 @@ structures, record writing excepted) in the same conditions, for a side-by-side 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -25,6 +24,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
+from bench import harness  # noqa: E402
 
 SHARED = os.environ.get("BERT_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
 CORPUS = os.path.join(SHARED, "data", "pretrain", "derived_pretrain_corpus.txt")
@@ -92,10 +92,9 @@ def _records(path):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__, dupe_factor=10, repeats=1,
+                            helps={"repeats": "fast runs (the best is kept)"})
     parser.add_argument("--corpus", default=CORPUS)
-    parser.add_argument("--dupe_factor", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=1, help="fast runs (the best is kept)")
     parser.add_argument("--baseline", action="store_true",
                         help="also time the faithful pure-Python path (slow)")
     parser.add_argument("--verify", action="store_true",

@@ -67,7 +67,6 @@ measured.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -479,26 +478,21 @@ def phase_summary(rates: dict) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", choices=["ours", "kerashub", "hf"])
+    parser = harness.parser(
+        __doc__, peers=("kerashub", "hf"), work_dir=None, quick=True, rounds=None,
+        max_seq_length=None, helps={
+            "quick": "squad-minilm and mrpc, fewer steps and examples, 2 rounds",
+            "rounds": "interleaved timing rounds (default 3; --quick: 2)",
+            "max_seq_length": "override the workloads' sequence length"})
     parser.add_argument("--workload", help="worker side: the workload to build")
-    parser.add_argument("--work_dir", default=None)
     parser.add_argument("--workloads", default=None,
                         help="comma-separated, of %s (default: all; --quick: %s)"
                              % (",".join(WORKLOADS), ",".join(QUICK)))
-    parser.add_argument("--quick", action="store_true",
-                        help="squad-minilm and mrpc, fewer steps and examples, 2 rounds")
-    parser.add_argument("--rounds", type=int, default=None, help="default 3 (--quick: 2)")
-    parser.add_argument("--skip_kerashub", action="store_true")
-    parser.add_argument("--skip_hf", action="store_true")
-    parser.add_argument("--setup_only", action="store_true")
     parser.add_argument("--memory", action="store_true",
                         help="peak RSS of each side's training instead of speed: one process per "
                              "engine, warm-up + --memory_units units")
     parser.add_argument("--memory_units", type=int, default=2)
     parser.add_argument("--only", help="worker side: build this engine alone")
-    parser.add_argument("--max_seq_length", type=int, default=None,
-                        help="override the workloads' sequence length")
     parser.add_argument("--train_batch_size", type=int, default=None,
                         help="override the workloads' training batch")
     args = parser.parse_args()

@@ -154,7 +154,8 @@ def gflop_per_sequence(d) -> float:
 
 
 def main() -> None:
-    parser = harness.make_parser(__doc__, "forward passes per measurement")
+    parser = harness.parser(__doc__, peers=("kerashub", "hf"), model=True, rounds=5, iters=3,
+                            helps={"iters": "forward passes per measurement"})
     args = parser.parse_args()
     d = harness.dims_of(args)
     if args.worker:

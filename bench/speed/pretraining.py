@@ -244,7 +244,8 @@ def worker(kind: str, d, iters: int) -> None:
 
 
 def main() -> None:
-    parser = harness.make_parser(__doc__, "train steps per measurement")
+    parser = harness.parser(__doc__, peers=("kerashub", "hf"), model=True, rounds=5, iters=3,
+                            helps={"iters": "train steps per measurement"})
     args = parser.parse_args()
     d = harness.dims_of(args)
     if args.worker:

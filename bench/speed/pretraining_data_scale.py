@@ -20,7 +20,6 @@ Nothing else may run on the machine meanwhile (timings and RSS are what it measu
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -31,6 +30,9 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+from bench import harness  # noqa: E402
+
 SHARED = os.environ.get("BERT_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
 CORPUS = os.path.join(SHARED, "data", "pretrain", "derived_pretrain_corpus.txt")
 VOCAB = os.path.join(SHARED, "data", "vocab", "bert-base-uncased-vocab.txt")
@@ -101,12 +103,10 @@ def run_tool(args) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__, dupe_factor=1, max_seq_length=128)
     parser.add_argument("--sizes", default="30,300,1000", help="corpus sizes in MB")
     parser.add_argument("--workers", default="1,2")
-    parser.add_argument("--dupe_factor", type=int, default=1)
     parser.add_argument("--mb_per_shard", type=float, default=32.0)
-    parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--skip_single_stream", action="store_true")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder")
     parser.add_argument("--json", help="also write the rows to this file")

@@ -1,15 +1,16 @@
-"""Benchmark: run_pretraining's input pipeline alone, records/s read, shuffled, batched and
-parsed (``data.pretraining.dataset.pretraining_dataset``, shuffled training mode, as the
-trainer builds it), on sharded records of the derived corpus, with tf.data limited to 1 thread
-and then to all the machine's cores; next to what an accelerator consumes (keras-hub on JAX
-trains BERT-base at seq 128 at about 3,900 sequences/s on one H200).
+"""Benchmark: records/s of run_pretraining's input pipeline alone, 1 thread vs all cores.
+
+Records/s read, shuffled, batched and parsed (``data.pretraining.dataset.pretraining_dataset``,
+shuffled training mode, as the trainer builds it), on sharded records of the derived corpus,
+with tf.data limited to 1 thread and then to all the machine's cores; next to what an
+accelerator consumes (keras-hub on JAX trains BERT-base at seq 128 at about 3,900 sequences/s on
+one H200).
 
     .venv/bin/python -m bench pretraining_input [--batch_size 256] [--seconds 20]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -25,8 +26,7 @@ H200_SEQ_PER_S = 3900  # keras-hub BERT-base, seq 128, JAX, one H200 (the issue'
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--batch_size", type=int, default=256)
+    parser = harness.parser(__doc__, batch_size=256)
     parser.add_argument("--seconds", type=float, default=20.0)
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")

@@ -1,6 +1,7 @@
-"""Benchmark: what a resume of run_pretraining costs to find its data position, after N
-consumed global batches, under MirroredStrategy over 2 logical CPUs (the input as the trainer
-builds it: shuffled training input of sharded records, per-replica batches).
+"""Benchmark: the time a resume of run_pretraining takes to find its data position.
+
+After N consumed global batches, under MirroredStrategy over 2 logical CPUs (the input as the
+trainer builds it: shuffled training input of sharded records, per-replica batches).
 
 Two ways, same process, same records:
 
@@ -18,7 +19,6 @@ largest N to the smallest for each way: flat for the iterator state, linear for 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -33,10 +33,9 @@ from bench import harness  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = harness.parser(__doc__, batch_size=32, repeats=3,
+                            helps={"batch_size": "global batch", "repeats": "timed runs"})
     parser.add_argument("--batches", default="10,100,1000")
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     work = tempfile.mkdtemp(prefix="bench-resume-")

@@ -1,5 +1,7 @@
-"""Load check of a classifier SavedModel's raw-text signature: N threads x M requests of hostile
-text, in one process (as a TF Serving process shares one loaded model between requests).
+"""Load check: threads x requests of hostile text against a classifier SavedModel.
+
+N threads x M requests of hostile text to its raw-text signature, in one process (as a TF
+Serving process shares one loaded model between requests).
 
 Loads ``--export_dir`` (a version folder holding ``saved_model.pb``, or a TF Serving model base
 path: its largest version), or, without it, exports the tiny golden model
@@ -22,7 +24,6 @@ its load); a quick run:
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -34,6 +35,7 @@ from typing import Dict, List, Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
+from bench import harness  # noqa: E402
 SHARED = os.environ.get("BERT_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
 TINY = os.path.join(SHARED, "golden", "modeling", "tiny")
 VOCAB = os.path.join(SHARED, "golden", "inputs", "vocab.txt")
@@ -73,7 +75,7 @@ def _build_tiny(folder: str) -> str:
     """The tiny golden encoder + a seeded 2-label head, exported as version 1 of ``folder``."""
     import keras
 
-    from data.glue import serving
+    from bert_tasks.exports import classifier as serving
     from modeling import load_checkpoint
     from modeling.config import BertConfig
     from modeling.heads.classifier import build_classifier_model
@@ -88,11 +90,11 @@ def _build_tiny(folder: str) -> str:
 
 def _resolve(export_dir: str) -> str:
     """A SavedModel folder, or the largest version of a model base path."""
-    from bert_common import saved_models
+    from bert_tasks.exports import saved_model
 
-    if saved_models.is_saved_model(export_dir):
+    if saved_model.is_saved_model(export_dir):
         return export_dir
-    versions = saved_models.saved_model_versions(export_dir)
+    versions = saved_model.saved_model_versions(export_dir)
     if not versions:
         sys.exit("serving_load.py: error: --export_dir=%s is neither a SavedModel nor a "
                  "model base path with versions" % export_dir)
@@ -113,7 +115,7 @@ def _same(a: Dict, b: Dict) -> bool:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--export_dir", help="SavedModel (version folder) or model base path; "
                         "default: the tiny golden model exported to a temporary folder")
     parser.add_argument("--threads", type=int, default=8, help="concurrent clients (8)")

@@ -14,13 +14,13 @@ paragraph as the original does (the baseline of the paragraph sharing).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
+from bench import harness  # noqa: E402
 
 from data.squad import features as squad  # noqa: E402
 from data.tokenization.wordpiece import FastFullTokenizer, FullTokenizer  # noqa: E402
@@ -48,14 +48,10 @@ def _convert(examples, tokenizer, args, per_question=False):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--input_file", default=DEFAULT_FILE)
-    parser.add_argument("--vocab_file", default=DEFAULT_VOCAB)
-    parser.add_argument("--limit", type=int, default=0, help="use the first N examples (0: all)")
-    parser.add_argument("--repeats", type=int, default=2, help="timed runs per tokenizer (best kept)")
-    parser.add_argument("--max_seq_length", type=int, default=384)
-    parser.add_argument("--doc_stride", type=int, default=128)
-    parser.add_argument("--max_query_length", type=int, default=64)
+    parser = harness.parser(
+        __doc__, input_file=DEFAULT_FILE, vocab_file=DEFAULT_VOCAB, limit=0, repeats=2,
+        max_seq_length=384, doc_stride=128, max_query_length=64,
+        helps={"repeats": "timed runs per tokenizer (best kept)"})
     args = parser.parse_args()
 
     examples = squad.read_squad_examples(args.input_file, is_training=False)

@@ -30,13 +30,13 @@ user tokenizing a corpus once gets it.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
+from bench import harness  # noqa: E402
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from data.tokenization import wordpiece as tokenization  # noqa: E402
@@ -86,13 +86,11 @@ def _fast_batch(tok, lines):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--input_file", default=DEFAULT_CORPUS)
-    parser.add_argument("--vocab_file", default=DEFAULT_VOCAB)
+    parser = harness.parser(
+        __doc__, input_file=DEFAULT_CORPUS, vocab_file=DEFAULT_VOCAB, limit=0, repeats=2,
+        batch_size=1024, helps={"repeats": "timed runs per path (best kept)",
+                                "batch_size": "lines per graph call"})
     parser.add_argument("--cased", action="store_true", help="do_lower_case=False")
-    parser.add_argument("--limit", type=int, default=0, help="first N lines only (0: all)")
-    parser.add_argument("--repeats", type=int, default=2, help="timed runs per path (best kept)")
-    parser.add_argument("--batch_size", type=int, default=1024, help="lines per graph call")
     parser.add_argument("--no_graph", action="store_true", help="skip the in-graph path")
     parser.add_argument("--no_extension", action="store_true",
                         help="FastFullTokenizer without its compiled engine (pure Python)")

@@ -1,11 +1,12 @@
-"""SQuAD v1.1 / v2.0: examples, windows, post-processing, official scoring, input and serving.
+"""SQuAD v1.1 / v2.0: examples, windows, post-processing, official scoring and input.
 
 * ``features``: ``read_squad_examples`` and ``convert_examples_to_features`` (doc-stride windows,
   the max-context rule), ``FeatureWriter`` (TFRecords);
 * ``postprocess``: ``RawResult``, n-best spans, ``write_predictions`` (``predictions.json``,
   ``nbest_predictions.json``, ``null_odds.json``);
 * ``evaluate``: the official v1.1 / v2.0 scores (``python -m data.squad_eval``);
-* ``schema`` (record layout), ``dataset`` (``tf.data`` input), ``serving`` (raw-text SavedModel).
+* ``schema`` (record layout), ``dataset`` (``tf.data`` input); the raw-text serving SavedModel
+  is an export: ``bert_tasks.exports.squad``.
 
 The original run_squad.py's public names are importable from here::
 

@@ -8,7 +8,8 @@
 * ``special_tokens``: ``[PAD] [UNK] [CLS] [SEP] [MASK]``, the one definition;
 * ``vocab_builder``: a WordPiece vocabulary learned from text in Google's layout
   (``build_vocab.py``; Hugging Face ``tokenizers``' trainer on ``BasicTokenizer``'s words);
-* ``hub_preprocessor``: the TF Hub-style preprocessor SavedModel (imports TensorFlow).
+* the TF Hub-style preprocessor SavedModel (on ``graph``) is an export:
+  ``bert_tasks.exports.hub_preprocessor``.
 
 The original's names are importable from here, as ports of google-research/bert expect::
 

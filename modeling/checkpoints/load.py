@@ -32,7 +32,31 @@ TF1_STEP_KEY = "global_step"
 
 def load_checkpoint(model, path: str, log: bool = True) -> LoadReport:
     """``--init_checkpoint`` of every entry point: TF1 prefix/folder, HF folder or
-    ``.safetensors`` file, or a ``.keras`` / ``.weights.h5`` file written by this project."""
+    ``.safetensors`` file, or a ``.keras`` / ``.weights.h5`` file written by this project.
+
+    Args:
+        model: the model to fill (a ``BertModel``, a task model, ``BertPretrainingModel``);
+            assigned by TF1 name, so any of them reads any format.
+        path: the checkpoint (the format is told from it, see the module docstring).
+        log: log ``report.summary()`` at INFO.
+
+    Returns:
+        The ``LoadReport``: ``loaded`` (TF1 names assigned), ``missing`` (model variables left
+        at their init, e.g. a fresh head), ``unused`` (checkpoint names nothing took).
+
+    Raises:
+        CheckpointError: no such checkpoint, a damaged one, or shapes that do not fit.
+
+    Example::
+
+        from modeling import BertConfig, BertModel, load_checkpoint
+
+        config = BertConfig.from_json_file("uncased_L-12_H-768_A-12/bert_config.json")
+        encoder = BertModel(config)
+        report = load_checkpoint(encoder, "uncased_L-12_H-768_A-12/bert_model.ckpt")
+        report.missing                                                   # == []
+        len(report.loaded) == len(encoder.weights)                       # == True
+    """
     if is_training_checkpoint(path):
         report = _load_training_checkpoint(model, path)
     elif hf.is_hf_checkpoint(path):
@@ -58,6 +82,17 @@ def load_checkpoint(model, path: str, log: bool = True) -> LoadReport:
 
 
 def keras_file_source(path: str) -> _Source:
+    """The TF1-named arrays of a ``.keras`` model file written by this project.
+
+    Args:
+        path: the ``.keras`` file.
+
+    Returns:
+        A source for ``assign_tf1_values``.
+
+    Raises:
+        CheckpointError: no such file, or a file Keras cannot load.
+    """
     import keras
 
     if not files.isfile(path):
@@ -106,13 +141,27 @@ def _training_prefix(path: str):
 
 
 def is_training_checkpoint(path: str) -> bool:
-    """Whether ``path`` (prefix or folder) is a checkpoint written by the project's trainer."""
+    """Whether ``path`` (prefix or folder) is a checkpoint written by the project's trainer.
+
+    Args:
+        path: a checkpoint prefix or folder (anything else: False).
+
+    Returns:
+        True for an object-based checkpoint holding a ``model``.
+    """
     return _training_prefix(path) is not None
 
 
 def checkpoint_step(path: str) -> int:
     """The global step ``path`` was saved at (see the module docstring); 0 when it has none
-    (Hugging Face and Keras files, a TF1 checkpoint without ``global_step``)."""
+    (Hugging Face and Keras files, a TF1 checkpoint without ``global_step``).
+
+    Args:
+        path: a checkpoint prefix, folder or file.
+
+    Returns:
+        The step, an int >= 0.
+    """
     prefix = _training_prefix(path)
     key = STEP_KEY
     if prefix is None:

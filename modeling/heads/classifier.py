@@ -235,8 +235,9 @@ def build_classifier_model(config, num_labels: int, seq_length: Optional[int] = 
         config = BertConfig.from_json_file("uncased_L-12_H-768_A-12/bert_config.json")
         model = build_classifier_model(config, num_labels=1, regression=True)   # STS-B
         ids = np.array([[101, 7592, 102], [101, 2088, 102]])              # [B, S]
-        model({"input_ids": ids, "input_mask": np.ones_like(ids),
-               "segment_ids": np.zeros_like(ids)})                 # {logits: [B, 1], predictions: [B]}
+        outputs = model({"input_ids": ids, "input_mask": np.ones_like(ids),
+                         "segment_ids": np.zeros_like(ids)})
+        outputs                                       # {logits: [B, 1], predictions: [B]}
     """
     if regression and num_labels != 1:
         raise ValueError("a regression head has one output, got num_labels=%d" % num_labels)

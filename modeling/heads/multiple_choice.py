@@ -86,7 +86,15 @@ def _choice_outputs(pooled_output, num_choices: int, dropout_rate: float,
 
 
 def choice_inputs(num_choices: int, seq_length: Optional[int]) -> Dict[str, keras.KerasTensor]:
-    """The symbolic inputs: int32 [B, C, S] ``input_ids``, ``input_mask``, ``segment_ids``."""
+    """The symbolic inputs: int32 [B, C, S] ``input_ids``, ``input_mask``, ``segment_ids``.
+
+    Args:
+        num_choices: C.
+        seq_length: S, or None for a dynamic length.
+
+    Returns:
+        The dict of three ``keras.Input`` s.
+    """
     return {n: keras.Input(shape=(num_choices, seq_length), dtype="int32", name=n)
             for n in bert_model.INPUT_NAMES}
 
@@ -107,10 +115,28 @@ class BertMultipleChoice(EncoderTask):
     ``run_swag.py`` were written with.
 
     Args:
-        encoder: the ``modeling.BertModel``. num_choices: C.
+        encoder: the ``modeling.BertModel``.
+        num_choices: C, the choices per example.
         dropout_rate: on the pooled output (the original's classifier rate, 0.1).
         dtype: the head's dtype policy; None = the encoder's (``bert_dtype_policy``).
         name: the model name.
+
+    Raises:
+        ValueError: ``num_choices`` < 1.
+        TypeError: ``encoder`` has no ``pooled_output``.
+
+    Example::
+
+        import numpy as np
+        from modeling import BertConfig, BertModel, BertMultipleChoice
+
+        encoder = BertModel(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                       num_attention_heads=2, intermediate_size=37))
+        model = BertMultipleChoice(encoder, num_choices=4)
+        ids = np.random.randint(5, 100, size=(2, 4, 6))     # [B, 4, S]: context + each ending
+        outputs = model({"input_ids": ids, "input_mask": np.ones_like(ids),
+                         "segment_ids": np.zeros_like(ids)})
+        outputs                                   # {logits: [B, 4], probabilities: [B, 4]}
     """
 
     def __init__(self, encoder: keras.Model, num_choices: int = 4,
@@ -147,6 +173,16 @@ def build_multiple_choice_model(config, num_choices: int = 4, seq_length: Option
     ``BertMultipleChoice`` the encoder layers are built on the flattened inputs and sit at the
     model's top level (``word_embeddings``, ``layer_N``, ``pooler``, ``multiple_choice``), the
     layout run_swag's checkpoints have.
+
+    Args:
+        config: the encoder's ``BertConfig``.
+        num_choices: C.
+        seq_length: static S, or None for any length.
+        dtype: the dtype policy of every layer; None = the global policy.
+        name: the model name.
+
+    Returns:
+        A functional ``keras.Model``.
     """
     config.validate("multiple-choice model config")
     inputs = choice_inputs(num_choices, seq_length)

@@ -59,7 +59,15 @@ class SquadHead(keras.layers.Layer):
 
 
 def per_example_position_loss(logits: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
-    """-log_softmax(logits)[position] per example: logits [B, S] float, positions [B] int -> [B]."""
+    """-log_softmax(logits)[position] per example: logits [B, S] float, positions [B] int -> [B].
+
+    Args:
+        logits: float [B, S] (start or end logits).
+        positions: int [B], the true token index in [0, S).
+
+    Returns:
+        float32 [B].
+    """
     seq_length = tf.shape(logits)[1]
     positions = tf.reshape(tf.cast(positions, tf.int32), [-1])  # [B]
     one_hot = tf.one_hot(positions, depth=seq_length, dtype=tf.float32)  # [B, S]
@@ -68,7 +76,15 @@ def per_example_position_loss(logits: tf.Tensor, positions: tf.Tensor) -> tf.Ten
 
 
 def position_loss(logits: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
-    """Mean over the batch of ``per_example_position_loss`` (the original's ``compute_loss``)."""
+    """Mean over the batch of ``per_example_position_loss`` (the original's ``compute_loss``).
+
+    Args:
+        logits: float [B, S].
+        positions: int [B].
+
+    Returns:
+        float32 scalar.
+    """
     return tf.reduce_mean(per_example_position_loss(logits, positions))  # []
 
 
@@ -78,6 +94,13 @@ def per_example_squad_loss(outputs, batch) -> tf.Tensor:
     ``outputs``: the model's dict (``start_logits``/``end_logits`` [B, S]);
     ``batch``: the input dict (``start_positions``/``end_positions`` [B]).
     This is the ``per_example_loss`` of ``modeling.training.finetuning.finetune``.
+
+    Args:
+        outputs: the model's output dict.
+        batch: the input batch dict.
+
+    Returns:
+        float32 [B].
     """
     return (per_example_position_loss(outputs["start_logits"], batch["start_positions"])
             + per_example_position_loss(outputs["end_logits"], batch["end_positions"])) / 2.0
@@ -85,7 +108,17 @@ def per_example_squad_loss(outputs, batch) -> tf.Tensor:
 
 def squad_loss(start_logits: tf.Tensor, end_logits: tf.Tensor, start_positions: tf.Tensor,
                end_positions: tf.Tensor) -> tf.Tensor:
-    """(start loss + end loss) / 2, each ``position_loss`` (scalar float32)."""
+    """(start loss + end loss) / 2, each ``position_loss`` (scalar float32).
+
+    Args:
+        start_logits: float [B, S].
+        end_logits: float [B, S].
+        start_positions: int [B].
+        end_positions: int [B].
+
+    Returns:
+        float32 scalar.
+    """
     return (position_loss(start_logits, start_positions)
             + position_loss(end_logits, end_positions)) / 2.0
 
@@ -110,6 +143,23 @@ class BertSpanLabeler(EncoderTask):
             ``config.initializer_range`` (0.02 when it has no ``config``).
         dtype: the head's dtype policy; None = the encoder's (``bert_dtype_policy``).
         name: the model name.
+
+    Raises:
+        TypeError: ``encoder`` has no ``sequence_output``.
+
+    Example::
+
+        import numpy as np
+        from modeling import BertConfig, BertModel, BertSpanLabeler
+
+        encoder = BertModel(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                       num_attention_heads=2, intermediate_size=37))
+        span_labeler = BertSpanLabeler(encoder)
+        ids = np.array([[2, 17, 3, 41, 42, 3], [2, 9, 3, 50, 3, 0]])      # [B, S]
+        segments = np.array([[0, 0, 0, 1, 1, 1], [0, 0, 0, 1, 1, 0]])     # question, context
+        outputs = span_labeler({"input_ids": ids, "input_mask": (ids > 0).astype("int32"),
+                                "segment_ids": segments})
+        outputs                               # {start_logits: [B, S], end_logits: [B, S]}
     """
 
     def __init__(self, encoder: keras.Model, initializer_range: Optional[float] = None,
@@ -141,6 +191,15 @@ def build_squad_model(config, seq_length: Optional[int] = None, dtype=None,
     Outputs: dict ``start_logits``, ``end_logits`` float32 [B, S]. The layer
     names are those ``modeling.checkpoints.tf1`` maps to the original's TF1 names
     (the head is ``squad`` -> ``cls/squad/...``). Dropout only with ``training=True``.
+
+    Args:
+        config: the encoder's ``BertConfig``.
+        seq_length: static S, or None for any length.
+        dtype: the dtype policy of the encoder and the head; None = the global policy.
+        name: the model name.
+
+    Returns:
+        The ``BertSpanLabeler`` (its ``encoder`` a fresh ``BertModel``).
     """
     config.validate("SQuAD model config")
     encoder = BertModel(config, seq_length=seq_length, dtype=dtype)

@@ -48,7 +48,15 @@ def token_classification_loss(outputs: Dict[str, tf.Tensor],
                               batch: Dict[str, tf.Tensor]) -> tf.Tensor:
     """Cross-entropy per token [B, S] of ``outputs["logits"]`` [B, S, K] against
     ``batch["label_ids"]`` [B, S] (weight it by ``label_weights`` to score the first
-    sub-tokens only)."""
+    sub-tokens only).
+
+    Args:
+        outputs: the model's output dict (``logits`` [B, S, K]).
+        batch: the input batch dict (``label_ids`` int [B, S]).
+
+    Returns:
+        float32 [B, S].
+    """
     logits = outputs["logits"]
     shape = tf.shape(logits)
     flat = classification_loss(tf.reshape(logits, [-1, shape[-1]]),
@@ -59,7 +67,17 @@ def token_classification_loss(outputs: Dict[str, tf.Tensor],
 def tag_outputs(x: keras.KerasTensor, num_labels: int, dropout_rate: float,
                 dtype=None) -> Dict[str, keras.KerasTensor]:
     """Per-token [B, S, F] -> ``logits`` / ``probabilities`` float32 [B, S, K]: the classifier
-    head (layer ``classifier``) on every token, then a softmax."""
+    head (layer ``classifier``) on every token, then a softmax.
+
+    Args:
+        x: symbolic per-token features [B, S, F].
+        num_labels: K.
+        dropout_rate: on ``x``, training only.
+        dtype: the head's dtype policy.
+
+    Returns:
+        The dict of symbolic ``logits`` and ``probabilities``.
+    """
     logits = ClassifierHead(num_labels, dropout_rate, dtype=dtype, name="classifier")(x)
     probabilities = keras.layers.Softmax(name="probabilities", dtype="float32")(logits)
     return {"logits": logits, "probabilities": probabilities}
@@ -73,6 +91,31 @@ class BertTokenClassifier(EncoderTask):
     ``segment_ids``). Outputs (dict, float32): ``logits`` [B, S, K], ``probabilities``
     [B, S, K]. Built on the encoder's own graph as ``BertClassifier`` (its layers at the top
     level, the variables shared; no pooler). Dropout only with ``training=True``.
+
+    Args:
+        encoder: the ``modeling.BertModel``.
+        num_labels: K, the tags (e.g. CoNLL-2003's 9 BIO tags).
+        dropout_rate: on the sequence output (the original classifier's 0.1).
+        dtype: the head's dtype policy; None = the encoder's (``bert_dtype_policy``).
+        name: the model name.
+
+    Raises:
+        ValueError: ``num_labels`` < 1.
+        TypeError: ``encoder`` has no ``sequence_output``.
+
+    Example::
+
+        import numpy as np
+        from modeling import BertConfig, BertModel
+        from modeling.heads.token_classifier import BertTokenClassifier
+
+        encoder = BertModel(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                       num_attention_heads=2, intermediate_size=37))
+        tagger = BertTokenClassifier(encoder, num_labels=9)
+        ids = np.array([[2, 17, 41, 42, 3], [2, 9, 3, 0, 0]])             # [B, S]
+        outputs = tagger({"input_ids": ids, "input_mask": (ids > 0).astype("int32"),
+                          "segment_ids": np.zeros_like(ids)})
+        outputs                             # {logits: [B, S, 9], probabilities: [B, S, 9]}
     """
 
     def __init__(self, encoder: keras.Model, num_labels: int,
@@ -99,7 +142,14 @@ class BertTokenClassifier(EncoderTask):
 
 
 def feature_encoder_config(config: BertConfig) -> BertConfig:
-    """``config`` with both dropout rates 0: the frozen encoder of ``BertFeatureTagger``."""
+    """``config`` with both dropout rates 0: the frozen encoder of ``BertFeatureTagger``.
+
+    Args:
+        config: the model's ``BertConfig``.
+
+    Returns:
+        A new ``BertConfig`` (``config`` is unchanged).
+    """
     return config.replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
@@ -138,7 +188,19 @@ class PaddingMask(keras.layers.Layer):
 
 def encoder_features(encoder: keras.Model, feature_mode: str, dtype=None) -> keras.KerasTensor:
     """The symbolic [B, S, F] activations ``feature_mode`` takes from ``encoder``'s outputs
-    (F = H, or 4H for ``concat_last_four_hidden``)."""
+    (F = H, or 4H for ``concat_last_four_hidden``).
+
+    Args:
+        encoder: a functional encoder (``BertModel``).
+        feature_mode: one of ``FEATURE_MODES``.
+        dtype: the dtype policy of the mixing layers.
+
+    Returns:
+        The symbolic [B, S, F] tensor.
+
+    Raises:
+        ValueError: an unknown ``feature_mode``, or too few encoder layers for it.
+    """
     if feature_mode not in FEATURE_MODES:
         raise ValueError("feature_mode must be one of %s, got %r"
                          % (", ".join(FEATURE_MODES), feature_mode))
@@ -175,6 +237,20 @@ class BertFeatureTagger(EncoderTask):
 
     Inputs: the encoder's. Outputs (dict, float32): ``logits`` [B, S, K], ``probabilities``
     [B, S, K].
+
+    Args:
+        encoder: a ``modeling.BertModel`` built with dropout 0; frozen here.
+        num_labels: K.
+        feature_mode: one of ``FEATURE_MODES``.
+        lstm_units: units per direction; None = the encoder's hidden size.
+        lstm_layers: how many BiLSTMs.
+        dropout_rate: on the last LSTM output, training only.
+        dtype: the head's dtype policy; None = the encoder's.
+        name: the model name.
+
+    Raises:
+        ValueError: ``num_labels`` or ``lstm_layers`` < 1, an encoder with dropout, an unknown
+            ``feature_mode``.
     """
 
     def __init__(self, encoder: keras.Model, num_labels: int,
@@ -239,7 +315,19 @@ def build_token_classifier_model(config: BertConfig, num_labels: int,
     """``BertTokenClassifier(BertModel(config), num_labels)``; with ``feature_mode``,
     ``BertFeatureTagger(BertModel(feature_encoder_config(config)), num_labels, feature_mode,
     lstm_units)``. Inputs: dict of int32 [B, S]; outputs ``logits``/``probabilities``
-    [B, S, K]."""
+    [B, S, K].
+
+    Args:
+        config: the encoder's ``BertConfig``.
+        num_labels: K.
+        seq_length: static S, or None for any length.
+        dtype: the dtype policy of every layer; None = the global policy.
+        feature_mode: None (fine-tuned), or one of ``FEATURE_MODES`` (feature-based).
+        lstm_units: the feature tagger's LSTM units per direction.
+
+    Returns:
+        The ``BertTokenClassifier`` or ``BertFeatureTagger``.
+    """
     config.validate("token classifier model config")
     if feature_mode is None:
         return BertTokenClassifier(BertModel(config, seq_length=seq_length, dtype=dtype),

@@ -70,7 +70,14 @@ _LOSS_SCALE_GROWTH_STEPS = 2000
 
 
 def variable_name(variable) -> str:
-    """The name the exclusion rules read: ``variable.path`` (Keras) or ``name`` minus ``:0``."""
+    """The name the exclusion rules read: ``variable.path`` (Keras) or ``name`` minus ``:0``.
+
+    Args:
+        variable: a Keras or TensorFlow variable.
+
+    Returns:
+        The name, a str.
+    """
     path = getattr(variable, "path", None)
     if isinstance(path, str) and path:
         return path
@@ -83,7 +90,16 @@ def uses_weight_decay(name: str, weight_decay_rate: float = 0.01,
                       exclude_from_weight_decay: Optional[Sequence[str]] = WEIGHT_DECAY_EXCLUSIONS
                       ) -> bool:
     """The original ``_do_use_weight_decay``: False when the rate is 0 or any exclusion pattern
-    is found (``re.search``) anywhere in ``name``."""
+    is found (``re.search``) anywhere in ``name``.
+
+    Args:
+        name: the variable's name (``variable_name``).
+        weight_decay_rate: the rate; 0 means no decay for any variable.
+        exclude_from_weight_decay: regular expressions of the names without decay.
+
+    Returns:
+        Whether the variable is decayed.
+    """
     if not weight_decay_rate:
         return False
     for pattern in exclude_from_weight_decay or ():
@@ -156,7 +172,14 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
         raise NotImplementedError
 
     def decays(self, variable) -> bool:
-        """Whether weight decay applies to ``variable`` (the optimizer must be built)."""
+        """Whether weight decay applies to ``variable`` (the optimizer must be built).
+
+        Args:
+            variable: one of the variables the optimizer was built with.
+
+        Returns:
+            A bool.
+        """
         return self._decay_flags[self._get_variable_index(variable)]
 
     # ------------------------------------------------------------------------------ loss scale
@@ -166,7 +189,17 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
         return self._loss_scale_var
 
     def scale_loss(self, loss):
-        """``loss * loss_scale`` (identity without loss scaling)."""
+        """``loss * loss_scale`` (identity without loss scaling).
+
+        Args:
+            loss: the scalar loss.
+
+        Returns:
+            The scaled loss, in ``loss``'s dtype.
+
+        Raises:
+            ValueError: loss scaling on, but the optimizer is not built yet.
+        """
         if self._loss_scale_var is None:
             if self.loss_scale_mode is None:
                 return loss
@@ -290,7 +323,14 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
     def cpu_kernel_applies(self, variables) -> bool:
         """Whether ``clip_and_apply(..., cpu_kernel=True)`` of ``variables`` runs as
         ``cpu_ops`` kernels: an optimizer that has one, no loss scaling, no distribution
-        strategy in scope, float32 variables, the kernel library built."""
+        strategy in scope, float32 variables, the kernel library built.
+
+        Args:
+            variables: the variables to be updated.
+
+        Returns:
+            A bool.
+        """
         return (self.supports_cpu_kernel and self.loss_scale_mode is None
                 and not tf.distribute.has_strategy()
                 and all(v.dtype == tf.float32 for v in variables)
@@ -319,7 +359,18 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class AdamWeightDecay(_ClippedOptimizer):
     """The original ``AdamWeightDecayOptimizer`` (no bias correction, eps outside the sqrt,
-    decoupled decay) behind global-norm clipping. Slots: ``adam_m``, ``adam_v``."""
+    decoupled decay) behind global-norm clipping. Slots: ``adam_m``, ``adam_v``.
+
+    Args:
+        learning_rate: a float or a schedule (``BertSchedule``).
+        weight_decay_rate: decoupled weight decay (0.01).
+        beta_1: the first-moment decay (0.9).
+        beta_2: the second-moment decay (0.999).
+        epsilon: added to sqrt(v) (1e-6).
+        name: the optimizer name.
+        **kwargs: ``exclude_from_weight_decay``, ``clip_norm``, ``gradient_reduction``,
+            ``loss_scale`` (see ``create_optimizer``) and Keras optimizer arguments.
+    """
 
     def __init__(self, learning_rate, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
                  beta_2: float = 0.999, epsilon: float = 1e-6,
@@ -364,7 +415,17 @@ class AdamWeightDecay(_ClippedOptimizer):
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class Lamb(_ClippedOptimizer):
-    """LAMB behind the same clipping and schedule (see module). Slots: ``lamb_m``, ``lamb_v``."""
+    """LAMB behind the same clipping and schedule (see module). Slots: ``lamb_m``, ``lamb_v``.
+
+    Args:
+        learning_rate: a float or a schedule (``BertSchedule``).
+        weight_decay_rate: decoupled weight decay (0.01).
+        beta_1: the first-moment decay (0.9).
+        beta_2: the second-moment decay (0.999).
+        epsilon: added to sqrt(v_hat) (1e-6).
+        name: the optimizer name.
+        **kwargs: as ``AdamWeightDecay``.
+    """
 
     def __init__(self, learning_rate, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
                  beta_2: float = 0.999, epsilon: float = 1e-6, name: str = "Lamb", **kwargs):
@@ -421,13 +482,39 @@ def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int
     optimizer, whose ``apply_gradients`` is that train op. Called the TF1 way it raises a
     ``TypeError`` that says so.
 
+    Args:
+        init_lr: the peak learning rate (after warmup).
+        num_train_steps: steps of the linear decay to 0.
+        num_warmup_steps: steps of the linear warmup from 0.
+        optimizer: "adamw" (``AdamWeightDecay``) or "lamb" (``Lamb``).
+        one_step_ahead: the update at iteration t uses schedule(t + 1), as the original.
+        gradient_reduction: "mean_then_clip" or "clip_then_sum" across replicas (module doc).
+        loss_scale: None, "dynamic" or a fixed scale (float16 training).
+        weight_decay_rate: decoupled weight decay (0.01; 0 turns it off).
+        clip_norm: the global gradient norm clipped to (1.0); None: no clipping.
+        use_tpu: shorthand for ``gradient_reduction="clip_then_sum"``.
+
+    Returns:
+        The ``AdamWeightDecay`` or ``Lamb`` optimizer, schedule included.
+
+    Raises:
+        TypeError: the original's TF1 call (a loss first).
+        ValueError: an unknown ``optimizer``, ``gradient_reduction`` or ``loss_scale``.
+
+    With a model, the variables are ``model.trainable_variables``.
+
     Example::
 
+        import tensorflow as tf
+        from modeling import create_optimizer
+
         optimizer = create_optimizer(2e-5, num_train_steps=1000, num_warmup_steps=100)
+        kernel = tf.Variable([[1.0, -2.0], [3.0, 0.5]])
         with tf.GradientTape() as tape:
-            loss = ...
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            loss = tf.reduce_sum(tf.square(kernel))
+        grads = tape.gradient(loss, [kernel])
+        optimizer.apply_gradients(zip(grads, [kernel]))  # clip to norm 1.0, AdamWeightDecay
+        int(optimizer.iterations)                                        # == 1
     """
     if tf1_args or not isinstance(init_lr, (int, float, np.floating, np.integer)):
         raise TypeError(

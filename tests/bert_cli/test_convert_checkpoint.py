@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from modeling.checkpoints.convert import convert
+from bert_tasks.exports.convert import convert
 from tests import paths
 from modeling import checkpoints
 from modeling.checkpoints.tf1 import CheckpointError

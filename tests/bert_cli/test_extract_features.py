@@ -8,8 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from modeling.checkpoints.convert import convert
 from bert_cli import extract_features
+from bert_tasks import features
+from bert_tasks.exports.convert import convert
 from tests import paths
 from tests.modeling.golden_utils import golden_dir, load_outputs
 
@@ -36,7 +37,7 @@ def _input_file(tmp_path):
 def test_minilm_features_match_golden(tmp_path, minilm_prefix):
     input_file, count = _input_file(tmp_path)
     output = str(tmp_path / "features.jsonl")
-    assert extract_features.extract(input_file, output, golden_dir("minilm") + "/bert_config.json",
+    assert features.extract(input_file, output, golden_dir("minilm") + "/bert_config.json",
                                 minilm_prefix, os.path.join(MINILM, "vocab.txt"), layers="-1,-3",
                                 max_seq_length=32, batch_size=4) == count
     golden = load_outputs("minilm")
@@ -63,7 +64,7 @@ def test_bfloat16_inference_is_close_to_golden(tmp_path, minilm_prefix):
     """--inference_dtype=bfloat16: same tokens, values within bfloat16 rounding of the golden."""
     input_file, count = _input_file(tmp_path)
     output = str(tmp_path / "features.jsonl")
-    assert extract_features.extract(input_file, output, golden_dir("minilm") + "/bert_config.json",
+    assert features.extract(input_file, output, golden_dir("minilm") + "/bert_config.json",
                                 minilm_prefix, os.path.join(MINILM, "vocab.txt"), layers="-1",
                                 max_seq_length=32, batch_size=4,
                                 inference_dtype="bfloat16") == count

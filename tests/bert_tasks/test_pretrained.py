@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from bert_tasks import from_pretrained
+from bert_tasks.exports.convert import convert
 from bert_tasks.pretrained import folder_casing, resolve_casing
 from data.tokenization import FullTokenizer
 from modeling.checkpoints import CheckpointError
-from modeling.checkpoints.convert import convert
 from tests import paths
 
 MINILM = os.path.join(paths.DATA, "minilm")

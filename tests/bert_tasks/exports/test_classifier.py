@@ -1,4 +1,4 @@
-"""data/classifier_serving.pack_rows: the in-graph packing gives run_classifier's features
+"""bert_tasks/exports/classifier.py, pack_rows: the in-graph packing gives run_classifier's features
 (the original's truncation rule, single vs pair per row), with in-graph tokenization too."""
 
 import os
@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from data.glue import processors as classifier
 from data.glue import features as cf
-from data.glue import serving as classifier_serving
+from bert_tasks.exports import classifier as classifier_serving
 from data.tokenization import wordpiece as tokenization
 from tests import paths
 

@@ -10,9 +10,10 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file
 
+from bert_tasks.exports import hf as hf_export
+from bert_tasks.exports.convert import convert
 from modeling import checkpoints
-from modeling.checkpoints import hf
-from modeling.checkpoints.convert import convert
+from modeling.checkpoints import hf as hf_import
 from modeling.config import BertConfig
 from modeling.encoder import BertModel
 from modeling.heads.classifier import build_classifier_model
@@ -79,17 +80,17 @@ def test_every_exported_name_inverts_the_import_map():
               "BertModel": BertModel(config)}
     for architecture, model in models.items():
         names = checkpoints.model_tf1_arrays(model)
-        assert hf.hf_architecture(names) == architecture
+        assert hf_export.hf_architecture(names) == architecture
         prefix = "" if architecture == "BertModel" else "bert."
         for name in names:
-            hf_name, transpose = hf.tf1_to_hf_name(name, prefix)
-            assert hf.hf_to_tf1_name(hf_name) == (name, transpose)
+            hf_name, transpose = hf_export.tf1_to_hf_name(name, prefix)
+            assert hf_import.hf_to_tf1_name(hf_name) == (name, transpose)
             assert hf_name.startswith(prefix) or hf_name.startswith(("cls.", "classifier.",
                                                                      "qa_outputs."))
-    assert hf.tf1_to_hf_name("bert/encoder/layer_3/attention/self/query/kernel", "bert.") == (
+    assert hf_export.tf1_to_hf_name("bert/encoder/layer_3/attention/self/query/kernel", "bert.") == (
         "bert.encoder.layer.3.attention.self.query.weight", True)
-    assert hf.tf1_to_hf_name("output_weights") == ("classifier.weight", False)
-    assert hf.tf1_to_hf_name("global_step") is None
+    assert hf_export.tf1_to_hf_name("output_weights") == ("classifier.weight", False)
+    assert hf_export.tf1_to_hf_name("global_step") is None
 
 
 def test_config_names_google_gelu_as_transformers_does():
@@ -139,7 +140,7 @@ def test_classifier_export_with_labels(classifier_checkpoints, tmp_path):
     with pytest.raises(checkpoints.CheckpointError, match=r"has shape \[3\] in the checkpoint"):
         convert(tf1, str(tmp_path / "regression"), TINY_CONFIG, "classifier", output_format="hf",
                 vocab_file=paths.GOLDEN_VOCAB, regression=True)
-    regression = hf.hf_config_dict(BertConfig.from_json_file(TINY_CONFIG),
+    regression = hf_export.hf_config_dict(BertConfig.from_json_file(TINY_CONFIG),
                                    "BertForSequenceClassification", regression=True)
     assert regression["problem_type"] == "regression" and regression["id2label"] == {"0": "LABEL_0"}
 

@@ -1,4 +1,4 @@
-"""bert_tasks/hub.py: export_hub writes the encoder and preprocessor SavedModels, which load in
+"""bert_tasks/exports/hub.py: export_hub writes the encoder and preprocessor SavedModels, which load in
 a fresh process (TensorFlow and TensorFlow Text only, none of the project's code) and, fed the
 same text, give the same pooled_output as BertModel within 1e-5; ``saved_model_cli show``
 lists their signatures."""
@@ -14,7 +14,7 @@ import pytest
 
 import modeling
 from bert_common.errors import InputError
-from bert_tasks import hub
+from bert_tasks.exports import hub
 from data.glue import features as cf
 from data.glue.processors import InputExample
 from data.tokenization import wordpiece as tokenization
@@ -171,7 +171,7 @@ def test_default_vocab_and_config_are_found_beside_the_checkpoint(tmp_path):
     shutil.copyfile(paths.GOLDEN_VOCAB, tmp_path / "vocab.txt")
     assert hub._vocab_file(prefix, None) == str(tmp_path / "vocab.txt")
     assert hub._vocab_file(str(tmp_path), None) == str(tmp_path / "vocab.txt")
-    from modeling.checkpoints.convert import config_for
+    from bert_tasks.exports.convert import config_for
     from modeling.config import BertConfig
 
     assert config_for(prefix, None) == BertConfig.from_json_file(CONFIG)

@@ -1,8 +1,8 @@
-"""modeling/hub.py: the TF Hub-style encoder SavedModel (restored ``obj(inputs, training)``,
+"""bert_tasks/exports/hub_encoder.py: the TF Hub-style encoder SavedModel (restored ``obj(inputs, training)``,
 reuse attributes, vocab asset, ``serving_default``) gives BertModel's outputs.
 
 The fresh-process load and ``saved_model_cli`` are checked end to end in
-tests/bert_tasks/test_hub.py (one export of both SavedModels)."""
+tests/bert_tasks/exports/test_hub.py (one export of both SavedModels)."""
 
 import filecmp
 import os
@@ -13,7 +13,7 @@ import tensorflow as tf
 
 import modeling
 from bert_common.errors import InputError
-from modeling import hub
+from bert_tasks.exports import hub_encoder
 from tests import paths
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
@@ -30,7 +30,7 @@ def encoder():
 @pytest.fixture(scope="module")
 def export_dir(encoder, tmp_path_factory):
     path = str(tmp_path_factory.mktemp("hub") / "encoder")
-    hub.export_encoder(encoder, path, paths.GOLDEN_VOCAB, do_lower_case=True)
+    hub_encoder.export_encoder(encoder, path, paths.GOLDEN_VOCAB, do_lower_case=True)
     return path
 
 
@@ -115,6 +115,6 @@ def test_serving_default_signature_has_flat_outputs(encoder, loaded):
 def test_missing_vocab_is_one_line_input_error(encoder, tmp_path):
     missing = str(tmp_path / "nope" / "vocab.txt")
     with pytest.raises(InputError) as error:
-        hub.export_encoder(encoder, str(tmp_path / "encoder"), missing, True)
+        hub_encoder.export_encoder(encoder, str(tmp_path / "encoder"), missing, True)
     assert str(error.value) == "vocab file %s: no such file" % missing
     assert not os.path.exists(tmp_path / "encoder")

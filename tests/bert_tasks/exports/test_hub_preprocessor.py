@@ -1,9 +1,9 @@
-"""data/tokenization/hub_preprocessor.py: the TF Hub-style preprocessor SavedModel gives
+"""bert_tasks/exports/hub_preprocessor.py: the TF Hub-style preprocessor SavedModel gives
 FullTokenizer's ids and run_classifier's features (data/glue/features.py), single texts and
 pairs, at the export's seq_length and at any other one.
 
 The fresh-process load and ``saved_model_cli`` are checked end to end in
-tests/bert_tasks/test_hub.py (one export of both SavedModels)."""
+tests/bert_tasks/exports/test_hub.py (one export of both SavedModels)."""
 
 import filecmp
 import os
@@ -17,7 +17,7 @@ from bert_common.errors import InputError
 from data.glue import features as cf
 from data.glue.processors import InputExample
 from data.tokenization import graph as graph_tokenization
-from data.tokenization import hub_preprocessor
+from bert_tasks.exports import hub_preprocessor
 from data.tokenization import wordpiece as tokenization
 from tests import paths
 

@@ -1,4 +1,4 @@
-"""bert_common/saved_models.py: ``save_saved_model`` replaces only a SavedModel
+"""bert_tasks/exports/saved_model.py: ``save_saved_model`` replaces only a SavedModel
 (all new or all old, several together with ``save_saved_models``); ``save_saved_model_version``
 adds the next version of a TF Serving model base path, never replacing one, and refuses a base
 holding anything else (``check_export_base``); a failed write leaves what was there."""
@@ -9,7 +9,8 @@ import os
 import pytest
 import tensorflow as tf
 
-from bert_common import atomic, files, saved_models
+from bert_common import atomic, files
+from bert_tasks.exports import saved_model
 from bert_common.errors import InputError
 from tests.support.tools import dead_pid, snapshot
 
@@ -26,13 +27,13 @@ class Plus(tf.Module):
 
 def _save(path, k=1.0, **kwargs):
     module = Plus(k)
-    return saved_models.save_saved_model(module, str(path),
+    return saved_model.save_saved_model(module, str(path),
                                          lambda: {"serving_default": module.serve})
 
 
 def _version(base, k=1.0, flag="--export_dir"):
     module = Plus(k)
-    return saved_models.save_saved_model_version(module, str(base),
+    return saved_model.save_saved_model_version(module, str(base),
                                                  lambda: {"serving_default": module.serve}, flag)
 
 
@@ -97,16 +98,16 @@ def test_several_saved_models_are_all_new_or_all_old(tmp_path):
                for m, p in zip(modules, (a, b))]
     with atomic.inject_faults(_disk_full("commit", b)):  # a is already in place by then
         with pytest.raises(OSError, match="No space left"):
-            saved_models.save_saved_models(exports)
+            saved_model.save_saved_models(exports)
     assert snapshot(tmp_path, folders=True) == before
     # A destination that is not a SavedModel: refused before either is written.
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
     with pytest.raises(InputError, match="other exists and is not a SavedModel"):
-        saved_models.save_saved_models(exports[:1] + [(modules[1], str(tmp_path / "other"),
+        saved_model.save_saved_models(exports[:1] + [(modules[1], str(tmp_path / "other"),
                                                        exports[1][2])])
     assert {k: v for k, v in snapshot(tmp_path, folders=True).items() if not k.startswith("other")} == before
-    saved_models.save_saved_models(exports)
+    saved_model.save_saved_models(exports)
     assert _served(a) == _served(b) == [8.0]
     assert sorted(os.listdir(tmp_path)) == ["encoder", "other", "preprocessor"]
 
@@ -120,7 +121,7 @@ def test_versions_are_added_side_by_side(tmp_path):
     assert _version(base, 2.0) == str(base / "2")
     assert sorted(os.listdir(base)) == ["1", "2"]
     assert _served(base / "1") == [2.0] and _served(base / "2") == [3.0]
-    assert saved_models.saved_model_versions(str(base)) == [1, 2]
+    assert saved_model.saved_model_versions(str(base)) == [1, 2]
     (base / "9").mkdir()  # the next is 1 + the largest, gaps are kept
     assert _version(base) == str(base / "10")
 
@@ -162,7 +163,7 @@ def test_leftovers_of_killed_exports_do_not_block_and_are_removed(tmp_path):
     for leftover in (dead, live):
         leftover.mkdir(parents=True)
         (leftover / "saved_model.pb").write_bytes(b"partial")
-    saved_models.check_export_base(str(base))  # this layer's temporaries are allowed
+    saved_model.check_export_base(str(base))  # this layer's temporaries are allowed
     assert _version(base) == str(base / "1")
     assert not dead.exists()
     assert (live / "saved_model.pb").read_bytes() == b"partial"  # a live run's: left alone
@@ -191,24 +192,24 @@ def test_a_base_holding_other_files_is_refused_and_left(tmp_path, content, shown
 
 
 def test_check_export_base(tmp_path):
-    saved_models.check_export_base(str(tmp_path / "new" / "base"))  # created at export
-    saved_models.check_export_base(str(tmp_path))  # empty
+    saved_model.check_export_base(str(tmp_path / "new" / "base"))  # created at export
+    saved_model.check_export_base(str(tmp_path))  # empty
     (tmp_path / "1").mkdir()
-    saved_models.check_export_base(str(tmp_path))
+    saved_model.check_export_base(str(tmp_path))
     with pytest.raises(InputError, match=r"^--export_dir=\S+ is a file"):
         (tmp_path / "f").write_text("x")
-        saved_models.check_export_base(str(tmp_path / "f"))
+        saved_model.check_export_base(str(tmp_path / "f"))
     out = str(tmp_path / "out")
     for base in (out, str(tmp_path)):  # the output folder itself, or a folder holding it
         with pytest.raises(InputError, match=r"is --output_dir=\S+ or holds it"):
-            saved_models.check_export_base(base, "--export_dir", {"--output_dir": out})
-    saved_models.check_export_base(out + "/export", "--export_dir", {"--output_dir": out})
-    saved_models.check_export_base(out + "-export", "--export_dir", {"--output_dir": out})
+            saved_model.check_export_base(base, "--export_dir", {"--output_dir": out})
+    saved_model.check_export_base(out + "/export", "--export_dir", {"--output_dir": out})
+    saved_model.check_export_base(out + "-export", "--export_dir", {"--output_dir": out})
     if os.geteuid() != 0:
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o500)
         with pytest.raises(InputError, match="cannot be created: .*locked is not a writable"):
-            saved_models.check_export_base(str(locked / "models" / "mrpc"))
+            saved_model.check_export_base(str(locked / "models" / "mrpc"))
 
 
 def test_versions_on_a_url(tmp_path):
@@ -232,7 +233,7 @@ def test_saved_model_export_to_a_url(tmp_path):
             return {"y": x + 1.0}
 
     module = Plus()
-    saved_models.save_saved_model(module, root + "/1", lambda: {"serving_default": module.serve})
+    saved_model.save_saved_model(module, root + "/1", lambda: {"serving_default": module.serve})
     assert files.listdir(root) == ["1"]
     loaded = tf.saved_model.load(root + "/1")
     assert loaded.signatures["serving_default"](tf.constant([1.0]))["y"].numpy().tolist() == [2.0]
@@ -244,7 +245,7 @@ def test_a_saved_model_gets_the_umask_mode(tmp_path):
         class Empty(tf.Module):
             pass
 
-        saved_models.save_saved_model(Empty(), str(tmp_path / "export"), lambda: None)
+        saved_model.save_saved_model(Empty(), str(tmp_path / "export"), lambda: None)
     finally:
         os.umask(mask)
     # What mkdir would give: readable by a serving process running as another user.

@@ -1,4 +1,4 @@
-"""data/squad/serving.py: in-graph features equal the original's first window; best span.
+"""bert_tasks/exports/squad.py: in-graph features equal the original's first window; best span.
 
 The exported signature (span -> text on whole words) is tested in tests/bert_cli/test_run_squad.py.
 """
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data.squad import serving as squad_serving
+from bert_tasks.exports import squad as squad_serving
 from modeling.heads import squad as squad_head
 from modeling.config import BertConfig
 from tests import paths

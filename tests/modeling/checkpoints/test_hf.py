@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from modeling.checkpoints.convert import convert
+from bert_tasks.exports.convert import convert
 from modeling import checkpoints
 from modeling.checkpoints import hf as hf_import
 from modeling.encoder import BertModel
