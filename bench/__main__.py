@@ -63,7 +63,7 @@ def resolve(name: str) -> Tuple[str, str]:
     if short.startswith("bench_"):
         short = short[len("bench_"):]
     for k, entries in modules().items():
-        if (not kind or kind == k) and short in (n for n, _ in entries):
+        if (not kind or kind == k) and short in (n for n, _ in entries) and short not in HELPERS:
             return k, short
     raise KeyError(name)
 

@@ -16,7 +16,14 @@ from bert_common.errors import FlagError
 
 
 def check_checkpoint_flags(settings: Any) -> None:
-    """``FlagError`` naming the first of the training loop's flags that is not positive."""
+    """``FlagError`` naming the first of the training loop's flags that is not positive.
+
+    Args:
+        settings: absl flag values or a settings object.
+
+    Raises:
+        FlagError: naming the flag.
+    """
     for name in ("save_checkpoints_steps", "iterations_per_loop", "keep_checkpoint_max"):
         if getattr(settings, name) <= 0:
             raise FlagError("--%s=%d must be positive" % (name, getattr(settings, name)))
@@ -64,6 +71,13 @@ def check_values(settings: Any, min_seq_length: int = MIN_SEQ_LENGTH) -> None:
     pass); ``--warmup_proportion`` in [0, 1]; ``--max_seq_length`` >= ``min_seq_length``;
     ``--num_train_steps`` >= 1 with ``--do_train``; create_pretraining_data's
     ``--masked_lm_prob`` in (0, 1], ``--short_seq_prob`` in [0, 1], ``--dupe_factor`` >= 1.
+
+    Args:
+        settings: absl flag values or a settings object (only the attributes it has are checked).
+        min_seq_length: the least ``max_seq_length`` the tool can work with.
+
+    Raises:
+        FlagError: naming the flag.
     """
     def setting(name):
         return getattr(settings, name, None)  # absl: AttributeError for a flag not defined

@@ -28,7 +28,12 @@ class FlagError(InputError):
 
 def first_line(error: BaseException, text: "str | None" = None) -> str:
     """The first non-empty line of ``text`` (default: the error's message), or the error's
-    type name when there is none: what a one-line report quotes of an exception."""
+    type name when there is none: what a one-line report quotes of an exception.
+
+    Args:
+        error: the exception.
+        text: the text to quote, or None for ``str(error)``.
+    """
     text = str(error) if text is None else text
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return lines[0] if lines else type(error).__name__
@@ -36,7 +41,11 @@ def first_line(error: BaseException, text: "str | None" = None) -> str:
 
 def is_tf_error(e: BaseException) -> bool:
     """A ``tf.errors.OpError`` (file systems report through it: NotFound, PermissionDenied,
-    DataLoss, ...); TensorFlow is not imported to check."""
+    DataLoss, ...); TensorFlow is not imported to check.
+
+    Args:
+        e: the exception.
+    """
     tf_errors = sys.modules.get("tensorflow.python.framework.errors_impl")
     return tf_errors is not None and isinstance(e, tf_errors.OpError)
 
@@ -44,7 +53,14 @@ def is_tf_error(e: BaseException) -> bool:
 def reason(e: BaseException) -> str:
     """The one line that says what went wrong: the message's first line, or for an error from
     inside a ``tf.function`` ("Graph execution error:", then the Python frames) its last line
-    (e.g. "corrupted record at 1234"), without the node name."""
+    (e.g. "corrupted record at 1234"), without the node name.
+
+    Args:
+        e: the exception.
+
+    Returns:
+        One line of text.
+    """
     message = str(getattr(e, "message", None) or getattr(e, "strerror", None) or str(e))
     lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
     if not lines:
@@ -67,7 +83,11 @@ _CHECKPOINT_TEMP = re.compile(r"(\S+?)_temp/part-\S*?(?=[;:,\s]|$)")
 
 def user_words(text: str) -> str:
     """``text`` without TensorFlow's node and op names, a checkpoint's temporary file named
-    by the checkpoint it was writing ("<model_dir>/model.ckpt-45: No space left on device")."""
+    by the checkpoint it was writing ("<model_dir>/model.ckpt-45: No space left on device").
+
+    Args:
+        text: an error message.
+    """
     text = _OP_SUFFIX.sub("", _FUNCTION_NODE.sub("", text))
     match = _CHECKPOINT_TEMP.search(text)
     if match:

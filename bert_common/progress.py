@@ -33,7 +33,11 @@ Extra = Union[str, Callable[[], str]]
 
 
 def format_eta(seconds: float) -> str:
-    """``"?"`` for an unknown (inf/nan) time, else ``"1m02s"``, or ``"1h02m03s"`` from an hour."""
+    """``"?"`` for an unknown (inf/nan) time, else ``"1m02s"``, or ``"1h02m03s"`` from an hour.
+
+    Args:
+      seconds: the time left.
+    """
     if not math.isfinite(seconds):
         return "?"
     seconds = int(seconds)
@@ -100,6 +104,12 @@ class Progress:
         A line is due every ``every_s`` seconds (or ``every_n`` items), on ``force``, and once
         when ``done`` reaches ``total``. ``extra`` (other counts) ends the line. Returns
         whether a line was printed.
+
+        Args:
+          done: items done so far.
+          extra: more counts for the line's end: a str, or a callable returning one (called
+    only when a line is printed).
+          force: print a line now.
         """
         self._done, self._extra = done, extra
         if not self.enabled:
@@ -118,7 +128,11 @@ class Progress:
     def finish(self, extra: Optional[Extra] = None) -> bool:
         """Prints the line of the last ``update`` (with ``extra`` if given) unless it was
         printed already, so that a loop ends on a line with its final counts (also when it
-        ran zero times). Returns whether a line was printed."""
+        ran zero times). Returns whether a line was printed.
+
+        Args:
+          extra: the final counts for the line's end, or None for the last ``update``'s.
+        """
         if extra is not None:
             self._extra = extra
         if not self.enabled or (self._printed_done == self._done and extra is None):
@@ -127,7 +141,13 @@ class Progress:
         return True
 
     def line(self, done: Number, extra: str = "", now: Optional[float] = None) -> str:
-        """The text of the line for ``done`` items at time ``now`` (default: the clock's)."""
+        """The text of the line for ``done`` items at time ``now`` (default: the clock's).
+
+        Args:
+          done: items done.
+          extra: the line's end.
+          now: the time, or None for the clock's.
+        """
         elapsed = max((self._clock() if now is None else now) - self._start, 1e-9)
         rate = done / elapsed
         unit = " " + self.unit if self.unit else ""

@@ -20,7 +20,14 @@ INTEGER_KEYS = frozenset(("global_step",))
 
 
 def format_eval_results(results: Mapping[str, float]) -> str:
-    """``key = value`` lines, sorted keys; ``global_step`` as an integer, the rest float32."""
+    """``key = value`` lines, sorted keys; ``global_step`` as an integer, the rest float32.
+
+    Args:
+        results: metric name -> value.
+
+    Returns:
+        The text.
+    """
     lines = []
     for key in sorted(results):
         value = results[key]
@@ -31,7 +38,12 @@ def format_eval_results(results: Mapping[str, float]) -> str:
 
 def write_eval_results(path: str, results: Mapping[str, float]) -> str:
     """Writes ``format_eval_results(results)`` to ``path`` (atomically) and logs each line
-    under ``***** Eval results *****`` as the original; returns the text."""
+    under ``***** Eval results *****`` as the original; returns the text.
+
+    Args:
+        path: the file (local or ``gs://``).
+        results: metric name -> value.
+    """
     text = format_eval_results(results)
     with atomic_open(path) as writer:
         writer.write(text)
@@ -42,6 +54,13 @@ def write_eval_results(path: str, results: Mapping[str, float]) -> str:
 
 
 def read_eval_results(path: str) -> dict:
-    """The ``key -> str`` pairs of an ``eval_results.txt``."""
+    """The ``key -> str`` pairs of an ``eval_results.txt``.
+
+    Args:
+        path: the file (local or ``gs://``).
+
+    Returns:
+        key -> value text (``float(...)`` it where needed).
+    """
     with files_open(path) as f:
         return dict(line.rstrip("\n").split(" = ", 1) for line in f if " = " in line)

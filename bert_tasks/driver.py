@@ -25,16 +25,22 @@ Bad input raises an ``InputError`` subclass whose message names the flag or file
 print it as one line, exit status 1). The command-line tools (``bert_cli/run_*.py``) pass their
 absl flag values as ``settings``; Python code passes a ``FinetuningSettings``.
 
-Example (``docs/your-own-task.md`` has a whole task)::
+``docs/your-own-task.md`` has a whole task of your own.
 
+Example::
+
+    from bert_common.results import read_eval_results
     from bert_tasks import driver
     from bert_tasks.classifier import ClassifierTask
     from bert_tasks.task import FinetuningSettings
 
-    settings = FinetuningSettings(bert_config_file="tiny/bert_config.json",
-                                  vocab_file="tiny/vocab.txt", output_dir="out",
-                                  do_train=True, do_eval=True, num_train_epochs=1.0)
+    settings = FinetuningSettings(bert_config_file="uncased_L-12_H-768_A-12/bert_config.json",
+                                  vocab_file="uncased_L-12_H-768_A-12/vocab.txt",
+                                  init_checkpoint="uncased_L-12_H-768_A-12/bert_model.ckpt",
+                                  output_dir="out", do_train=True, do_eval=True,
+                                  num_train_epochs=1.0)
     driver.run(ClassifierTask("mrpc", data_dir="glue/MRPC"), settings)
+    read_eval_results("out/eval_results.txt")  # {eval_accuracy, eval_f1, eval_loss, global_step}
 """
 
 from __future__ import annotations

@@ -10,12 +10,13 @@
 
 Example::
 
+    import numpy as np
     from bert_tasks import from_pretrained
 
     config, encoder, tokenizer = from_pretrained("uncased_L-12_H-768_A-12")
     ids = tokenizer.convert_tokens_to_ids(["[CLS]"] + tokenizer.tokenize("Hello!") + ["[SEP]"])
-    out = encoder({"input_ids": [ids], "input_mask": [[1] * len(ids)],
-                   "segment_ids": [[0] * len(ids)]})
+    out = encoder({"input_ids": np.array([ids]), "input_mask": np.ones((1, len(ids)), "int32"),
+                   "segment_ids": np.zeros((1, len(ids)), "int32")})
     out["pooled_output"]  # [1, H]
 
 It lives here, not in ``modeling``, because the tokenizer is ``data``'s.

@@ -63,7 +63,25 @@ _TO_HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu", 
 
 
 class BertConfig:
-    """Configuration of a ``BertModel`` (the original's fields and defaults)."""
+    """Configuration of a ``BertModel`` (the original's fields and defaults).
+
+    Args:
+        vocab_size: V, rows of the word-embedding table.
+        hidden_size: H.
+        num_hidden_layers: L, the Transformer blocks.
+        num_attention_heads: A (H must be a multiple of A).
+        intermediate_size: the feed-forward layer's width (4H in the releases).
+        hidden_act: the feed-forward activation (``"gelu"``: the original's tanh form).
+        hidden_dropout_prob: dropout on embeddings and every block output.
+        attention_probs_dropout_prob: dropout on the attention probabilities.
+        max_position_embeddings: the longest S the model takes.
+        type_vocab_size: how many segment ids (2 in the releases).
+        initializer_range: stddev of the truncated-normal initializers.
+        layer_norm_eps: LayerNorm's epsilon (the original's 1e-12).
+
+    The constructor checks nothing; ``validate`` (called by ``from_dict`` and ``BertModel``)
+    does.
+    """
 
     def __init__(self,
                  vocab_size: Optional[int],
@@ -100,6 +118,16 @@ class BertConfig:
 
         A dict with ``"model_type"`` is taken as a Hugging Face config (see ``from_hf_dict``).
         Unknown keys are ignored. ``source`` names the origin in error messages.
+
+        Args:
+            json_object: the parsed ``bert_config.json`` (or Hugging Face ``config.json``).
+            source: where it came from, for messages.
+
+        Returns:
+            The validated ``BertConfig``.
+
+        Raises:
+            ConfigError: not a dict, a required key missing, a wrong type or value.
         """
         if not isinstance(json_object, dict):
             raise ConfigError("%s: a BERT config must be a JSON object, got %s"
@@ -130,7 +158,18 @@ class BertConfig:
 
     @classmethod
     def from_hf_dict(cls, json_object: Dict[str, Any], source: str = "<dict>") -> "BertConfig":
-        """Builds a config from a Hugging Face BERT ``config.json`` dict (HF ``gelu`` = exact)."""
+        """Builds a config from a Hugging Face BERT ``config.json`` dict (HF ``gelu`` = exact).
+
+        Args:
+            json_object: the parsed ``config.json``.
+            source: where it came from, for messages.
+
+        Returns:
+            The validated ``BertConfig``.
+
+        Raises:
+            ConfigError: not a BERT config, or an activation or position type not supported.
+        """
         model_type = json_object.get("model_type", "bert")
         if model_type != "bert":
             raise ConfigError("%s: model_type %r is not a BERT model" % (source, model_type))
@@ -152,7 +191,17 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, json_file: str) -> "BertConfig":
-        """Reads a Google ``bert_config.json`` (or a Hugging Face ``config.json``)."""
+        """Reads a Google ``bert_config.json`` (or a Hugging Face ``config.json``).
+
+        Args:
+            json_file: local path or ``gs://`` URL.
+
+        Returns:
+            The validated ``BertConfig``.
+
+        Raises:
+            ConfigError: no such file, invalid UTF-8 or JSON, or a bad config.
+        """
         if not files.exists(json_file):
             raise ConfigError("%s: config file not found" % json_file)
         text = files.read_utf8(json_file, ConfigError)
@@ -165,7 +214,15 @@ class BertConfig:
     # ------------------------------------------------------------------ checks and output
 
     def validate(self, source: str = "<config>") -> None:
-        """Raises ``ConfigError`` for values the model cannot be built with."""
+        """Raises ``ConfigError`` for values the model cannot be built with.
+
+        Args:
+            source: what to name in the message (a file, ``"BertModel config"``).
+
+        Raises:
+            ConfigError: a size not positive, H not a multiple of A, a rate outside [0, 1),
+                an unknown activation.
+        """
         for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
             if getattr(self, key) <= 0:
@@ -211,7 +268,14 @@ class BertConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     def replace(self, **changes: Any) -> "BertConfig":
-        """A copy with some fields changed (e.g. dropout 0 for evaluation)."""
+        """A copy with some fields changed (e.g. dropout 0 for evaluation).
+
+        Args:
+            **changes: field name -> new value.
+
+        Returns:
+            The new, validated ``BertConfig``.
+        """
         values = self.to_dict()
         values["layer_norm_eps"] = self.layer_norm_eps
         values.update(changes)

@@ -38,7 +38,12 @@ INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class Pooler(keras.layers.Layer):
-    """sequence_output [B, S, H] -> tanh(dense(sequence_output[:, 0])) [B, H]."""
+    """sequence_output [B, S, H] -> tanh(dense(sequence_output[:, 0])) [B, H].
+
+    Args:
+        hidden_size: H.
+        initializer_range: stddev of the dense kernel's truncated-normal init.
+    """
 
     def __init__(self, hidden_size: int, initializer_range: float = 0.02, **kwargs):
         kwargs.setdefault("name", "pooler")
@@ -65,7 +70,14 @@ class Pooler(keras.layers.Layer):
 
 
 def bert_inputs(seq_length: Optional[int] = None) -> Dict[str, keras.KerasTensor]:
-    """The encoder's symbolic inputs: int32 [B, S] each (S = ``seq_length`` or dynamic)."""
+    """The encoder's symbolic inputs: int32 [B, S] each (S = ``seq_length`` or dynamic).
+
+    Args:
+        seq_length: static S, or None.
+
+    Returns:
+        ``{"input_ids", "input_mask", "segment_ids"}`` -> ``keras.Input``.
+    """
     return {name: keras.Input(shape=(seq_length,), dtype="int32", name=name)
             for name in INPUT_NAMES}
 
@@ -75,6 +87,15 @@ def build_encoder(config: BertConfig, inputs: Dict[str, keras.KerasTensor],
     """Calls fresh encoder layers on symbolic ``inputs``; returns (outputs dict, word layer).
 
     The word-embedding layer is returned so that heads can reuse (tie) its table.
+
+    Args:
+        config: the ``BertConfig``.
+        inputs: the symbolic inputs (``bert_inputs``, or any int32 [B, S] tensors).
+        dtype: the layers' dtype policy; None = the global policy.
+
+    Returns:
+        ``(outputs, word_layer)``: the outputs dict of the module docstring (symbolic) and the
+        ``WordEmbedding`` layer.
     """
     word_layer = WordEmbedding(config.vocab_size, config.hidden_size, config.initializer_range,
                                dtype=dtype, name="word_embeddings")
@@ -111,7 +132,17 @@ _TF1_ARGUMENTS = ("is_training", "input_ids", "input_mask", "token_type_ids",
 
 
 def as_bert_config(config: Union[BertConfig, Mapping[str, Any]]) -> BertConfig:
-    """A ``BertConfig`` from a ``BertConfig`` or its ``to_dict()`` (what ``get_config`` stores)."""
+    """A ``BertConfig`` from a ``BertConfig`` or its ``to_dict()`` (what ``get_config`` stores).
+
+    Args:
+        config: a ``BertConfig`` (returned as is) or a dict of its fields.
+
+    Returns:
+        The ``BertConfig``.
+
+    Raises:
+        TypeError: neither. ConfigError: a bad dict.
+    """
     if isinstance(config, BertConfig):
         return config
     if isinstance(config, Mapping):
@@ -120,19 +151,40 @@ def as_bert_config(config: Union[BertConfig, Mapping[str, Any]]) -> BertConfig:
 
 
 def config_dict(config: BertConfig) -> Dict[str, Any]:
-    """``config.to_dict()`` with ``layer_norm_eps`` always present (exact round trip)."""
+    """``config.to_dict()`` with ``layer_norm_eps`` always present (exact round trip).
+
+    Args:
+        config: the ``BertConfig``.
+
+    Returns:
+        A JSON-able dict.
+    """
     values = config.to_dict()
     values["layer_norm_eps"] = config.layer_norm_eps
     return values
 
 
 def resolve_dtype_policy(dtype) -> "keras.dtype_policies.DTypePolicy":
-    """The policy a layer built with ``dtype`` gets: ``dtype`` itself, else the global policy."""
+    """The policy a layer built with ``dtype`` gets: ``dtype`` itself, else the global policy.
+
+    Args:
+        dtype: a policy, its name (``"mixed_bfloat16"``) or None.
+
+    Returns:
+        A ``keras.dtype_policies.DTypePolicy``.
+    """
     return keras.dtype_policies.get(dtype) if dtype is not None else keras.config.dtype_policy()
 
 
 def deserialize_dtype(config: Dict[str, Any]) -> Dict[str, Any]:
-    """``config`` with a serialized ``dtype`` policy (dict) turned back into a policy object."""
+    """``config`` with a serialized ``dtype`` policy (dict) turned back into a policy object.
+
+    Args:
+        config: a ``get_config`` dict.
+
+    Returns:
+        ``config`` itself, or a copy with ``dtype`` deserialized.
+    """
     if isinstance(config.get("dtype"), dict):
         config = dict(config)
         config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
@@ -144,6 +196,12 @@ def flat_outputs(outputs: Mapping[str, Any]) -> Dict[str, Any]:
 
     ``{"encoder_outputs": [a, b], "pooled_output": p}`` -> ``{"encoder_outputs_0": a,
     "encoder_outputs_1": b, "pooled_output": p}``: the form a SavedModel signature accepts.
+
+    Args:
+        outputs: a model's output dict.
+
+    Returns:
+        A new flat dict.
     """
     flat = {}
     for key, value in outputs.items():
@@ -176,6 +234,16 @@ class FlatExportMixin:
 
         With the default format the artifact's ``serve(inputs)`` returns the dict of
         ``flat_outputs``; reload it with ``tf.saved_model.load(filepath)``.
+
+        Args:
+            filepath: the folder (or file) to write.
+            format: ``keras.Model.export``'s format (``"tf_saved_model"``, ...).
+            verbose: as ``keras.Model.export``.
+            input_signature: as ``keras.Model.export``; None = the model's inputs.
+            **kwargs: passed to ``keras.Model.export``.
+
+        Returns:
+            What ``keras.Model.export`` returns.
         """
         return self.flat_output_model().export(filepath, format=format, verbose=verbose,
                                                input_signature=input_signature, **kwargs)

@@ -34,7 +34,7 @@ from tests import paths
 
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
 RELEASE = "uncased_L-12_H-768_A-12"  # the folder name the examples use for a Google release
-GLUE_ROWS = 17  # header + 16 examples per split: one batch, a few seconds of fine-tuning
+GLUE_ROWS = 33  # header + 32 examples per split: one training batch of the default 32
 
 # (module, attribute or None for the module's own docstring): the entry points whose docstring
 # example runs here.

@@ -116,8 +116,9 @@ def export_hub(input_path: str, output_dir: str, config_file: Optional[str] = No
                                                            int(seq_length), keep_empty_segments)
     # Both staged, then renamed into place together: never a new encoder beside an old
     # preprocessor (the destinations are checked again there).
-    saved_model.save_saved_models([(encoder_module, encoder_dir, encoder_module.trace),
-                             (preprocessor_module, preprocessor_dir, preprocessor_module.trace)])
+    saved_model.save_saved_models([
+        (encoder_module, encoder_dir, encoder_module.trace),
+        (preprocessor_module, preprocessor_dir, preprocessor_module.trace)])
     return ("%s -> %s (L=%d, H=%d; %d variables loaded, %d unused) and %s (seq_length=%d, "
             "%s, vocab %s)" % (report.source, encoder_dir, config.num_hidden_layers,
                                config.hidden_size, len(report.loaded), len(report.unused),

@@ -38,7 +38,16 @@ SORT_WINDOW_BATCHES = 64
 
 def decode_classifier_record(record: tf.Tensor, max_seq_length: int,
                              regression: bool = False) -> Dict[str, tf.Tensor]:
-    """A serialized record -> int32 ids/mask/segments [S], labels [] (float32 for regression)."""
+    """A serialized record -> int32 ids/mask/segments [S], labels [] (float32 for regression).
+
+    Args:
+        record: a serialized ``tf.train.Example`` (scalar string).
+        max_seq_length: S of the records.
+        regression: a float label.
+
+    Returns:
+        Feature name -> tensor.
+    """
     parsed = tf.io.parse_single_example(record, cf.name_to_features(max_seq_length, regression))
     out = {}
     for name, value in parsed.items():
@@ -49,14 +58,30 @@ def decode_classifier_record(record: tf.Tensor, max_seq_length: int,
 
 
 def sequence_lengths(batch_or_example: Dict[str, tf.Tensor]) -> tf.Tensor:
-    """Real tokens per sequence: ``sum(input_mask, -1)`` (any leading shape)."""
+    """Real tokens per sequence: ``sum(input_mask, -1)`` (any leading shape).
+
+    Args:
+        batch_or_example: a dict with ``input_mask`` [..., S].
+
+    Returns:
+        int [...].
+    """
     return tf.reduce_sum(batch_or_example[cf.INPUT_MASK], axis=-1)
 
 
 def trim_batch(batch: Dict[str, tf.Tensor], multiple: int = 8,
                sequence_names: Sequence[str] = cf.MODEL_INPUT_NAMES) -> Dict[str, tf.Tensor]:
     """Cuts the last axis of ``sequence_names`` (the id features; NER adds its per-token labels)
-    to the batch's longest real sequence (see module doc)."""
+    to the batch's longest real sequence (see module doc).
+
+    Args:
+        batch: the batch dict.
+        multiple: round the cut length up to a multiple of this.
+        sequence_names: the features cut along their last axis.
+
+    Returns:
+        The batch with those features [B, S'] (S' <= S).
+    """
     full = tf.shape(batch[cf.INPUT_IDS])[-1]
     longest = tf.reduce_max(sequence_lengths(batch))
     length = tf.minimum(full, (longest + multiple - 1) // multiple * multiple)
@@ -91,6 +116,22 @@ def make_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Ten
     Eval/predict: adds ``example_index``; with ``sort_by_length`` sorts windows of examples by length
     (``SORT_WINDOW_BATCHES`` batches each), else keeps file order; then trims
     ``sequence_names`` (``trim_batch``).
+
+    Args:
+        input_file: a TFRecord file (or pattern).
+        decode: serialized record -> feature dict.
+        batch_size: examples per batch.
+        is_training: repeat and shuffle.
+        drop_remainder: only full batches.
+        trim: cut each batch to its longest sequence.
+        sort_by_length: eval/predict: sort windows of examples by length.
+        seed: the shuffle's seed.
+        shuffle_buffer: the shuffle buffer (the original's 100).
+        trim_multiple: round the cut length up to a multiple of this.
+        sequence_names: the features ``trim_batch`` cuts.
+
+    Returns:
+        A ``tf.data.Dataset`` of feature dicts.
     """
     dataset = tf.data.TFRecordDataset(input_file)
     if is_training:
@@ -137,6 +178,20 @@ def task_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Ten
     ``length_aware``: each batch is cut to its longest example, and eval/predict examples are
     sorted by length first (``restore_order`` puts results back). ``static_shapes`` (TPU):
     neither, and every batch is full.
+
+    Args:
+        input_file: a TFRecord file.
+        decode: serialized record -> feature dict.
+        batch_size: examples per batch.
+        is_training: training input (repeat, shuffle, full batches).
+        length_aware: cut and sort by length (above).
+        static_shapes: TPU: fixed shapes, full batches.
+        seed: the shuffle's seed.
+        sequence_names: the features cut to the batch's longest sequence.
+        shuffle_buffer: the shuffle buffer.
+
+    Returns:
+        A ``tf.data.Dataset``.
     """
     length_aware = length_aware and not static_shapes
     return make_dataset(input_file, decode, batch_size, is_training,
@@ -146,7 +201,15 @@ def task_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Ten
 
 
 def restore_order(example_indices: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """``values`` [N, ...] gathered in sorted order -> file order by ``example_indices`` [N]."""
+    """``values`` [N, ...] gathered in sorted order -> file order by ``example_indices`` [N].
+
+    Args:
+        example_indices: int [N], each value's example index (``example_index`` of the batches).
+        values: [N, ...] in dataset order.
+
+    Returns:
+        [N, ...] in file order.
+    """
     example_indices = np.asarray(example_indices).reshape(-1)
     out = np.empty_like(values)
     if sorted(example_indices.tolist()) != list(range(len(example_indices))):

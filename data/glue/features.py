@@ -76,6 +76,14 @@ def pair_tokens(tokens_a: List[str], tokens_b: Optional[List[str]], max_seq_leng
 
     ``tokens_a``/``tokens_b`` are not modified. ``tokens_b`` None or empty means a single text.
     Returns also whether anything was cut, as a third item.
+
+    Args:
+        tokens_a: WordPiece tokens of text a.
+        tokens_b: those of text b, or None.
+        max_seq_length: the length to fit, [CLS]/[SEP] included.
+
+    Returns:
+        ``(tokens, segment_ids, truncated)``.
     """
     tokens_a = list(tokens_a)
     tokens_b = list(tokens_b) if tokens_b else None
@@ -96,7 +104,18 @@ def pair_tokens(tokens_a: List[str], tokens_b: Optional[List[str]], max_seq_leng
 
 
 def label_to_id(example: InputExample, label_list: Sequence[str]) -> Union[int, float]:
-    """The example's class index in ``label_list`` (its float value when the list is empty)."""
+    """The example's class index in ``label_list`` (its float value when the list is empty).
+
+    Args:
+        example: the ``InputExample``.
+        label_list: the task's labels (empty for regression).
+
+    Returns:
+        The int index, or the float label for regression.
+
+    Raises:
+        LabelError: a label not in the list, or a regression label that is not a number.
+    """
     if not label_list:
         try:
             return float(example.label)
@@ -113,7 +132,15 @@ def label_to_id(example: InputExample, label_list: Sequence[str]) -> Union[int, 
 
 
 def padding_features(max_seq_length: int, regression: bool = False) -> InputFeatures:
-    """The all-zero features of a ``PaddingInputExample``."""
+    """The all-zero features of a ``PaddingInputExample``.
+
+    Args:
+        max_seq_length: S.
+        regression: a float label.
+
+    Returns:
+        ``InputFeatures`` with ``is_real_example=False``.
+    """
     zeros = [0] * max_seq_length
     return InputFeatures(input_ids=list(zeros), input_mask=list(zeros), segment_ids=list(zeros),
                          label_id=0.0 if regression else 0, is_real_example=False)
@@ -121,7 +148,21 @@ def padding_features(max_seq_length: int, regression: bool = False) -> InputFeat
 
 def convert_single_example(ex_index: int, example, label_list: Sequence[str],
                            max_seq_length: int, tokenizer) -> InputFeatures:
-    """Converts one ``InputExample`` (or ``PaddingInputExample``) into ``InputFeatures``."""
+    """Converts one ``InputExample`` (or ``PaddingInputExample``) into ``InputFeatures``.
+
+    Args:
+        ex_index: the example's position (the first 5 are logged, as the original).
+        example: the example.
+        label_list: the task's labels.
+        max_seq_length: S; the pair is truncated to fit.
+        tokenizer: a ``FullTokenizer`` / ``FastFullTokenizer``.
+
+    Returns:
+        The ``InputFeatures``, lists of length S.
+
+    Raises:
+        LabelError: as ``label_to_id``.
+    """
     if isinstance(example, PaddingInputExample):
         return padding_features(max_seq_length, regression=not label_list)
     features, _, _ = _convert(example, label_list, max_seq_length, tokenizer)
@@ -155,7 +196,14 @@ def _convert(example: InputExample, label_list: Sequence[str], max_seq_length: i
 def convert_example_with_tokens(example, label_list: Sequence[str], max_seq_length: int,
                                 tokenizer):
     """(features, tokens, truncated) of one example: the tokens before padding and whether
-    truncation shortened it (``[]``/False for a ``PaddingInputExample``)."""
+    truncation shortened it (``[]``/False for a ``PaddingInputExample``).
+
+    Args:
+        example: the example.
+        label_list: the task's labels.
+        max_seq_length: S.
+        tokenizer: the tokenizer.
+    """
     if isinstance(example, PaddingInputExample):
         return padding_features(max_seq_length, regression=not label_list), [], False
     return _convert(example, label_list, max_seq_length, tokenizer)
@@ -163,13 +211,30 @@ def convert_example_with_tokens(example, label_list: Sequence[str], max_seq_leng
 
 def convert_examples_to_features(examples: Iterable, label_list: Sequence[str],
                                  max_seq_length: int, tokenizer) -> List[InputFeatures]:
-    """``convert_single_example`` over a list of examples."""
+    """``convert_single_example`` over a list of examples.
+
+    Args:
+        examples: the examples.
+        label_list: the task's labels.
+        max_seq_length: S.
+        tokenizer: the tokenizer.
+
+    Returns:
+        One ``InputFeatures`` per example, in order.
+    """
     return [convert_single_example(i, ex, label_list, max_seq_length, tokenizer)
             for i, ex in enumerate(examples)]
 
 
 def features_to_tf_example(features: InputFeatures) -> "tf.train.Example":
-    """``InputFeatures`` -> ``tf.train.Example`` with the ``FEATURE_NAMES`` features."""
+    """``InputFeatures`` -> ``tf.train.Example`` with the ``FEATURE_NAMES`` features.
+
+    Args:
+        features: the ``InputFeatures``.
+
+    Returns:
+        The ``tf.train.Example`` (int64 lists; ``label_ids`` float for regression).
+    """
     import tensorflow as tf
 
     label = (float_feature([features.label_id]) if isinstance(features.label_id, float)
@@ -191,6 +256,13 @@ def file_based_convert_examples_to_features(examples: Sequence, label_list: Sequ
     The file appears only when every example converted (written to a temporary name, then
     renamed). Progress (examples, rate, ETA) goes to the log every 10000 examples and at the
     end. Returns the number of records.
+
+    Args:
+        examples: the examples, in the order to write.
+        label_list: the task's labels.
+        max_seq_length: S.
+        tokenizer: the tokenizer.
+        output_file: the TFRecord file (local or ``gs://``).
     """
     progress = writing_progress(output_file, len(examples))
     with AtomicTFRecordWriters([output_file]) as writer:
@@ -205,13 +277,29 @@ def file_based_convert_examples_to_features(examples: Sequence, label_list: Sequ
 
 def writing_progress(output_file: str, total: int) -> Progress:
     """The log progress of writing ``total`` examples to ``output_file``: a line every 10000
-    examples (log lines should not depend on the machine's speed) and one at the end."""
+    examples (log lines should not depend on the machine's speed) and one at the end.
+
+    Args:
+        output_file: the file written (named in the log).
+        total: the number of examples.
+
+    Returns:
+        A ``bert_common.progress.Progress``.
+    """
     return Progress("writing %s" % os.path.basename(output_file), total, unit="examples",
                     every_n=10000, log=True)
 
 
 def name_to_features(max_seq_length: int, regression: bool = False) -> Dict[str, object]:
-    """The ``tf.io.parse_single_example`` spec of the records written above."""
+    """The ``tf.io.parse_single_example`` spec of the records written above.
+
+    Args:
+        max_seq_length: S.
+        regression: ``label_ids`` is a float.
+
+    Returns:
+        Feature name -> ``tf.io.FixedLenFeature``.
+    """
     import tensorflow as tf
 
     return {

@@ -34,6 +34,18 @@ def _pair(preds, labels):
 
 
 def accuracy(preds, labels) -> float:
+    """The fraction of ``preds`` equal to ``labels`` (NaN for none).
+
+    Args:
+        preds: predicted class ids [N].
+        labels: true class ids [N].
+
+    Returns:
+        A float in [0, 1].
+
+    Raises:
+        ValueError: different lengths.
+    """
     p, y = _pair(preds, labels)
     if p.size == 0:
         return float("nan")
@@ -41,6 +53,16 @@ def accuracy(preds, labels) -> float:
 
 
 def f1(preds, labels, positive=1) -> float:
+    """F1 of the ``positive`` class (0 when it is never predicted nor true).
+
+    Args:
+        preds: predicted class ids [N].
+        labels: true class ids [N].
+        positive: the positive class id.
+
+    Returns:
+        A float in [0, 1].
+    """
     p, y = _pair(preds, labels)
     tp = float(np.sum((p == positive) & (y == positive)))
     fp = float(np.sum((p == positive) & (y != positive)))
@@ -50,6 +72,15 @@ def f1(preds, labels, positive=1) -> float:
 
 
 def matthews_corrcoef(preds, labels) -> float:
+    """Matthews correlation (multi-class form, as scikit-learn's; 0 when undefined).
+
+    Args:
+        preds: predicted class ids [N].
+        labels: true class ids [N].
+
+    Returns:
+        A float in [-1, 1].
+    """
     p, y = _pair(preds, labels)
     classes, encoded = np.unique(np.concatenate([y, p]), return_inverse=True)
     k = len(classes)
@@ -66,6 +97,15 @@ def matthews_corrcoef(preds, labels) -> float:
 
 
 def pearson(x, y) -> float:
+    """Pearson correlation of two equal-length vectors.
+
+    Args:
+        x: floats [N].
+        y: floats [N].
+
+    Returns:
+        A float in [-1, 1].
+    """
     a, b = _pair(x, y)
     a = a.astype(np.float64) - np.mean(a)
     b = b.astype(np.float64) - np.mean(b)
@@ -74,7 +114,14 @@ def pearson(x, y) -> float:
 
 
 def rankdata(x) -> np.ndarray:
-    """Ranks from 1, ties given their average rank (scipy's ``rankdata(method='average')``)."""
+    """Ranks from 1, ties given their average rank (scipy's ``rankdata(method='average')``).
+
+    Args:
+        x: values [N].
+
+    Returns:
+        float64 ranks [N].
+    """
     x = np.asarray(x).reshape(-1)
     order = np.argsort(x, kind="mergesort")
     sorted_x = x[order]
@@ -90,6 +137,15 @@ def rankdata(x) -> np.ndarray:
 
 
 def spearman(x, y) -> float:
+    """Spearman correlation: ``pearson`` of the ``rankdata`` ranks.
+
+    Args:
+        x: floats [N].
+        y: floats [N].
+
+    Returns:
+        A float in [-1, 1].
+    """
     a, b = _pair(x, y)
     return pearson(rankdata(a), rankdata(b))
 
@@ -105,6 +161,16 @@ def task_metrics(task_name: str, preds, labels, weights: Optional[np.ndarray] = 
     """The metric dict of ``task_name`` (see the module docstring).
 
     ``preds``/``labels``: class ids (floats for STS-B) [N]; ``weights`` [N] or None.
+
+    Args:
+        task_name: a ``PROCESSORS`` key (the metric family).
+        preds: predictions [N].
+        labels: true labels [N].
+        weights: per-example weights [N] (0 drops padding), or None.
+
+    Returns:
+        Metric name -> value: ``accuracy``, plus ``f1``/``acc_and_f1`` (MRPC, QQP) or ``mcc``
+    (CoLA); STS-B: ``pearson``, ``spearmanr``, ``corr``.
     """
     p, y = _pair(preds, labels)
     if weights is not None:
@@ -124,7 +190,15 @@ def task_metrics(task_name: str, preds, labels, weights: Optional[np.ndarray] = 
 
 def mean_cross_entropy(logits, labels) -> float:
     """Mean softmax cross-entropy of ``logits`` [N, K] against class ids ``labels`` [N]
-    (float64, max-shifted: no overflow for large logits)."""
+    (float64, max-shifted: no overflow for large logits).
+
+    Args:
+        logits: float [N, K].
+        labels: int [N].
+
+    Returns:
+        A float.
+    """
     logits = np.asarray(logits, np.float64)
     labels = np.asarray(labels).reshape(-1).astype(np.int64)
     log_probs = logits - logits.max(-1, keepdims=True)
@@ -139,6 +213,14 @@ def eval_metrics(task_name: str, result: Dict[str, np.ndarray],
     ``result``: ``label_ids`` [N] and the model's ``logits`` [N, K] (and ``probabilities``, if
     there, for the predicted class) in classification, or
     ``predictions`` [N] (regression), real examples only, in any one order.
+
+    Args:
+        task_name: the task (``task_metrics``).
+        result: the model outputs and labels (above).
+        regression: the task is a regression (STS-B).
+
+    Returns:
+        ``eval_<metric>`` -> value, ``eval_loss`` and ``loss``.
     """
     labels = np.asarray(result["label_ids"])
     if regression:

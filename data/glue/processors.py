@@ -53,10 +53,13 @@ class ClassifierDataError(InputError):
 class InputExample:
     """A single train/dev/test example for sequence (pair) classification or regression.
 
-    ``guid``: unique id; ``text_a``: the first sequence (untokenized); ``text_b``: the second
-    sequence for pair tasks, else None; ``label``: a string from ``get_labels()`` (float for
-    regression). ``index``: the test file's id column (GLUE submission), else None; ``origin``:
-    ``"path:line"`` where the example was read, else None.
+    Args:
+        guid: unique id.
+        text_a: the first sequence (untokenized).
+        text_b: the second sequence for pair tasks, else None.
+        label: a string from ``get_labels()`` (float for regression).
+        index: the test file's id column (GLUE submission), else None.
+        origin: ``"path:line"`` where the example was read, else None.
     """
 
     def __init__(self, guid: str, text_a: str, text_b: Optional[str] = None,
@@ -82,9 +85,12 @@ class PaddingInputExample:
 class InputFeatures:
     """One example as fixed-length model input: int lists of length ``max_seq_length``.
 
-    ``input_ids``: WordPiece ids, 0-padded; ``input_mask``: 1 for real tokens, 0 for padding;
-    ``segment_ids``: 0 for ``[CLS] a [SEP]``, 1 for ``b [SEP]``; ``label_id``: int class index
-    (float for regression); ``is_real_example``: False for ``PaddingInputExample``.
+    Args:
+        input_ids: WordPiece ids, 0-padded.
+        input_mask: 1 for real tokens, 0 for padding.
+        segment_ids: 0 for ``[CLS] a [SEP]``, 1 for ``b [SEP]``.
+        label_id: int class index (float for regression).
+        is_real_example: False for ``PaddingInputExample``.
     """
 
     def __init__(self, input_ids: List[int], input_mask: List[int], segment_ids: List[int],
@@ -105,6 +111,13 @@ def read_tsv_rows(input_file: str, quotechar: Optional[str] = None) -> List[List
     UTF-8 (strict), split on ``\\n`` only (``\\r`` before it is dropped by ``csv``), then
     ``csv.reader(delimiter="\\t", quotechar=quotechar)``. Raises ``ClassifierDataError`` for a
     missing, unreadable, non-UTF-8 or empty file.
+
+    Args:
+        input_file: local path or ``gs://`` URL.
+        quotechar: ``csv``'s quote character (None: quotes are text, as GLUE files need).
+
+    Returns:
+        The rows, each a list of column strings.
     """
     text = files.read_utf8(input_file, ClassifierDataError, strip_bom=False)
     if not text.strip():
@@ -162,15 +175,37 @@ class DataProcessor:
     set_types: Mapping[str, str] = {}
 
     def get_train_examples(self, data_dir: str) -> List[InputExample]:
+        """The training examples.
+
+        Args:
+            data_dir: the task's folder.
+
+        Returns:
+            The examples, in file order.
+
+        Raises:
+            ClassifierDataError: a missing or unreadable file, a bad line (file and line named).
+        """
         return self._split_examples(data_dir, "train")
 
     def get_dev_examples(self, data_dir: str) -> List[InputExample]:
+        """The dev examples (as ``get_train_examples``).
+
+        Args:
+            data_dir: the task's folder.
+        """
         return self._split_examples(data_dir, "dev")
 
     def get_test_examples(self, data_dir: str) -> List[InputExample]:
+        """The test examples (labels may be absent; as ``get_train_examples``).
+
+        Args:
+            data_dir: the task's folder.
+        """
         return self._split_examples(data_dir, "test")
 
     def get_labels(self) -> List[str]:
+        """The label strings, in class-index order (``[]`` for regression)."""
         raise NotImplementedError()
 
     def _split_examples(self, data_dir: str, split: str) -> List[InputExample]:
@@ -210,7 +245,11 @@ class DataProcessor:
 
 
 class XnliProcessor(DataProcessor):
-    """XNLI (the original's layout; ``language`` defaults to ``zh`` like the original)."""
+    """XNLI (the original's layout; ``language`` defaults to ``zh`` like the original).
+
+    Args:
+        language: the XNLI language of the training file (``multinli.train.<language>.tsv``).
+    """
 
     file_names = {"dev": "xnli.dev.tsv", "test": "xnli.test.tsv"}
 
@@ -506,7 +545,11 @@ class WnliProcessor(HeaderTsvProcessor):
 class TsvProcessor(HeaderTsvProcessor):
     """Your own task: ``train.tsv``/``dev.tsv``/``test.tsv`` with a header naming ``text_a``,
     optional ``text_b``, and ``label`` (optional in ``test.tsv``). The label list is the sorted
-    set of ``train.tsv``'s labels (numerically sorted when they are all integers)."""
+    set of ``train.tsv``'s labels (numerically sorted when they are all integers).
+
+    Args:
+        data_dir: the folder whose ``train.tsv`` gives the label list.
+    """
 
     text_a_names = ("text_a",)
     text_b_names = ()
@@ -571,7 +614,14 @@ _ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b", "mnli_mm": "mnli-m
 
 
 def canonical_task_name(task_name: str) -> str:
-    """``--task_name`` -> its key in ``PROCESSORS``; ClassifierDataError if unknown."""
+    """``--task_name`` -> its key in ``PROCESSORS``; ClassifierDataError if unknown.
+
+    Args:
+        task_name: the name as given (any case; aliases accepted).
+
+    Returns:
+        The ``PROCESSORS`` key.
+    """
     name = task_name.strip().lower()
     name = _ALIASES.get(name, name)
     if name not in PROCESSORS:
@@ -584,7 +634,19 @@ SPLITS = ("train", "dev", "test")
 
 
 def get_examples(processor: DataProcessor, split: str, data_dir: str) -> List[InputExample]:
-    """``processor.get_<split>_examples(data_dir)``; ClassifierDataError if it yields none."""
+    """``processor.get_<split>_examples(data_dir)``; ClassifierDataError if it yields none.
+
+    Args:
+        processor: the task's processor.
+        split: "train", "dev" or "test".
+        data_dir: the task's folder.
+
+    Returns:
+        The examples.
+
+    Raises:
+        ValueError: an unknown ``split``.
+    """
     if split not in SPLITS:
         raise ValueError("split must be one of %s, got %r" % (SPLITS, split))
     examples = getattr(processor, "get_%s_examples" % split)(data_dir)
@@ -595,5 +657,17 @@ def get_examples(processor: DataProcessor, split: str, data_dir: str) -> List[In
 
 def get_processor(task_name: str, data_dir: Optional[str] = None,
                   xnli_language: str = "zh") -> DataProcessor:
-    """The processor for ``--task_name`` (see ``PROCESSORS``)."""
+    """The processor for ``--task_name`` (see ``PROCESSORS``).
+
+    Args:
+        task_name: the task (``canonical_task_name``).
+        data_dir: the task's folder (``TsvProcessor`` reads its labels there).
+        xnli_language: XNLI's language.
+
+    Returns:
+        A ``DataProcessor``.
+
+    Raises:
+        ClassifierDataError: an unknown task.
+    """
     return PROCESSORS[canonical_task_name(task_name)](data_dir, xnli_language)

@@ -65,13 +65,22 @@ class Sentence:
 
 
 def split_tag(tag: str):
-    """``"B-PER"`` -> ``("B", "PER")``; ``"O"`` -> ``("O", "")``."""
+    """``"B-PER"`` -> ``("B", "PER")``; ``"O"`` -> ``("O", "")``.
+
+    Args:
+        tag: an IOB tag.
+    """
     prefix, _, kind = tag.partition("-")
     return prefix, kind
 
 
 def check_tag(tag: str, where: str) -> None:
-    """``NerDataError`` unless ``tag`` is ``O``, ``B-<type>`` or ``I-<type>``."""
+    """``NerDataError`` unless ``tag`` is ``O``, ``B-<type>`` or ``I-<type>``.
+
+    Args:
+        tag: the tag.
+        where: ``"path:line"``, for the message.
+    """
     prefix, kind = split_tag(tag)
     if tag == OUTSIDE or (prefix in ("B", "I") and kind):
         return
@@ -81,7 +90,14 @@ def check_tag(tag: str, where: str) -> None:
 
 def to_iob2(tags: Sequence[str]) -> List[str]:
     """IOB1 (or IOB2) tags -> IOB2: an ``I-X`` that does not continue a chunk of type X (after
-    ``O`` or a different type) becomes ``B-X``, as ``conlleval`` starts a chunk there."""
+    ``O`` or a different type) becomes ``B-X``, as ``conlleval`` starts a chunk there.
+
+    Args:
+        tags: one sentence's tags.
+
+    Returns:
+        The IOB2 tags.
+    """
     out = []
     previous = OUTSIDE
     for tag in tags:
@@ -110,6 +126,13 @@ def read_conll(path: str, labelled: bool = True) -> List[Sentence]:
     accepted, its sentences have ``tags`` None). Raises ``NerDataError`` naming the file and
     line for a column count that differs from the first line's, a bad tag, a file without a
     sentence.
+
+    Args:
+        path: the CoNLL file (local or ``gs://``).
+        labelled: the file must have tags.
+
+    Returns:
+        The ``Sentence`` s.
     """
     sentences: List[Sentence] = []
     columns = None
@@ -162,7 +185,11 @@ def read_conll(path: str, labelled: bool = True) -> List[Sentence]:
 
 
 def documents(sentences: Sequence[Sentence]) -> List[List[int]]:
-    """Sentence indexes grouped by document, in order."""
+    """Sentence indexes grouped by document, in order.
+
+    Args:
+        sentences: the file's sentences.
+    """
     groups: Dict[int, List[int]] = {}
     for index, sentence in enumerate(sentences):
         groups.setdefault(sentence.document, []).append(index)
@@ -171,7 +198,11 @@ def documents(sentences: Sequence[Sentence]) -> List[List[int]]:
 
 def label_list(sentences: Iterable[Sentence]) -> List[str]:
     """``O`` then ``B-X``, ``I-X`` for every entity type X in ``sentences`` (sorted): the label
-    set of a training file (both prefixes of a type, so that any IOB2 tag of it fits)."""
+    set of a training file (both prefixes of a type, so that any IOB2 tag of it fits).
+
+    Args:
+        sentences: the training sentences.
+    """
     kinds = set()
     for sentence in sentences:
         for tag in sentence.tags or ():
@@ -181,7 +212,13 @@ def label_list(sentences: Iterable[Sentence]) -> List[str]:
 
 
 def check_labels(sentences: Sequence[Sentence], labels: Sequence[str], flag_hint: str) -> None:
-    """``NerDataError`` at the first tag of ``sentences`` (after IOB2) outside ``labels``."""
+    """``NerDataError`` at the first tag of ``sentences`` (after IOB2) outside ``labels``.
+
+    Args:
+        sentences: the sentences to check.
+        labels: the model's label list.
+        flag_hint: what to name in the message (the flag giving the labels).
+    """
     known = set(labels)
     for sentence in sentences:
         if sentence.tags is None:
@@ -196,7 +233,12 @@ def prediction_lines(sentences: Sequence[Sentence],
                      predictions: Sequence[Sequence[str]]) -> Iterable[str]:
     """The CoNLL file with one more column, the predicted tag: each word's line, then a blank
     line after every sentence; a ``-DOCSTART-`` line (predicted ``O``) and a blank line before
-    a document's first sentence. ``conlleval`` reads it as it is."""
+    a document's first sentence. ``conlleval`` reads it as it is.
+
+    Args:
+        sentences: the file's sentences.
+        predictions: one predicted tag per word, per sentence.
+    """
     for sentence, tags in zip(sentences, predictions):
         if len(tags) != len(sentence.words):
             raise ValueError("%s: %d predictions for %d words"
@@ -211,6 +253,12 @@ def prediction_lines(sentences: Sequence[Sentence],
 
 def write_predictions(path: str, sentences: Sequence[Sentence],
                       predictions: Sequence[Sequence[str]]) -> None:
-    """``prediction_lines`` written to ``path`` atomically (the file appears complete)."""
+    """``prediction_lines`` written to ``path`` atomically (the file appears complete).
+
+    Args:
+        path: the file to write.
+        sentences: the file's sentences.
+        predictions: one predicted tag per word, per sentence.
+    """
     with atomic.atomic_open(path) as writer:
         writer.writelines(prediction_lines(sentences, predictions))

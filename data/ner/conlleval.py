@@ -139,7 +139,11 @@ class ConllEvalResult:
         )
 
     def type_scores(self, chunk_type: str) -> Tuple[float, float, float, int]:
-        """(precision, recall, FB1, number of guessed chunks) for one type, percent."""
+        """(precision, recall, FB1, number of guessed chunks) for one type, percent.
+
+        Args:
+            chunk_type: the entity type (``"PER"``).
+        """
         guessed = self.found_guessed_by_type.get(chunk_type, 0)
         precision, recall, f1 = _scores(
             self.correct_chunks_by_type.get(chunk_type, 0),
@@ -288,7 +292,15 @@ def evaluate_lines(lines: Iterable[str], *, source: str = "<lines>") -> ConllEva
     newline on each line is fine; a single ``str`` is taken as a whole text).
 
     Raises ``ValueError`` ("``source``:``line``: ...", 1-based) for a line with a different
-    number of fields than the first non-empty line, or fewer than two (the script's errors)."""
+    number of fields than the first non-empty line, or fewer than two (the script's errors).
+
+    Args:
+        lines: the lines (or one str).
+        source: the name in messages.
+
+    Returns:
+        The ``ConllEvalResult``.
+    """
     if isinstance(lines, str):
         lines = _text_lines(lines)
     scorer = _Scorer()
@@ -320,7 +332,14 @@ def evaluate_lines(lines: Iterable[str], *, source: str = "<lines>") -> ConllEva
 
 def evaluate_file(path: str) -> ConllEvalResult:
     """Score a file in the script's input format (local path or ``gs://``); errors name
-    ``path`` and the line."""
+    ``path`` and the line.
+
+    Args:
+        path: the file.
+
+    Returns:
+        The ``ConllEvalResult``.
+    """
     from bert_common import files  # the file layer; loads TensorFlow only for URLs
 
     with files.open(path, "rb") as f:
@@ -340,7 +359,15 @@ def evaluate_tags(
 
     Raises ``ValueError`` when the numbers of sentences or of tags in a sentence differ, when a
     sentence is a string rather than a sequence of tags, or when a tag is empty or contains
-    whitespace (it would not be one field of a line)."""
+    whitespace (it would not be one field of a line).
+
+    Args:
+        gold: the true tags, per sentence.
+        guessed: the predicted tags, per sentence.
+
+    Returns:
+        The ``ConllEvalResult``.
+    """
     if len(gold) != len(guessed):
         raise ValueError(f"{len(gold)} gold sentences but {len(guessed)} guessed sentences")
     scorer = _Scorer()
@@ -368,7 +395,11 @@ def chunks(tags: Sequence[str]) -> List[Tuple[str, int, int]]:
 
     One chunk per ``startOfChunk``; it runs until the next ``endOfChunk`` or start, or the end
     of the sentence. ``["B-PER", "I-PER", "O", "I-LOC"]`` -> ``[("PER", 0, 2), ("LOC", 3, 4)]``.
-    For IOB tags, the script's correct count is the number of chunks two sentences share."""
+    For IOB tags, the script's correct count is the number of chunks two sentences share.
+
+    Args:
+        tags: one sentence's tags.
+    """
     found: List[Tuple[str, int, int]] = []
     prev_tag, prev_type = OUTSIDE, ""
     begin: Optional[int] = None

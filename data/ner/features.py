@@ -62,7 +62,11 @@ class NerWindow:
 
 
 class WordPieces:
-    """Word -> WordPiece ids, cached (a corpus repeats its words)."""
+    """Word -> WordPiece ids, cached (a corpus repeats its words).
+
+    Args:
+        tokenizer: a ``FullTokenizer`` / ``FastFullTokenizer``.
+    """
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
@@ -118,7 +122,20 @@ def convert_document(sentences: Sequence[Sentence], indexes: Sequence[int],
                      pieces: WordPieces, document_context: bool = True,
                      split_long_sentences: bool = True) -> List[NerWindow]:
     """The windows of one document (``sentences[i]`` for i in ``indexes``, in order); see the
-    module docstring. ``label_map``: IOB2 tag -> id (None, or unlabelled sentences: labels 0)."""
+    module docstring. ``label_map``: IOB2 tag -> id (None, or unlabelled sentences: labels 0).
+
+    Args:
+        sentences: the file's sentences.
+        indexes: the document's sentence indexes.
+        label_map: IOB2 tag -> id, or None.
+        max_seq_length: S.
+        pieces: the cached ``WordPieces``.
+        document_context: fill each window with the document's sub-tokens around the target.
+        split_long_sentences: split a sentence longer than a window (else it is an error).
+
+    Returns:
+        The document's ``NerWindow`` s.
+    """
     if max_seq_length < 3:
         raise ValueError("max_seq_length must be at least 3, got %d" % max_seq_length)
     budget = max_seq_length - 2
@@ -170,7 +187,19 @@ def convert_sentences(sentences: Sequence[Sentence], label_list: Optional[Sequen
                       max_seq_length: int, tokenizer, document_context: bool = True,
                       split_long_sentences: bool = True) -> List[NerWindow]:
     """Every window of ``sentences`` (documents in file order, see ``convert_document``).
-    ``label_list``: the IOB2 tags in label-id order (None: unlabelled, labels 0)."""
+    ``label_list``: the IOB2 tags in label-id order (None: unlabelled, labels 0).
+
+    Args:
+        sentences: the file's sentences.
+        label_list: the tags, or None.
+        max_seq_length: S.
+        tokenizer: the tokenizer.
+        document_context: as ``convert_document``.
+        split_long_sentences: as ``convert_document``.
+
+    Returns:
+        The ``NerWindow`` s.
+    """
     label_map = ({label: i for i, label in enumerate(label_list)}
                  if label_list is not None and sentences and sentences[0].tags is not None
                  else None)
@@ -183,6 +212,14 @@ def convert_sentences(sentences: Sequence[Sentence], label_list: Optional[Sequen
 
 
 def window_to_tf_example(window: NerWindow) -> "tf.train.Example":
+    """A window as a ``tf.train.Example`` (int64 ids/mask/segments/labels, float weights).
+
+    Args:
+        window: the ``NerWindow``.
+
+    Returns:
+        The ``tf.train.Example``.
+    """
     import tensorflow as tf
 
     return tf.train.Example(features=tf.train.Features(feature={
@@ -195,7 +232,15 @@ def window_to_tf_example(window: NerWindow) -> "tf.train.Example":
 
 
 def write_tf_records(windows: Sequence[NerWindow], output_file: str) -> int:
-    """One record per window, in order; the file appears only when complete."""
+    """One record per window, in order; the file appears only when complete.
+
+    Args:
+        windows: the windows.
+        output_file: the TFRecord file (local or ``gs://``).
+
+    Returns:
+        The number of records.
+    """
     progress = cf.writing_progress(output_file, len(windows))
     with AtomicTFRecordWriters([output_file]) as writer:
         for i, window in enumerate(windows):
@@ -206,7 +251,11 @@ def write_tf_records(windows: Sequence[NerWindow], output_file: str) -> int:
 
 
 def name_to_features(max_seq_length: int) -> Dict[str, object]:
-    """The ``tf.io.parse_single_example`` spec of the records above."""
+    """The ``tf.io.parse_single_example`` spec of the records above.
+
+    Args:
+        max_seq_length: S.
+    """
     import tensorflow as tf
 
     spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64)
@@ -216,7 +265,12 @@ def name_to_features(max_seq_length: int) -> Dict[str, object]:
 
 
 def parse_example(record, max_seq_length: int) -> Dict[str, object]:
-    """A serialized record -> int32 ids/mask/segments/labels [S], float32 weights [S]."""
+    """A serialized record -> int32 ids/mask/segments/labels [S], float32 weights [S].
+
+    Args:
+        record: a serialized ``tf.train.Example``.
+        max_seq_length: S of the records.
+    """
     import tensorflow as tf
 
     parsed = tf.io.parse_single_example(record, name_to_features(max_seq_length))

@@ -59,7 +59,11 @@ def _stderr(message: str) -> None:
 
 
 def normalize_answer(s: str) -> str:
-    """Lower case, drop ASCII punctuation, drop a/an/the, collapse whitespace."""
+    """Lower case, drop ASCII punctuation, drop a/an/the, collapse whitespace.
+
+    Args:
+        s: an answer.
+    """
     s = s.lower()
     s = "".join(ch for ch in s if ch not in _PUNCTUATION)
     s = _ARTICLES_RE.sub(" ", s)
@@ -78,27 +82,53 @@ def _overlap_f1(pred_tokens: List[str], gold_tokens: List[str]) -> float:
 
 
 def f1_score_v1(prediction: str, ground_truth: str) -> float:
-    """v1.1 F1: 0 unless the normalized token bags share a token."""
+    """v1.1 F1: 0 unless the normalized token bags share a token.
+
+    Args:
+        prediction: the predicted answer.
+        ground_truth: one gold answer.
+    """
     return _overlap_f1(normalize_answer(prediction).split(), normalize_answer(ground_truth).split())
 
 
 def exact_match_score(prediction: str, ground_truth: str) -> bool:
+    """v1.1 exact match: the normalized strings are equal.
+
+    Args:
+        prediction: the predicted answer.
+        ground_truth: one gold answer.
+    """
     return normalize_answer(prediction) == normalize_answer(ground_truth)
 
 
 def get_tokens(s: str) -> List[str]:
-    """v2.0 tokens: [] for an empty string, else the normalized split."""
+    """v2.0 tokens: [] for an empty string, else the normalized split.
+
+    Args:
+        s: an answer.
+    """
     if not s:
         return []
     return normalize_answer(s).split()
 
 
 def compute_exact(a_gold: str, a_pred: str) -> int:
+    """v2.0 exact match, 1 or 0.
+
+    Args:
+        a_gold: one gold answer ("" for unanswerable).
+        a_pred: the prediction.
+    """
     return int(normalize_answer(a_gold) == normalize_answer(a_pred))
 
 
 def compute_f1(a_gold: str, a_pred: str) -> float:
-    """v2.0 F1: 1 when both token lists are empty, 0 when only one is."""
+    """v2.0 F1: 1 when both token lists are empty, 0 when only one is.
+
+    Args:
+        a_gold: one gold answer.
+        a_pred: the prediction.
+    """
     gold_toks = get_tokens(a_gold)
     pred_toks = get_tokens(a_pred)
     if not gold_toks or not pred_toks:
@@ -120,7 +150,11 @@ def _questions(dataset: list) -> Iterator[dict]:
 
 
 def is_v2_dataset(dataset: list) -> bool:
-    """True when any question carries an ``is_impossible`` key."""
+    """True when any question carries an ``is_impossible`` key.
+
+    Args:
+        dataset: the file's ``data`` list.
+    """
     return any("is_impossible" in qa for qa in _questions(dataset))
 
 
@@ -135,7 +169,16 @@ def _gold_texts(qa: dict) -> List[str]:
 
 def evaluate_v1(dataset: list, predictions: Mapping[str, str],
                 notify: Notify = _stderr) -> Dict[str, float]:
-    """``{"exact_match", "f1"}`` of the official v1.1 script."""
+    """``{"exact_match", "f1"}`` of the official v1.1 script.
+
+    Args:
+        dataset: the file's ``data`` list.
+        predictions: question id -> answer text.
+        notify: says a missing prediction (default: stderr).
+
+    Returns:
+        Percentages.
+    """
     f1 = exact_match = total = 0
     for qa in _questions(dataset):
         total += 1
@@ -157,12 +200,26 @@ def evaluate_v1(dataset: list, predictions: Mapping[str, str],
 
 
 def make_qid_to_has_ans(dataset: list) -> Dict[str, bool]:
+    """Question id -> whether it has a gold answer.
+
+    Args:
+        dataset: the file's ``data`` list.
+    """
     return {qa["id"]: bool(qa["answers"]) for qa in _questions(dataset)}
 
 
 def get_raw_scores(dataset: list, preds: Mapping[str, str],
                    notify: Notify = _stderr) -> Tuple[Dict[str, int], Dict[str, float]]:
-    """Per-question EM and F1 (questions without a prediction left out)."""
+    """Per-question EM and F1 (questions without a prediction left out).
+
+    Args:
+        dataset: the file's ``data`` list.
+        preds: question id -> answer text.
+        notify: says a missing prediction.
+
+    Returns:
+        ``(exact, f1)``: question id -> score.
+    """
     exact_scores: Dict[str, int] = {}
     f1_scores: Dict[str, float] = {}
     for qa in _questions(dataset):
@@ -179,7 +236,17 @@ def get_raw_scores(dataset: list, preds: Mapping[str, str],
 
 def apply_no_ans_threshold(scores: Mapping[str, float], na_probs: Mapping[str, float],
                            qid_to_has_ans: Mapping[str, bool], na_prob_thresh: float) -> Dict[str, float]:
-    """Scores with questions whose null odds exceed the threshold answered ""."""
+    """Scores with questions whose null odds exceed the threshold answered "".
+
+    Args:
+        scores: question id -> raw score.
+        na_probs: question id -> null odds.
+        qid_to_has_ans: question id -> answerable.
+        na_prob_thresh: the threshold.
+
+    Returns:
+        question id -> score.
+    """
     new_scores = {}
     for qid, s in scores.items():
         if na_probs[qid] > na_prob_thresh:
@@ -191,6 +258,13 @@ def apply_no_ans_threshold(scores: Mapping[str, float], na_probs: Mapping[str, f
 
 def make_eval_dict(exact_scores: Mapping[str, float], f1_scores: Mapping[str, float],
                    qid_list: Optional[List[str]] = None) -> "collections.OrderedDict":
+    """``{"exact", "f1", "total"}`` (percentages) over ``qid_list``, or over all questions.
+
+    Args:
+        exact_scores: question id -> EM.
+        f1_scores: question id -> F1.
+        qid_list: the questions to average, or None for all.
+    """
     if not qid_list:
         total = len(exact_scores)
         exact_sum = sum(exact_scores.values())
@@ -213,6 +287,12 @@ def find_best_thresh(preds: Mapping[str, str], scores: Mapping[str, float],
     Starts from answering nothing (one point per unanswerable question); each
     question passed adds its raw score if answerable, or -1 if unanswerable
     and answered with text.
+
+    Args:
+        preds: question id -> answer text.
+        scores: question id -> raw score.
+        na_probs: question id -> null odds.
+        qid_to_has_ans: question id -> answerable.
     """
     num_no_ans = sum(1 for k in qid_to_has_ans if not qid_to_has_ans[k])
     cur_score = num_no_ans
@@ -235,7 +315,15 @@ def find_best_thresh(preds: Mapping[str, str], scores: Mapping[str, float],
 def evaluate_v2(dataset: list, preds: Mapping[str, str],
                 na_probs: Optional[Mapping[str, float]] = None, na_prob_thresh: float = 1.0,
                 notify: Notify = _stderr) -> "collections.OrderedDict":
-    """The official v2.0 result dict (``best_*`` only when ``na_probs`` is given)."""
+    """The official v2.0 result dict (``best_*`` only when ``na_probs`` is given).
+
+    Args:
+        dataset: the file's ``data`` list.
+        preds: question id -> answer text ("" = no answer).
+        na_probs: question id -> null odds, or None (all 0).
+        na_prob_thresh: answer "" above these odds.
+        notify: says a missing prediction.
+    """
     qid_to_has_ans = make_qid_to_has_ans(dataset)
     exact_raw, f1_raw = get_raw_scores(dataset, preds, notify)
     if not exact_raw:
@@ -314,14 +402,24 @@ def _check_mapping(obj, path: str, what: str, value_type) -> dict:
 
 def load_json(path: str, what: str):
     """The parsed JSON file ``path``; ``SquadEvalError`` naming it and ``what`` it should be
-    (unreadable, not JSON)."""
+    (unreadable, not JSON).
+
+    Args:
+        path: the file.
+        what: what it should hold, for the message.
+    """
     return _load_json(path, what)
 
 
 def load_dataset(dataset_file: str, dataset_json=None) -> dict:
     """The parsed SQuAD file ``dataset_file`` (its top-level object; ``dataset_json`` when
     already parsed), checked as the scorer needs it; ``SquadEvalError`` naming the file (and
-    the article/question) otherwise."""
+    the article/question) otherwise.
+
+    Args:
+        dataset_file: the SQuAD file.
+        dataset_json: its parsed content, or None to read it.
+    """
     if dataset_json is None:
         dataset_json = _load_json(dataset_file, "the dataset")
     _check_dataset(dataset_json, dataset_file)
@@ -330,7 +428,11 @@ def load_dataset(dataset_file: str, dataset_json=None) -> dict:
 
 def unscorable_v1_questions(dataset_json: dict) -> List[str]:
     """Ids of the questions the official v1.1 scorer cannot score (no gold answer: it takes
-    the max over an empty list); always [] for a dataset scored as v2.0."""
+    the max over an empty list); always [] for a dataset scored as v2.0.
+
+    Args:
+        dataset_json: the file's top-level object.
+    """
     dataset = dataset_json["data"]
     if is_v2_dataset(dataset):
         return []
@@ -343,7 +445,23 @@ def evaluate_dataset(dataset_json: dict, preds: Mapping[str, str],
                      na_prob_name: str = "the null odds") -> Dict[str, float]:
     """Scores predictions (and null odds) already in memory, as ``evaluate_files`` scores
     them from files: ``dataset_json`` from ``load_dataset``; v1.1 or v2.0 keys as the dataset
-    says. ``dataset_name`` / ``na_prob_name`` name the inputs in messages (their files)."""
+    says. ``dataset_name`` / ``na_prob_name`` name the inputs in messages (their files).
+
+    Args:
+        dataset_json: the file's top-level object (``load_dataset``).
+        preds: question id -> answer text.
+        na_probs: question id -> null odds, or None.
+        na_prob_thresh: answer "" above these odds.
+        notify: says a missing prediction.
+        dataset_name: the dataset in messages.
+        na_prob_name: the null odds in messages.
+
+    Returns:
+        The official result dict.
+
+    Raises:
+        SquadEvalError: predictions or null odds unusable (named).
+    """
     dataset = dataset_json["data"]
     if is_v2_dataset(dataset):
         return evaluate_v2(dataset, preds, na_probs, na_prob_thresh, notify)
@@ -363,7 +481,21 @@ def evaluate_dataset(dataset_json: dict, preds: Mapping[str, str],
 
 def evaluate_files(dataset_file: str, prediction_file: str, na_prob_file: Optional[str] = None,
                    na_prob_thresh: float = 1.0, notify: Notify = _stderr) -> Dict[str, float]:
-    """Scores a predictions file against a SQuAD file: v1.1 or v2.0 keys as the dataset says."""
+    """Scores a predictions file against a SQuAD file: v1.1 or v2.0 keys as the dataset says.
+
+    Args:
+        dataset_file: the SQuAD JSON file.
+        prediction_file: predictions.json.
+        na_prob_file: null_odds.json (v2.0), or None.
+        na_prob_thresh: answer "" above these odds.
+        notify: says a missing prediction.
+
+    Returns:
+        The official result dict.
+
+    Raises:
+        SquadEvalError: an input file that cannot be used (named).
+    """
     dataset_json = load_dataset(dataset_file)
     preds = _check_mapping(_load_json(prediction_file, "the predictions"), prediction_file,
                            "the predictions", str)
@@ -377,6 +509,14 @@ def evaluate_files(dataset_file: str, prediction_file: str, na_prob_file: Option
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """``python -m data.squad_eval DATASET.json PREDICTIONS.json [--na-prob-file ...]``.
+
+    Args:
+        argv: the arguments (None: ``sys.argv[1:]``).
+
+    Returns:
+        The exit status (the result JSON on stdout; an error in one line on stderr).
+    """
     parser = argparse.ArgumentParser(
         prog="python -m data.squad_eval",
         description="Official SQuAD v1.1/v2.0 scoring (v2.0 when any question has is_impossible).")

@@ -93,6 +93,9 @@ def split_doc_tokens(paragraph_text: str):
     Returns ``(doc_tokens, char_to_word_offset)`` where
     ``char_to_word_offset[i]`` is the index of the word holding character
     ``i`` (for a whitespace character: the word before it, -1 before the first).
+
+    Args:
+        paragraph_text: the context.
     """
     doc_tokens: List[str] = []
     char_to_word_offset: List[int] = []
@@ -162,6 +165,17 @@ def read_squad_examples(input_file: str, is_training: bool,
     words at its offsets. With ``version_2_with_negative`` the ``is_impossible``
     flag is read in training mode (missing means False); impossible questions
     get positions -1/-1 and answer text "".
+
+    Args:
+        input_file: the SQuAD JSON file (local or ``gs://``).
+        is_training: read answers and positions.
+        version_2_with_negative: SQuAD 2.0 (``is_impossible``).
+
+    Returns:
+        The examples.
+
+    Raises:
+        SquadFormatError: a file that is not SQuAD JSON, or a bad answer (file and place named).
     """
     input_data = _load_squad_data(input_file)
     examples: List[SquadExample] = []
@@ -366,7 +380,13 @@ def _tokenize_doc(doc_tokens: List[str], tokenizer) -> _DocTokenization:
 
 def check_lengths(max_seq_length: int, max_query_length: int, doc_stride: int) -> None:
     """Raises ``InputError`` (a ValueError) unless the window lengths leave room for the
-    document."""
+    document.
+
+    Args:
+        max_seq_length: S.
+        max_query_length: the query's token budget.
+        doc_stride: the step between windows.
+    """
     if max_seq_length <= max_query_length + 3:
         raise InputError("The max_seq_length (%d) must be greater than max_query_length (%d) + 3"
                          % (max_seq_length, max_query_length))
@@ -386,6 +406,16 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
     windows hold ``max_seq_length - len(query) - 3`` tokens and advance by
     ``min(length, doc_stride)``. Unique ids run from 1000000000 in output
     order. Returns the number of features produced.
+
+    Args:
+        examples: the examples.
+        tokenizer: the tokenizer.
+        max_seq_length: S.
+        doc_stride: the step between windows.
+        max_query_length: the query's token budget.
+        is_training: set window start/end positions.
+        output_fn: called with each ``InputFeatures``, in order.
+        show_progress: log the progress (examples, rate, ETA).
     """
     check_lengths(max_seq_length, max_query_length, doc_stride)
     cls_id, sep_id = tokenizer.convert_tokens_to_ids([special_tokens.CLS, special_tokens.SEP])
@@ -492,6 +522,10 @@ class FeatureWriter(atomic.AtomicWriter):
     The file appears under ``filename`` only when ``close()`` succeeds (via
     ``atomic.AtomicTFRecordWriters``); use as a context manager to have it
     removed on an exception.
+
+    Args:
+        filename: the TFRecord file (local or ``gs://``).
+        is_training: write positions (training) or ``unique_ids`` only.
     """
 
     def __init__(self, filename: str, is_training: bool):
@@ -501,7 +535,11 @@ class FeatureWriter(atomic.AtomicWriter):
         self._writer = atomic.AtomicTFRecordWriters([filename])
 
     def process_feature(self, feature: InputFeatures) -> None:
-        """Serializes and writes one feature."""
+        """Serializes and writes one feature.
+
+        Args:
+            feature: the window's ``InputFeatures``.
+        """
         import tensorflow as tf
 
         self.num_features += 1

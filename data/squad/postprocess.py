@@ -90,6 +90,15 @@ def get_final_text(pred_text: str, orig_text: str, do_lower_case: bool,
     character for character once spaces are removed, the span of
     ``pred_text`` in it maps back to ``orig_text``; otherwise ``orig_text`` is
     returned whole.
+
+    Args:
+        pred_text: the predicted span's detokenized text.
+        orig_text: the original words of the span.
+        do_lower_case: as the tokenizer.
+        verbose_logging: log why a projection failed.
+
+    Returns:
+        The answer text in ``orig_text``'s characters.
     """
     tokenizer = _BASIC_TOKENIZERS.get(do_lower_case)
     if tokenizer is None:
@@ -243,6 +252,17 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size: in
 
     Returns ``(predictions, nbest, null_odds)``: ordered dicts keyed by
     ``qas_id`` in example order (``null_odds`` empty unless v2.0).
+
+    Args:
+        all_examples: the ``SquadExample`` s.
+        all_features: their ``InputFeatures`` windows.
+        all_results: the model's ``RawResult`` per feature.
+        n_best_size: candidates kept per question.
+        max_answer_length: the longest answer in tokens.
+        do_lower_case: as the tokenizer (``get_final_text``).
+        version_2_with_negative: SQuAD 2.0 (the null answer).
+        null_score_diff_threshold: predict "" when null score - best span score exceeds it.
+        verbose_logging: log ``get_final_text``'s failures.
     """
     example_index_to_features = collections.defaultdict(list)
     for feature in all_features:
@@ -279,6 +299,20 @@ def write_predictions(all_examples, all_features, all_results, n_best_size: int,
     (``write_files_together``: all renamed into place only when every one is
     written; a file given as None is skipped). Returns
     ``compute_predictions``'s triple.
+
+    Args:
+        all_examples: the ``SquadExample`` s.
+        all_features: their ``InputFeatures`` windows.
+        all_results: the ``RawResult`` s.
+        n_best_size: candidates kept per question.
+        max_answer_length: the longest answer in tokens.
+        do_lower_case: as the tokenizer.
+        output_prediction_file: predictions.json, or None.
+        output_nbest_file: nbest_predictions.json, or None.
+        output_null_log_odds_file: null_odds.json (v2.0), or None.
+        version_2_with_negative: SQuAD 2.0.
+        null_score_diff_threshold: as ``compute_predictions``.
+        verbose_logging: as ``compute_predictions``.
     """
     logging.info("Writing predictions to: %s", output_prediction_file)
     logging.info("Writing nbest to: %s", output_nbest_file)
@@ -295,7 +329,18 @@ def prediction_texts(triple, output_prediction_file: Optional[str],
                      output_nbest_file: Optional[str], output_null_log_odds_file: Optional[str],
                      version_2_with_negative: bool = False) -> List[Tuple[str, str]]:
     """``(path, JSON text)`` of each prediction file of ``compute_predictions``'s ``triple``
-    (indent 4, final newline; null odds only for v2.0; a path given as None is skipped)."""
+    (indent 4, final newline; null odds only for v2.0; a path given as None is skipped).
+
+    Args:
+        triple: ``(predictions, nbest, null_odds)``.
+        output_prediction_file: its path, or None.
+        output_nbest_file: its path, or None.
+        output_null_log_odds_file: its path, or None.
+        version_2_with_negative: write the null odds.
+
+    Returns:
+        The ``(path, text)`` pairs.
+    """
     predictions, nbest, null_odds = triple
     outputs = [(output_prediction_file, predictions), (output_nbest_file, nbest)]
     if version_2_with_negative:
@@ -306,7 +351,11 @@ def prediction_texts(triple, output_prediction_file: Optional[str],
 def write_files_together(texts: Sequence[Tuple[str, str]]) -> None:
     """Writes each ``(path, text)`` (UTF-8) as one group: every file is renamed into place only
     when all of them are written (``bert_common.atomic.atomic_paths``), so a failure (a full
-    disk, a missing folder) leaves all the previous files as they were and no temporary."""
+    disk, a missing folder) leaves all the previous files as they were and no temporary.
+
+    Args:
+        texts: ``(path, text)`` pairs.
+    """
     texts = list(texts)
     if not texts:
         return

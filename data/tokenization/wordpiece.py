@@ -84,7 +84,15 @@ class MissingTokenError(VocabError, KeyError):
 def require_tokens(tokenizer, tokens: Iterable[str]) -> None:
     """``MissingTokenError`` naming the tokenizer's vocab file and the first of ``tokens``
     (e.g. ``[CLS]``, ``[SEP]``, ``[MASK]``) its vocab lacks: the check a tool makes when it
-    makes its tokenizer, before any work."""
+    makes its tokenizer, before any work.
+
+    Args:
+      tokenizer: a ``FullTokenizer`` or ``FastFullTokenizer``.
+      tokens: the special tokens the caller needs.
+
+    Raises:
+      MissingTokenError: the first token the vocab lacks.
+    """
     missing = [token for token in tokens if token not in tokenizer.vocab]
     if missing:
         raise MissingTokenError(
@@ -109,7 +117,14 @@ def _convert_tokens(tokenizer, tokens: Iterable[str]) -> List[int]:
 
 
 def convert_to_unicode(text: TextLike) -> str:
-    """Returns ``text`` as ``str``; bytes are decoded as UTF-8, errors ignored."""
+    """Returns ``text`` as ``str``; bytes are decoded as UTF-8, errors ignored.
+
+    Args:
+      text: a str or bytes.
+
+    Raises:
+      ValueError: neither.
+    """
     if isinstance(text, str):
         return text
     if isinstance(text, (bytes, bytearray)):
@@ -118,7 +133,11 @@ def convert_to_unicode(text: TextLike) -> str:
 
 
 def printable_text(text: TextLike) -> str:
-    """Returns text suitable for print/logging (``str`` in Python 3)."""
+    """Returns text suitable for print/logging (``str`` in Python 3).
+
+    Args:
+      text: a str or bytes.
+    """
     return convert_to_unicode(text)
 
 
@@ -167,7 +186,14 @@ def _is_chinese_char(cp: int) -> bool:
 
 
 def whitespace_tokenize(text: str) -> List[str]:
-    """Strips and splits on Python whitespace (``str.split()``)."""
+    """Strips and splits on Python whitespace (``str.split()``).
+
+    Args:
+      text: the text.
+
+    Returns:
+      The words (empty for blank text).
+    """
     text = text.strip()
     if not text:
         return []
@@ -184,6 +210,12 @@ def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
 
     Token ``i`` is line ``i`` stripped of surrounding whitespace, as the
     original reads it; a token listed twice keeps its last index.
+
+    Args:
+      vocab_file: local path or ``gs://`` URL.
+
+    Returns:
+      token -> id, in file order.
 
     Raises:
       VocabError: the file is missing, empty, not UTF-8, or lacks ``[UNK]``.
@@ -217,7 +249,15 @@ def load_vocab(vocab_file: str) -> "collections.OrderedDict[str, int]":
 
 
 def convert_by_vocab(vocab: Dict, items: Iterable) -> List:
-    """Maps every item through ``vocab`` (KeyError for an unknown item, as the original)."""
+    """Maps every item through ``vocab`` (KeyError for an unknown item, as the original).
+
+    Args:
+      vocab: token -> id, or id -> token.
+      items: the keys to look up.
+
+    Returns:
+      The values, in order.
+    """
     return [vocab[item] for item in items]
 
 
@@ -228,7 +268,14 @@ _CASED_MODELS = ("cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16", "multi_cased
 
 def checkpoint_casing(init_checkpoint: str) -> Optional[bool]:
     """``do_lower_case`` of a Google release, told by the folder name in
-    ``<folder>/bert_model.ckpt`` as the original's check does; None for other names."""
+    ``<folder>/bert_model.ckpt`` as the original's check does; None for other names.
+
+    Args:
+      init_checkpoint: a checkpoint path (or None / empty).
+
+    Returns:
+      True (an uncased release), False (cased) or None.
+    """
     import re
 
     m = re.match(r"^.*?([A-Za-z0-9_-]+)/bert_model.ckpt", init_checkpoint or "")
@@ -246,6 +293,13 @@ def validate_case_matches_checkpoint(do_lower_case: bool, init_checkpoint: str) 
 
     Checks the checkpoint's folder name against Google's released model names,
     as the original does; unknown names are accepted.
+
+    Args:
+      do_lower_case: the casing the caller tokenizes with.
+      init_checkpoint: the checkpoint path (None / empty: nothing to check).
+
+    Raises:
+      ValueError: the casing contradicts the release's name.
     """
     casing = checkpoint_casing(init_checkpoint)
     if casing is None or casing == bool(do_lower_case):
@@ -269,13 +323,21 @@ def validate_case_matches_checkpoint(do_lower_case: bool, init_checkpoint: str) 
 
 
 class BasicTokenizer:
-    """Cleaning, CJK spacing, optional lower-casing/accent stripping, punctuation split."""
+    """Cleaning, CJK spacing, optional lower-casing/accent stripping, punctuation split.
+
+    Args:
+      do_lower_case: lower-case and strip accents (uncased models).
+    """
 
     def __init__(self, do_lower_case: bool = True):
         self.do_lower_case = do_lower_case
 
     def tokenize(self, text: TextLike) -> List[str]:
-        """Returns the basic tokens of ``text`` (str, or UTF-8 bytes decoded leniently)."""
+        """Returns the basic tokens of ``text`` (str, or UTF-8 bytes decoded leniently).
+
+        Args:
+          text: one line of text.
+        """
         text = convert_to_unicode(text)
         text = self._clean_text(text)
         text = self._tokenize_chinese_chars(text)
@@ -337,7 +399,13 @@ class BasicTokenizer:
 
 
 class WordpieceTokenizer:
-    """Greedy longest-match-first WordPiece over an already basic-tokenized text."""
+    """Greedy longest-match-first WordPiece over an already basic-tokenized text.
+
+    Args:
+      vocab: token -> id (``load_vocab``).
+      unk_token: the piece of a word that cannot be split.
+      max_input_chars_per_word: longer words become ``unk_token``.
+    """
 
     def __init__(self, vocab: Dict[str, int], unk_token: str = special_tokens.UNK,
                  max_input_chars_per_word: int = 200):
@@ -349,6 +417,12 @@ class WordpieceTokenizer:
         """Splits each whitespace-delimited word of ``text`` into vocab pieces.
 
         Example: ``"unaffable"`` -> ``["un", "##aff", "##able"]``.
+
+        Args:
+          text: basic-tokenized text (words separated by whitespace).
+
+        Returns:
+          The pieces, in order.
         """
         text = convert_to_unicode(text)
         output_tokens: List[str] = []
@@ -357,7 +431,11 @@ class WordpieceTokenizer:
         return output_tokens
 
     def tokenize_word(self, token: str) -> List[str]:
-        """The pieces of one word, or ``[unk_token]``."""
+        """The pieces of one word, or ``[unk_token]``.
+
+        Args:
+          token: one basic token.
+        """
         chars = list(token)
         if len(chars) > self.max_input_chars_per_word:
             return [self.unk_token]
@@ -382,7 +460,15 @@ class WordpieceTokenizer:
 
 
 class FullTokenizer:
-    """Basic tokenization followed by WordPiece: the original's end-to-end tokenizer."""
+    """Basic tokenization followed by WordPiece: the original's end-to-end tokenizer.
+
+    Args:
+      vocab_file: the model's ``vocab.txt`` (local or ``gs://``).
+      do_lower_case: True for uncased models.
+
+    Raises:
+      VocabError: as ``load_vocab``.
+    """
 
     def __init__(self, vocab_file: str, do_lower_case: bool = True):
         self.vocab_file = vocab_file
@@ -393,15 +479,42 @@ class FullTokenizer:
         self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
 
     def tokenize(self, text: TextLike) -> List[str]:
+        """The WordPiece tokens of ``text``.
+
+        Args:
+          text: a str, or UTF-8 bytes (decoded with errors ignored).
+
+        Returns:
+          The tokens (``["hello", "##s"]``), without ``[CLS]``/``[SEP]``.
+        """
         split_tokens: List[str] = []
         for token in self.basic_tokenizer.tokenize(text):
             split_tokens.extend(self.wordpiece_tokenizer.tokenize(token))
         return split_tokens
 
     def convert_tokens_to_ids(self, tokens: Iterable[str]) -> List[int]:
+        """The vocab ids of ``tokens``.
+
+        Args:
+          tokens: vocab tokens.
+
+        Returns:
+          The ids.
+
+        Raises:
+          MissingTokenError: a token the vocab lacks (a ``KeyError``, as the original).
+        """
         return _convert_tokens(self, tokens)
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> List[str]:
+        """The tokens of vocab ``ids`` (``KeyError`` for an id out of the vocab).
+
+        Args:
+          ids: vocab ids.
+
+        Returns:
+          The tokens.
+        """
         return convert_by_vocab(self.inv_vocab, ids)
 
 
@@ -541,6 +654,12 @@ class FastFullTokenizer:
     WordPiece against a hash table of the vocab, straight to a list of ids or
     tokens. The other lines take the path above, with WordPiece of unseen
     basic tokens in C.
+
+    Args:
+      vocab_file: the model's ``vocab.txt`` (local or ``gs://``).
+      do_lower_case: True for uncased models.
+      cache_size: about how many words (and tokens) the caches hold.
+      use_extension: use the compiled engine when it is built.
 
     Raises:
       VocabError: as ``load_vocab``, or a vocab of more than 1114110 lines (ids
@@ -775,7 +894,11 @@ class FastFullTokenizer:
     # -- public API --------------------------------------------------------------
 
     def tokenize(self, text: TextLike) -> List[str]:
-        """``FullTokenizer.tokenize(text)``: the WordPiece tokens of a str or UTF-8 bytes."""
+        """``FullTokenizer.tokenize(text)``: the WordPiece tokens of a str or UTF-8 bytes.
+
+        Args:
+          text: one line.
+        """
         if self._engine is not None:
             row = self._engine.encode_line(text, True)
             if row is not None:
@@ -783,7 +906,11 @@ class FastFullTokenizer:
         return list(map(self._pieces.__getitem__, self._encode_line(text)))
 
     def tokenize_to_ids(self, text: TextLike) -> List[int]:
-        """``convert_tokens_to_ids(tokenize(text))`` in one cached pass."""
+        """``convert_tokens_to_ids(tokenize(text))`` in one cached pass.
+
+        Args:
+          text: one line.
+        """
         if self._engine is not None:
             row = self._engine.encode_line(text, False)
             if row is not None:
@@ -791,7 +918,11 @@ class FastFullTokenizer:
         return list(map(ord, self._encode_line(text)))
 
     def tokenize_lines(self, lines: Iterable[TextLike]) -> List[List[str]]:
-        """``[tokenize(line) for line in lines]``, computed for the whole batch at once."""
+        """``[tokenize(line) for line in lines]``, computed for the whole batch at once.
+
+        Args:
+          lines: str or UTF-8 bytes lines.
+        """
         with _gc_paused():
             return self._rows(lines, True)
 
@@ -801,12 +932,28 @@ class FastFullTokenizer:
         Each line is a str or UTF-8 bytes (decoded with errors ignored) and is
         tokenized on its own, as ``FullTokenizer`` would; a line may hold any
         character, newlines included. Returns one list of int ids per line.
+
+        Args:
+          lines: str or UTF-8 bytes lines.
         """
         with _gc_paused():
             return self._rows(lines, False)
 
     def convert_tokens_to_ids(self, tokens: Iterable[str]) -> List[int]:
+        """As ``FullTokenizer.convert_tokens_to_ids``.
+
+        Args:
+          tokens: vocab tokens.
+
+        Raises:
+          MissingTokenError: a token the vocab lacks.
+        """
         return _convert_tokens(self, tokens)
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> List[str]:
+        """As ``FullTokenizer.convert_ids_to_tokens``.
+
+        Args:
+          ids: vocab ids.
+        """
         return convert_by_vocab(self.inv_vocab, ids)

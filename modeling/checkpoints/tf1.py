@@ -65,6 +65,10 @@ def register_tf1_head(layer_name: str, scope: str = "") -> None:
     The layer may hold a Keras-layout ``kernel`` [H, K] (transposed to [K, H]) and ``bias`` [K],
     or the original-layout ``output_weights`` [K, H] and ``output_bias`` [K]. ``scope`` is the
     TF1 variable scope with a trailing slash, e.g. ``"cls/squad/"``, or ``""`` (run_classifier).
+
+    Args:
+        layer_name: the head's Keras layer name (``"multiple_choice"``).
+        scope: its TF1 scope (a missing trailing slash is added).
     """
     if scope and not scope.endswith("/"):
         scope += "/"
@@ -108,7 +112,14 @@ def _is_anchor(component: str) -> bool:
 
 
 def tf1_name_for_path(path: str) -> Optional[Tuple[str, bool]]:
-    """Keras variable path -> (Google TF1 name, transpose?) or None if it has no TF1 name."""
+    """Keras variable path -> (Google TF1 name, transpose?) or None if it has no TF1 name.
+
+    Args:
+        path: a Keras ``variable.path`` (``"bert/layer_0/attention/self/query/kernel"``).
+
+    Returns:
+        ``(tf1_name, transpose)`` or None.
+    """
     parts = path.split("/")
     for i, component in enumerate(parts[:-1]):
         if _is_anchor(component):
@@ -117,12 +128,29 @@ def tf1_name_for_path(path: str) -> Optional[Tuple[str, bool]]:
 
 
 def tf1_name_for(variable) -> Optional[Tuple[str, bool]]:
-    """Keras variable -> (TF1 name, transpose?); ``transpose`` means TF1 layout = Keras ``.T``."""
+    """Keras variable -> (TF1 name, transpose?); ``transpose`` means TF1 layout = Keras ``.T``.
+
+    Args:
+        variable: a Keras variable of a model.
+
+    Returns:
+        ``(tf1_name, transpose)`` or None.
+    """
     return tf1_name_for_path(variable.path)
 
 
 def tf1_variable_map(model) -> Dict[str, Tuple[object, bool]]:
-    """TF1 name -> (Keras variable, transpose) for every mapped variable (tied ones once)."""
+    """TF1 name -> (Keras variable, transpose) for every mapped variable (tied ones once).
+
+    Args:
+        model: a built Keras model.
+
+    Returns:
+        The dict.
+
+    Raises:
+        CheckpointError: two variables map to one TF1 name.
+    """
     out: Dict[str, Tuple[object, bool]] = {}
     seen = set()
     for variable in model.weights:
@@ -141,7 +169,14 @@ def tf1_variable_map(model) -> Dict[str, Tuple[object, bool]]:
 
 
 def unmapped_variables(model) -> List[str]:
-    """Paths of model variables that have no TF1 name (custom, unregistered heads)."""
+    """Paths of model variables that have no TF1 name (custom, unregistered heads).
+
+    Args:
+        model: a built Keras model.
+
+    Returns:
+        The variable paths, in ``model.weights`` order.
+    """
     return [v.path for v in model.weights if tf1_name_for(v) is None]
 
 
@@ -153,7 +188,16 @@ _SKIPPED_RE = re.compile(r"(^|/)(adam_m|adam_v|Adam|Adam_1|Momentum)$|^global_st
 
 @dataclasses.dataclass
 class LoadReport:
-    """What a load did: TF1 names loaded, model variables not in the source, unused source names."""
+    """What a load did: TF1 names loaded, model variables not in the source, unused source names.
+
+    Attributes:
+        source: the checkpoint (prefix, folder or file) read.
+        loaded: TF1 names assigned to a model variable.
+        missing: TF1 names of model variables the source lacks (left at their init).
+        unused: source names no model variable took.
+        skipped: optimizer slots and step counters, never loaded.
+        unmapped: paths of model variables without a TF1 name.
+    """
 
     source: str
     loaded: List[str] = dataclasses.field(default_factory=list)
@@ -163,6 +207,7 @@ class LoadReport:
     unmapped: List[str] = dataclasses.field(default_factory=list)
 
     def summary(self) -> str:
+        """The report in a few lines: the counts, then the missing/unused/unmapped names."""
         lines = ["%s: loaded %d variables, %d missing from the checkpoint (kept fresh), "
                  "%d unused checkpoint variables, %d optimizer/step entries skipped"
                  % (self.source, len(self.loaded), len(self.missing), len(self.unused),
@@ -188,7 +233,18 @@ class _Source:
 
 
 def assign_tf1_values(model, source: _Source) -> LoadReport:
-    """Assigns every model variable whose TF1 name is in ``source``; see ``LoadReport``."""
+    """Assigns every model variable whose TF1 name is in ``source``; see ``LoadReport``.
+
+    Args:
+        model: a built Keras model, filled in place.
+        source: TF1-named arrays (``tf1_checkpoint_source``, ``array_source``).
+
+    Returns:
+        The ``LoadReport``.
+
+    Raises:
+        CheckpointError: a shape that does not fit the model's variable.
+    """
     report = LoadReport(source=source.description)
     available = {}
     for name, shape in source.shapes.items():
@@ -225,7 +281,17 @@ def latest_checkpoint(folder: str) -> Optional[str]:
     there (None if there is none): one whose files were removed (say a damaged one) is skipped
     for the one before, where TensorFlow's ``latest_checkpoint`` finds none. The one rule for
     every reader of a run's own folder (the trainer's resume, eval-only runs, a folder given as
-    a checkpoint)."""
+    a checkpoint).
+
+    Args:
+        folder: a local or ``gs://`` folder.
+
+    Returns:
+        The checkpoint prefix, or None.
+
+    Raises:
+        CheckpointError: an unreadable ``checkpoint`` state file.
+    """
     import tensorflow as tf
 
     if not files.isdir(folder):
@@ -283,7 +349,14 @@ def checkpoint_reader(prefix: str):
 
     Not ``tf.train.load_checkpoint``/``list_variables``: they take a path that is a folder to
     mean "the newest checkpoint in it", and TensorFlow's ram:// filesystem (the in-process
-    stand-in for gs:// in tests) calls every prefix a folder."""
+    stand-in for gs:// in tests) calls every prefix a folder.
+
+    Args:
+        prefix: the checkpoint prefix (not a folder).
+
+    Returns:
+        A ``CheckpointReader`` (``has_tensor``, ``get_tensor``, ``get_variable_to_shape_map``).
+    """
     import tensorflow as tf
 
     return tf.compat.v1.train.NewCheckpointReader(prefix)
@@ -292,7 +365,16 @@ def checkpoint_reader(prefix: str):
 def read_tensor(reader, prefix: str, name: str):
     """``reader.get_tensor(name)``; a damaged or truncated data file (TensorFlow raises
     ``IndexError: Read less bytes than requested``, ``DataLossError``, ...) is a
-    ``CheckpointError`` naming the checkpoint and the variable."""
+    ``CheckpointError`` naming the checkpoint and the variable.
+
+    Args:
+        reader: a ``checkpoint_reader``.
+        prefix: its checkpoint prefix, for the message.
+        name: the variable's name in the checkpoint.
+
+    Returns:
+        The numpy array.
+    """
     import tensorflow as tf
 
     try:
@@ -304,7 +386,17 @@ def read_tensor(reader, prefix: str, name: str):
 
 def tf1_checkpoint_source(ckpt_prefix: str) -> _Source:
     """Lazy reader of a TF1 (V2-format) checkpoint: names, shapes, tensors on demand (a tensor
-    that cannot be read raises ``CheckpointError``, see ``read_tensor``)."""
+    that cannot be read raises ``CheckpointError``, see ``read_tensor``).
+
+    Args:
+        ckpt_prefix: a checkpoint prefix, or a folder with a ``checkpoint`` state file.
+
+    Returns:
+        A source for ``assign_tf1_values``.
+
+    Raises:
+        CheckpointError: no such checkpoint, or an unreadable one.
+    """
     import tensorflow as tf
 
     prefix = _resolve_tf1_prefix(ckpt_prefix)
@@ -318,13 +410,30 @@ def tf1_checkpoint_source(ckpt_prefix: str) -> _Source:
 
 
 def array_source(description: str, arrays: Mapping[str, np.ndarray]) -> _Source:
-    """A source from in-memory TF1-named arrays (e.g. converted Hugging Face weights)."""
+    """A source from in-memory TF1-named arrays (e.g. converted Hugging Face weights).
+
+    Args:
+        description: what to call the source in reports.
+        arrays: TF1 name -> array.
+
+    Returns:
+        A source for ``assign_tf1_values``.
+    """
     return _Source(description, {k: tuple(np.shape(v)) for k, v in arrays.items()},
                    lambda name: arrays[name])
 
 
 def load_tf1_checkpoint(model, ckpt_prefix: str, log: bool = True) -> LoadReport:
-    """Loads Google-named TF1 checkpoint variables into ``model`` in place; returns the report."""
+    """Loads Google-named TF1 checkpoint variables into ``model`` in place; returns the report.
+
+    Args:
+        model: a built Keras model.
+        ckpt_prefix: a TF1 checkpoint prefix or folder.
+        log: log the report's summary.
+
+    Returns:
+        The ``LoadReport``.
+    """
     report = assign_tf1_values(model, tf1_checkpoint_source(ckpt_prefix))
     if log:
         logging.info("%s", report.summary())
@@ -332,7 +441,14 @@ def load_tf1_checkpoint(model, ckpt_prefix: str, log: bool = True) -> LoadReport
 
 
 def read_tf1_checkpoint(ckpt_prefix: str) -> Dict[str, np.ndarray]:
-    """Every tensor of a TF1 checkpoint as a dict name -> numpy array."""
+    """Every tensor of a TF1 checkpoint as a dict name -> numpy array.
+
+    Args:
+        ckpt_prefix: a TF1 checkpoint prefix or folder.
+
+    Returns:
+        The dict (optimizer slots and ``global_step`` included).
+    """
     source = tf1_checkpoint_source(ckpt_prefix)
     return {name: source.read(name) for name in source.shapes}
 
@@ -340,7 +456,14 @@ def read_tf1_checkpoint(ckpt_prefix: str) -> Dict[str, np.ndarray]:
 # ---------------------------------------------------------------------------------- writing
 
 def model_tf1_arrays(model) -> Dict[str, np.ndarray]:
-    """Every mapped model variable as TF1 name -> numpy array in the TF1 layout."""
+    """Every mapped model variable as TF1 name -> numpy array in the TF1 layout.
+
+    Args:
+        model: a built Keras model.
+
+    Returns:
+        The dict (unmapped variables left out).
+    """
     arrays = {}
     for name, (variable, transpose) in tf1_variable_map(model).items():
         value = np.asarray(variable.numpy())
@@ -353,6 +476,16 @@ def write_tf1_arrays(arrays: Mapping[str, np.ndarray], prefix: str) -> str:
 
     The files are written under temporary names in the same folder and renamed at the end.
     Returns the prefix.
+
+    Args:
+        arrays: TF1 name -> array.
+        prefix: the checkpoint prefix to write (local or ``gs://``).
+
+    Returns:
+        The prefix written (absolute for a local path).
+
+    Raises:
+        CheckpointError: the folder cannot be written.
     """
     import tensorflow as tf
 
@@ -375,7 +508,16 @@ def write_tf1_arrays(arrays: Mapping[str, np.ndarray], prefix: str) -> str:
 
 def save_tf1_checkpoint(model, prefix: str, global_step: Optional[int] = None) -> str:
     """Writes the model's variables under Google's TF1 names (kernels [in, out], NSP/heads
-    ``output_weights`` [K, H]) to ``prefix``; optionally a ``global_step`` (int64). Returns it."""
+    ``output_weights`` [K, H]) to ``prefix``; optionally a ``global_step`` (int64). Returns it.
+
+    Args:
+        model: a built Keras model.
+        prefix: the checkpoint prefix to write.
+        global_step: written as the int64 ``global_step`` if given.
+
+    Returns:
+        The prefix written.
+    """
     arrays: Dict[str, np.ndarray] = dict(model_tf1_arrays(model))
     skipped = unmapped_variables(model)
     if skipped:

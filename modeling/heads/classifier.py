@@ -31,7 +31,13 @@ HEAD_STDDEV = 0.02  # the original's output_weights initializer, independent of 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class ClassifierHead(keras.layers.Layer):
     """pooled_output [B, H] -> logits float32 [B, num_labels]; on a sequence [B, S, H] (the
-    token classifier) -> [B, S, num_labels], the same weights applied to every token."""
+    token classifier) -> [B, S, num_labels], the same weights applied to every token.
+
+    Args:
+        num_labels: K.
+        dropout_rate: on the input, training only.
+        initializer_range: stddev of ``output_weights`` [K, H].
+    """
 
     def __init__(self, num_labels: int, dropout_rate: float = CLASSIFIER_DROPOUT,
                  initializer_range: float = HEAD_STDDEV, **kwargs):

@@ -42,7 +42,13 @@ class FlattenChoices(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class MultipleChoiceHead(keras.layers.Layer):
-    """pooled_output [B*C, H] -> logits float32 [B, C]."""
+    """pooled_output [B*C, H] -> logits float32 [B, C].
+
+    Args:
+        num_choices: C.
+        dropout_rate: on the pooled output, training only.
+        initializer_range: stddev of ``output_weights`` [1, H].
+    """
 
     def __init__(self, num_choices: int, dropout_rate: float = CLASSIFIER_DROPOUT,
                  initializer_range: float = HEAD_STDDEV, **kwargs):

@@ -48,14 +48,32 @@ MLM_LOSS_EPSILON = 1e-5
 
 
 def gather_indexes(sequence_tensor: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
-    """sequence [B, S, H], positions int [B, P] -> the gathered vectors flattened [B*P, H]."""
+    """sequence [B, S, H], positions int [B, P] -> the gathered vectors flattened [B*P, H].
+
+    Args:
+        sequence_tensor: [B, S, H].
+        positions: int [B, P], indices into S.
+
+    Returns:
+        [B*P, H], in ``sequence_tensor``'s dtype.
+    """
     gathered = tf.gather(sequence_tensor, tf.cast(positions, tf.int32), batch_dims=1)  # [B,P,H]
     return tf.reshape(gathered, [-1, tf.shape(sequence_tensor)[-1]])  # [B*P, H]
 
 
 def masked_lm_loss(log_probs: tf.Tensor, label_ids: tf.Tensor,
                    label_weights: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-    """log_probs float32 [B*P, V], ids int [B, P], weights float [B, P] -> (per-example [B*P], [])."""
+    """log_probs float32 [B*P, V], ids int [B, P], weights float [B, P] -> (per-example [B*P], []).
+
+    Args:
+        log_probs: float32 [B*P, V], the MLM head's log-softmax.
+        label_ids: int [B, P], the original tokens at the masked positions.
+        label_weights: float [B, P], 1 for a real prediction, 0 for padding.
+
+    Returns:
+        ``(per_example, loss)``: float32 [B*P] and the weighted mean (the original's
+        ``sum(w * nll) / (sum(w) + 1e-5)``).
+    """
     ids = tf.reshape(tf.cast(label_ids, tf.int32), [-1])  # [B*P]
     weights = tf.reshape(tf.cast(label_weights, tf.float32), [-1])  # [B*P]
     per_example = -tf.gather(log_probs, ids[:, tf.newaxis], batch_dims=1)[:, 0]  # [B*P]
@@ -65,7 +83,15 @@ def masked_lm_loss(log_probs: tf.Tensor, label_ids: tf.Tensor,
 
 
 def next_sentence_loss(log_probs: tf.Tensor, labels: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-    """log_probs float32 [B, 2], labels int [B, 1] -> (per-example [B], mean [])."""
+    """log_probs float32 [B, 2], labels int [B, 1] -> (per-example [B], mean []).
+
+    Args:
+        log_probs: float32 [B, 2], the NSP head's log-softmax.
+        labels: int [B, 1] (or [B]); 0 = B follows A, 1 = random B.
+
+    Returns:
+        ``(per_example, loss)``: float32 [B] and its mean.
+    """
     ids = tf.reshape(tf.cast(labels, tf.int32), [-1])  # [B]
     per_example = -tf.gather(log_probs, ids[:, tf.newaxis], batch_dims=1)[:, 0]  # [B]
     return per_example, tf.reduce_mean(per_example)
@@ -86,7 +112,14 @@ class GatherIndexes(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class MaskedLMTransform(keras.layers.Layer):
-    """[N, H] -> LayerNorm(act(dense(x))) [N, H]; variables ``dense/*``, ``LayerNorm/*``."""
+    """[N, H] -> LayerNorm(act(dense(x))) [N, H]; variables ``dense/*``, ``LayerNorm/*``.
+
+    Args:
+        hidden_size: H.
+        hidden_act: the activation's name (``BertConfig.hidden_act``).
+        initializer_range: stddev of the dense kernel's init.
+        layer_norm_eps: LayerNorm's epsilon.
+    """
 
     def __init__(self, hidden_size: int, hidden_act: str = "gelu",
                  initializer_range: float = 0.02, layer_norm_eps: float = 1e-12, **kwargs):
@@ -122,7 +155,11 @@ class MaskedLMTransform(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class MaskedLMOutput(keras.layers.Layer):
-    """Tied logits [N, V] -> log_softmax(float32(logits) + output_bias) float32 [N, V]."""
+    """Tied logits [N, V] -> log_softmax(float32(logits) + output_bias) float32 [N, V].
+
+    Args:
+        vocab_size: V, the size of ``output_bias``.
+    """
 
     def __init__(self, vocab_size: int, **kwargs):
         kwargs.setdefault("name", "predictions")
@@ -153,6 +190,10 @@ class NextSentenceOutput(keras.layers.Layer):
 
     ``kernel`` is [H, 2] (Keras layout); Google's ``cls/seq_relationship/output_weights`` is its
     transpose [2, H] (``modeling.checkpoints.tf1`` transposes on load/save).
+
+    Args:
+        initializer_range: stddev of the kernel's init.
+        num_classes: 2 (is next / is random).
     """
 
     def __init__(self, initializer_range: float = 0.02, num_classes: int = 2, **kwargs):
@@ -235,7 +276,16 @@ PRETRAINING_INPUT_NAMES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_we
 
 def pretraining_inputs(seq_length: Optional[int] = None,
                        max_predictions_per_seq: Optional[int] = None) -> Dict[str, object]:
-    """Symbolic inputs of ``BertPretrainingModel`` (dtypes and shapes as in the TFRecords)."""
+    """Symbolic inputs of ``BertPretrainingModel`` (dtypes and shapes as in the TFRecords).
+
+    Args:
+        seq_length: static S, or None.
+        max_predictions_per_seq: static P, or None.
+
+    Returns:
+        The encoder's three inputs plus ``masked_lm_positions``/``masked_lm_ids`` int32 [B, P],
+        ``masked_lm_weights`` float32 [B, P] and ``next_sentence_labels`` int32 [B, 1].
+    """
     inputs = bert_inputs(seq_length)
     inputs["masked_lm_positions"] = keras.Input((max_predictions_per_seq,), dtype="int32",
                                                 name="masked_lm_positions")

@@ -26,7 +26,11 @@ from modeling.heads.task import EncoderTask, encoder_output, head_dtype
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class SquadHead(keras.layers.Layer):
-    """[B, S, H] sequence output -> (start_logits [B, S], end_logits [B, S]) float32."""
+    """[B, S, H] sequence output -> (start_logits [B, S], end_logits [B, S]) float32.
+
+    Args:
+        initializer_range: stddev of ``output_weights`` [2, H].
+    """
 
     def __init__(self, initializer_range: float = 0.02, **kwargs):
         kwargs.setdefault("name", "squad")

@@ -25,7 +25,18 @@ class _Untracked:
 
 
 def encoder_output(encoder: keras.Model, key: str) -> keras.KerasTensor:
-    """The symbolic ``encoder.output[key]`` of a functional encoder (``BertModel``)."""
+    """The symbolic ``encoder.output[key]`` of a functional encoder (``BertModel``).
+
+    Args:
+        encoder: the encoder model.
+        key: the output's name (``"pooled_output"``, ``"sequence_output"``, ...).
+
+    Returns:
+        The symbolic tensor.
+
+    Raises:
+        TypeError: ``encoder`` is not a functional model with that output.
+    """
     outputs = getattr(encoder, "output", None) if isinstance(encoder, keras.Model) else None
     if not isinstance(outputs, dict) or key not in outputs:
         raise TypeError("the encoder must be a functional keras.Model whose output dict holds "
@@ -35,7 +46,15 @@ def encoder_output(encoder: keras.Model, key: str) -> keras.KerasTensor:
 
 def head_dtype(encoder: keras.Model, dtype=None):
     """The dtype policy of a head on ``encoder``: ``dtype``, else the encoder's own policy
-    (``BertModel.bert_dtype_policy``), else None (the global policy)."""
+    (``BertModel.bert_dtype_policy``), else None (the global policy).
+
+    Args:
+        encoder: the encoder model.
+        dtype: the caller's policy, or None.
+
+    Returns:
+        A policy, its name, or None.
+    """
     if dtype is not None:
         return dtype
     return getattr(encoder, "bert_dtype_policy", None)
@@ -69,7 +88,11 @@ class EncoderTask(keras.Model):
         return [name for name in super().__dir__() if name != "encoder"]
 
     def task_config(self) -> Dict[str, Any]:
-        """The arguments every task model has: name, trainable, encoder, dtype."""
+        """The arguments every task model has: name, trainable, encoder, dtype.
+
+        Returns:
+            The ``get_config`` dict to extend with the subclass's own arguments.
+        """
         dtype = self.head_dtype
         return {"name": self.name, "trainable": self.trainable,
                 "encoder": keras.saving.serialize_keras_object(self.encoder),

@@ -26,7 +26,12 @@ MASK_ADDER = -10000.0
 
 
 def attention_bias_from_mask(input_mask: tf.Tensor, dtype) -> tf.Tensor:
-    """int/float mask [B, S] (1 = real) -> additive bias [B, 1, 1, S]: (1 - mask) * -10000."""
+    """int/float mask [B, S] (1 = real) -> additive bias [B, 1, 1, S]: (1 - mask) * -10000.
+
+    Args:
+        input_mask: [B, S].
+        dtype: the bias's dtype (the compute dtype).
+    """
     mask = tf.cast(input_mask, dtype)[:, tf.newaxis, tf.newaxis, :]  # [B, 1, 1, S]
     return (1.0 - mask) * MASK_ADDER
 
@@ -48,7 +53,14 @@ class AttentionBias(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class SelfAttention(keras.layers.Layer):
-    """hidden [B, S, H], bias [B, 1, 1, S] -> context [B, S, H] (before the output projection)."""
+    """hidden [B, S, H], bias [B, 1, 1, S] -> context [B, S, H] (before the output projection).
+
+    Args:
+        num_attention_heads: A.
+        size_per_head: H / A.
+        initializer_range: stddev of the query/key/value kernels' init.
+        dropout_rate: on the attention probabilities, training only.
+    """
 
     def __init__(self, num_attention_heads: int, size_per_head: int,
                  initializer_range: float = 0.02, dropout_rate: float = 0.1, **kwargs):
@@ -80,7 +92,15 @@ class SelfAttention(keras.layers.Layer):
 
     def attend(self, query, key, value, attention_bias, training=None):
         """The attention proper, after the projections: query/key/value [B, S, H] -> context
-        [B, S, H] (scores, softmax, dropout, weighted sum; benchmarks time it alone)."""
+        [B, S, H] (scores, softmax, dropout, weighted sum; benchmarks time it alone).
+
+        Args:
+            query: [B, S, H], projected.
+            key: [B, S, H], projected.
+            value: [B, S, H], projected.
+            attention_bias: [B, 1, 1, S].
+            training: apply dropout.
+        """
         q = self._split_heads(query)  # [B, F, N, D]
         k = self._split_heads(key)  # [B, T, N, D]
         v = self._split_heads(value)  # [B, T, N, D]

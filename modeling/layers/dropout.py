@@ -33,7 +33,11 @@ class Dropout(keras.layers.Dropout):
     """[...] -> [...]: x / (1 - rate) where kept, 0 where dropped (only with ``training=True``)."""
 
     def fused_kernel_applies(self, dtype) -> bool:
-        """Whether a training call on ``dtype`` inputs takes the CPU kernel (here, now)."""
+        """Whether a training call on ``dtype`` inputs takes the CPU kernel (here, now).
+
+        Args:
+            dtype: the inputs' dtype.
+        """
         return (0.0 < self.rate < 1.0 and self.noise_shape is None
                 and switch.kernels_of(self).training and cpu_ops.usable(dtype))
 

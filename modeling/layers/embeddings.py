@@ -19,7 +19,11 @@ from modeling.layers.layer_norm import BertLayerNorm
 
 
 def truncated_normal(stddev: float) -> keras.initializers.Initializer:
-    """The original's initializer: truncated normal (2 standard deviations), mean 0."""
+    """The original's initializer: truncated normal (2 standard deviations), mean 0.
+
+    Args:
+        stddev: the standard deviation (``initializer_range``).
+    """
     return keras.initializers.TruncatedNormal(mean=0.0, stddev=stddev)
 
 
@@ -31,7 +35,15 @@ def sparse_gradient_tables(model: keras.Model, one_hot_embeddings: bool = False)
     looks token types up with a one-hot matmul and slices the position table: dense
     gradients, their norm that of the summed rows; with ``one_hot_embeddings`` (the original
     on TPU) the word embeddings' gradient is dense too, and this is empty. The one rule for
-    which gradients go to clipping sparse: ``modeling.training.trainer`` applies it."""
+    which gradients go to clipping sparse: ``modeling.training.trainer`` applies it.
+
+    Args:
+        model: the model being trained.
+        one_hot_embeddings: the original's TPU lookup (no sparse table then).
+
+    Returns:
+        The table variables.
+    """
     if one_hot_embeddings:
         return []
     return [layer.embeddings for layer in model._flatten_layers(include_self=True)  # noqa: SLF001
@@ -40,7 +52,13 @@ def sparse_gradient_tables(model: keras.Model, one_hot_embeddings: bool = False)
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class WordEmbedding(keras.layers.Layer):
-    """Word-piece embedding table [V, H]; lookup (ids -> [..., H]) or tied logits (reverse)."""
+    """Word-piece embedding table [V, H]; lookup (ids -> [..., H]) or tied logits (reverse).
+
+    Args:
+        vocab_size: V.
+        hidden_size: H.
+        initializer_range: stddev of the table's init.
+    """
 
     def __init__(self, vocab_size: int, hidden_size: int, initializer_range: float = 0.02,
                  **kwargs):
@@ -84,6 +102,13 @@ class EmbeddingPostprocessor(keras.layers.Layer):
 
     Variables: ``token_type_embeddings`` [type_vocab_size, H], ``position_embeddings``
     [max_position_embeddings, H] (the first S rows are used), ``LayerNorm/{gamma,beta}``.
+
+    Args:
+        type_vocab_size: segment ids.
+        max_position_embeddings: the longest S.
+        initializer_range: stddev of the tables' init.
+        dropout_rate: after the LayerNorm, training only.
+        layer_norm_eps: LayerNorm's epsilon.
     """
 
     def __init__(self, type_vocab_size: int, max_position_embeddings: int,

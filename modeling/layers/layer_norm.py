@@ -24,7 +24,11 @@ from modeling.kernels import switch
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class BertLayerNorm(keras.layers.Layer):
-    """y = (x - mean) * rsqrt(var + eps) * gamma + beta over the last axis. [..., H] -> [..., H]."""
+    """y = (x - mean) * rsqrt(var + eps) * gamma + beta over the last axis. [..., H] -> [..., H].
+
+    Args:
+        epsilon: added to the variance (the original's 1e-12).
+    """
 
     def __init__(self, epsilon: float = 1e-12, **kwargs):
         kwargs.setdefault("name", "LayerNorm")

@@ -26,7 +26,14 @@ from modeling.layers.layer_norm import BertLayerNorm
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class ResidualOutput(keras.layers.Layer):
-    """(x [B,S,I], residual [B,S,H]) -> LayerNorm(dropout(dense(x)) + residual) [B,S,H]."""
+    """(x [B,S,I], residual [B,S,H]) -> LayerNorm(dropout(dense(x)) + residual) [B,S,H].
+
+    Args:
+        hidden_size: H.
+        initializer_range: stddev of the dense kernel's init.
+        dropout_rate: on the dense output, training only.
+        layer_norm_eps: LayerNorm's epsilon.
+    """
 
     def __init__(self, hidden_size: int, initializer_range: float = 0.02,
                  dropout_rate: float = 0.1, layer_norm_eps: float = 1e-12, **kwargs):
@@ -65,7 +72,13 @@ class ResidualOutput(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class Intermediate(keras.layers.Layer):
-    """x [B,S,H] -> act(dense(x)) [B,S,I]; ``hidden_act`` as in the config ("gelu" = tanh)."""
+    """x [B,S,H] -> act(dense(x)) [B,S,I]; ``hidden_act`` as in the config ("gelu" = tanh).
+
+    Args:
+        intermediate_size: I.
+        hidden_act: the activation's name.
+        initializer_range: stddev of the dense kernel's init.
+    """
 
     def __init__(self, intermediate_size: int, hidden_act: str = "gelu",
                  initializer_range: float = 0.02, **kwargs):
@@ -97,7 +110,16 @@ class Intermediate(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class AttentionBlock(keras.layers.Layer):
-    """x [B,S,H], bias [B,1,1,S] -> LayerNorm(dropout(dense(self_attention(x))) + x) [B,S,H]."""
+    """x [B,S,H], bias [B,1,1,S] -> LayerNorm(dropout(dense(self_attention(x))) + x) [B,S,H].
+
+    Args:
+        hidden_size: H.
+        num_attention_heads: A.
+        initializer_range: stddev of the kernels' init.
+        hidden_dropout_prob: on the projected output.
+        attention_probs_dropout_prob: on the attention probabilities.
+        layer_norm_eps: LayerNorm's epsilon.
+    """
 
     def __init__(self, hidden_size: int, num_attention_heads: int,
                  initializer_range: float = 0.02, hidden_dropout_prob: float = 0.1,
@@ -140,7 +162,18 @@ class AttentionBlock(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class TransformerLayer(keras.layers.Layer):
-    """One encoder block: x [B,S,H], bias [B,1,1,S] -> [B,S,H]. Name it ``layer_N``."""
+    """One encoder block: x [B,S,H], bias [B,1,1,S] -> [B,S,H]. Name it ``layer_N``.
+
+    Args:
+        hidden_size: H.
+        num_attention_heads: A.
+        intermediate_size: I.
+        hidden_act: the feed-forward activation's name.
+        initializer_range: stddev of the kernels' init.
+        hidden_dropout_prob: on the attention and feed-forward outputs.
+        attention_probs_dropout_prob: on the attention probabilities.
+        layer_norm_eps: LayerNorm's epsilon.
+    """
 
     def __init__(self, hidden_size: int, num_attention_heads: int, intermediate_size: int,
                  hidden_act: str = "gelu", initializer_range: float = 0.02,

@@ -68,6 +68,27 @@ def finetune(model, optimizer, dataset: tf.data.Dataset, per_example_loss: PerEx
     ``fuse_optimizer`` / ``fused_kernels``: the trainer's fast path for one local replica
     (``TrainerConfig``; the tools' ``--xla_optimizer`` / ``--xla_kernels``, on by default):
     values within float rounding of the op-by-op step, other dropout masks.
+
+    Args:
+        model: the task model, built in ``strategy``'s scope.
+        optimizer: ``create_optimizer``'s.
+        dataset: the training batches (above).
+        per_example_loss: ``(outputs, batch) -> [B]`` losses.
+        model_dir: where checkpoints and TensorBoard logs go.
+        num_train_steps: the step to train to.
+        strategy: the distribution strategy; None = the default.
+        steps_per_loop: steps per compiled loop (and per log line).
+        save_checkpoints_steps: steps between checkpoints.
+        keep_checkpoint_max: checkpoints kept.
+        use_xla: compile the step with XLA.
+        progress: log progress lines.
+        loss_weights: the weighting feature, or None (above).
+        fuse_optimizer: the fused optimizer step (above).
+        fused_kernels: the fused CPU kernels (above).
+
+    Returns:
+        The trainer's ``TrainResult`` (``global_step``, ``logs``, ``step_losses``,
+    ``examples_per_sec``).
     """
     if loss_weights:
         objective = objectives.WeightedMeanLossObjective(per_example_loss, loss_weights,
@@ -83,13 +104,22 @@ def finetune(model, optimizer, dataset: tf.data.Dataset, per_example_loss: PerEx
 
 
 def relaxed_spec(element_spec):
-    """The dataset's element spec with every dimension unknown (one trace for all shapes)."""
+    """The dataset's element spec with every dimension unknown (one trace for all shapes).
+
+    Args:
+        element_spec: a ``tf.data`` element spec (nested).
+    """
     return tf.nest.map_structure(
         lambda spec: tf.TensorSpec([None] * spec.shape.rank, spec.dtype, name=spec.name),
         element_spec)
 
 
 def model_inputs(batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """The model's three inputs of a batch (``input_ids``, ``input_mask``, ``segment_ids``).
+
+    Args:
+        batch: a batch dict with more features (labels, weights, indexes).
+    """
     return {name: batch[name] for name in MODEL_INPUT_NAMES}
 
 
@@ -98,6 +128,11 @@ class Predictor:
 
     ``run(dataset)`` returns numpy arrays of ``output_names`` and of the batches' other features
     (``label_ids``, ``is_real_example``, ``example_index``), concatenated in dataset order.
+
+    Args:
+        model: the model (dict in, dict out).
+        output_names: the model outputs to collect.
+        strategy: the distribution strategy; None = the default.
     """
 
     def __init__(self, model, output_names: Sequence[str], strategy=None):
@@ -143,6 +178,16 @@ class Predictor:
 
     def run(self, dataset: tf.data.Dataset, total: Optional[int] = None,
             label: str = "predict") -> Dict[str, np.ndarray]:
+        """The outputs and features of every batch of ``dataset``, concatenated in order.
+
+        Args:
+            dataset: finite batches of feature dicts.
+            total: the number of examples, for the progress line's ETA (None: unknown).
+            label: the progress line's prefix.
+
+        Returns:
+            Name -> numpy array [N, ...] (per-token outputs zero-padded to the longest).
+        """
         step = self._step(dataset.element_spec)
         if self.distributed:
             dataset = self.strategy.experimental_distribute_dataset(dataset)
@@ -165,7 +210,14 @@ class Predictor:
 
 def concatenate_padded(parts: Sequence[np.ndarray]) -> np.ndarray:
     """``np.concatenate(parts, axis=0)``; parts whose other axes are shorter (per-token outputs
-    of length-trimmed batches, [b, s, ...]) are zero-padded at the end to the longest first."""
+    of length-trimmed batches, [b, s, ...]) are zero-padded at the end to the longest first.
+
+    Args:
+        parts: arrays [b_i, ...].
+
+    Returns:
+        [sum b_i, ...].
+    """
     rank = parts[0].ndim
     longest = [max(p.shape[axis] for p in parts) for axis in range(1, rank)]
     padded = [p if list(p.shape[1:]) == longest else
@@ -196,7 +248,19 @@ def predict(model, dataset: tf.data.Dataset, output_names: Sequence[str],
             total: Optional[int] = None, strategy=None,
             label: str = "predict") -> Dict[str, np.ndarray]:
     """``Predictor(model, output_names, strategy).run(dataset, total, label)``, the Predictor
-    kept with the model for the next call."""
+    kept with the model for the next call.
+
+    Args:
+        model: the model.
+        dataset: finite batches.
+        output_names: the outputs to collect.
+        total: the number of examples (for the ETA), or None.
+        strategy: the distribution strategy, or None.
+        label: the progress line's prefix.
+
+    Returns:
+        As ``Predictor.run``.
+    """
     strategy = strategy or tf.distribute.get_strategy()
     per_model = _PREDICTORS.setdefault(model, {})
     key = (tuple(output_names), id(strategy), switch.inference_kernels_allowed())

@@ -37,6 +37,12 @@ def bert_schedule_value(step, init_lr: float, num_train_steps: int,
     by the constant step counts into multiplications by float32 reciprocals and folds
     ``init_lr * (s * (1/W))`` into ``(init_lr * (1/W)) * s``; checked bit for bit against the
     original graph (tf.compat.v1 session) on 25 random (init_lr, N, W) and the golden files.
+
+    Args:
+        step: the step.
+        init_lr: the peak learning rate.
+        num_train_steps: N, the step where the rate reaches 0.
+        num_warmup_steps: W, linear warmup steps (0: none).
     """
     step = tf.convert_to_tensor(step)
     lr = tf.constant(init_lr, tf.float32)
@@ -53,7 +59,17 @@ def bert_schedule_value(step, init_lr: float, num_train_steps: int,
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class BertSchedule(keras.optimizers.schedules.LearningRateSchedule):
-    """Iteration t (updates done so far) -> learning rate used by the next update (see module)."""
+    """Iteration t (updates done so far) -> learning rate used by the next update (see module).
+
+    Args:
+        init_lr: the peak learning rate.
+        num_train_steps: N, the step where the rate reaches 0.
+        num_warmup_steps: W, linear warmup steps.
+        one_step_ahead: iteration t uses schedule(t + 1), as the original does in practice.
+
+    Raises:
+        ValueError: N <= 0 or W < 0.
+    """
 
     def __init__(self, init_lr: float, num_train_steps: int, num_warmup_steps: int,
                  one_step_ahead: bool = True):

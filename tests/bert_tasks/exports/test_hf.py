@@ -87,7 +87,8 @@ def test_every_exported_name_inverts_the_import_map():
             assert hf_import.hf_to_tf1_name(hf_name) == (name, transpose)
             assert hf_name.startswith(prefix) or hf_name.startswith(("cls.", "classifier.",
                                                                      "qa_outputs."))
-    assert hf_export.tf1_to_hf_name("bert/encoder/layer_3/attention/self/query/kernel", "bert.") == (
+    assert hf_export.tf1_to_hf_name("bert/encoder/layer_3/attention/self/query/kernel",
+                                    "bert.") == (
         "bert.encoder.layer.3.attention.self.query.weight", True)
     assert hf_export.tf1_to_hf_name("output_weights") == ("classifier.weight", False)
     assert hf_export.tf1_to_hf_name("global_step") is None
@@ -141,7 +142,7 @@ def test_classifier_export_with_labels(classifier_checkpoints, tmp_path):
         convert(tf1, str(tmp_path / "regression"), TINY_CONFIG, "classifier", output_format="hf",
                 vocab_file=paths.GOLDEN_VOCAB, regression=True)
     regression = hf_export.hf_config_dict(BertConfig.from_json_file(TINY_CONFIG),
-                                   "BertForSequenceClassification", regression=True)
+                                          "BertForSequenceClassification", regression=True)
     assert regression["problem_type"] == "regression" and regression["id2label"] == {"0": "LABEL_0"}
 
 

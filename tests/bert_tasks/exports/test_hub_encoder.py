@@ -1,5 +1,6 @@
-"""bert_tasks/exports/hub_encoder.py: the TF Hub-style encoder SavedModel (restored ``obj(inputs, training)``,
-reuse attributes, vocab asset, ``serving_default``) gives BertModel's outputs.
+"""bert_tasks/exports/hub_encoder.py: the TF Hub-style encoder SavedModel (restored
+``obj(inputs, training)``, reuse attributes, vocab asset, ``serving_default``) gives
+BertModel's outputs.
 
 The fresh-process load and ``saved_model_cli`` are checked end to end in
 tests/bert_tasks/exports/test_hub.py (one export of both SavedModels)."""

@@ -28,13 +28,13 @@ class Plus(tf.Module):
 def _save(path, k=1.0, **kwargs):
     module = Plus(k)
     return saved_model.save_saved_model(module, str(path),
-                                         lambda: {"serving_default": module.serve})
+                                        lambda: {"serving_default": module.serve})
 
 
 def _version(base, k=1.0, flag="--export_dir"):
     module = Plus(k)
     return saved_model.save_saved_model_version(module, str(base),
-                                                 lambda: {"serving_default": module.serve}, flag)
+                                                lambda: {"serving_default": module.serve}, flag)
 
 
 def _served(path):
@@ -105,7 +105,7 @@ def test_several_saved_models_are_all_new_or_all_old(tmp_path):
     (tmp_path / "other" / "notes.txt").write_text("mine")
     with pytest.raises(InputError, match="other exists and is not a SavedModel"):
         saved_model.save_saved_models(exports[:1] + [(modules[1], str(tmp_path / "other"),
-                                                       exports[1][2])])
+                                                      exports[1][2])])
     assert {k: v for k, v in snapshot(tmp_path, folders=True).items() if not k.startswith("other")} == before
     saved_model.save_saved_models(exports)
     assert _served(a) == _served(b) == [8.0]
