@@ -277,7 +277,7 @@ def _setup(fv):
     TensorFlow op (multi-worker and TPU set-up must come first)."""
     check_flags(fv)
     from modeling.config import BertConfig
-    from modeling.training import distribution
+    from modeling.training import distribution, execution
 
     config = BertConfig.from_json_file(fv.bert_config_file)
     _require(fv.max_seq_length <= config.max_position_embeddings,
@@ -286,7 +286,9 @@ def _setup(fv):
     precision = cli_flags.precision_from_flags(fv)
     if fv.num_cpu_devices > 1:
         distribution.split_cpu(fv.num_cpu_devices)
-    return config, cli_flags.strategy_from_flags(fv), precision
+    strategy = cli_flags.strategy_from_flags(fv)
+    execution.check_use_xla(strategy, fv.use_xla)  # before anything is written
+    return config, strategy, precision
 
 
 def _restore(fv, trainer) -> int:

@@ -75,7 +75,7 @@ def run(task: Task, settings: Any, *, warn: Optional[Callable[[str], None]] = No
         InputError: bad settings or input, naming the flag or the file.
     """
     from modeling.config import BertConfig
-    from modeling.training import distribution
+    from modeling.training import distribution, execution
 
     logging.set_verbosity(logging.INFO)
     ctx = Context(settings=settings,
@@ -86,6 +86,7 @@ def run(task: Task, settings: Any, *, warn: Optional[Callable[[str], None]] = No
     ctx.strategy = distribution.strategy_from_settings(settings)  # before any other TF op
     precision = distribution.set_precision(settings.mixed_precision)  # the Keras dtype policy
     ctx.tpu = distribution.is_tpu(ctx.strategy)
+    execution.check_use_xla(ctx.strategy, settings.use_xla)  # before anything is written
     ctx.tokenizer = tokenizer_from_settings(settings)  # a bad vocab: nothing written
     task.prepare(ctx)
     start_output_dir(settings)

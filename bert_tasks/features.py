@@ -153,7 +153,10 @@ def _encoder(config, init_checkpoint, max_seq_length, layer_indexes, inference_d
     fused = (inference_dtype != "float32" and distribution.prediction_kernels_apply(
         tf.distribute.get_strategy(), model.variables))
 
-    @tf.function(jit_compile=inference_dtype == "float32", reduce_retracing=True)
+    # float32 is XLA-compiled where XLA can compile for the CPU (not under tensorflow-tpu)
+    xla = inference_dtype == "float32" and not distribution.xla_cpu_unavailable()
+
+    @tf.function(jit_compile=xla, reduce_retracing=True)
     def predict(batch):
         with switch.use_kernels(model, switch.Kernels(inference=fused)):  # read when traced
             outputs = model(batch, training=False)["encoder_outputs"]

@@ -200,6 +200,31 @@ def is_cpu_device(device: str) -> bool:
         return False
 
 
+_XLA_CPU_UNAVAILABLE: list = []  # [reason or None], once per process
+
+
+def xla_cpu_unavailable() -> Optional[str]:
+    """Why XLA cannot compile for the CPU in this TensorFlow build, or None when it can.
+
+    tensorflow-tpu (the Cloud TPU VM wheel) has no XLA:CPU backend: every ``jit_compile`` on
+    the CPU fails there with "could not find registered transfer manager for platform Host".
+    Probed once per process with a one-op function on the CPU.
+
+    Returns:
+        The first line of the probe's error, or None.
+    """
+    if not _XLA_CPU_UNAVAILABLE:
+        reason = None
+        try:
+            with tf.device("/CPU:0"):
+                tf.function(lambda x: x + 1.0, jit_compile=True)(tf.constant(1.0))
+        except (tf.errors.NotFoundError, tf.errors.UnimplementedError,
+                tf.errors.InvalidArgumentError, tf.errors.InternalError) as e:
+            reason = first_line(e, getattr(e, "message", None) or str(e)).split(" [Op:")[0]
+        _XLA_CPU_UNAVAILABLE.append(reason)
+    return _XLA_CPU_UNAVAILABLE[0]
+
+
 def cpu_kernels_apply(strategy: tf.distribute.Strategy, variables=()) -> bool:
     """Whether the C++ training kernels (``modeling/kernels/cpu_ops.py``: registered for the
     CPU only) may run ``strategy``'s training step: every replica computes on a CPU (not a TPU

@@ -27,16 +27,21 @@ from a global or a thread). The rules:
   variable (``optimizer_kernel``) instead of the XLA-fused update. Values within float rounding
   of TensorFlow's op-by-op graph (the update itself is bit-identical) and other dropout masks,
   so also off by default and in ``--deterministic`` runs.
+* Where XLA cannot compile for the CPU (tensorflow-tpu's wheel has no XLA:CPU backend:
+  ``distribution.xla_cpu_unavailable``), a CPU step runs op by op: the fused kernels (the
+  float32 GELU kernel is XLA's) and the fused optimizer are left out, and ``use_xla`` stops
+  with a ``FlagError`` naming the cause.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Optional, Sequence
 
 import tensorflow as tf
 from absl import logging
 
+from bert_common.errors import FlagError
 from modeling.kernels import switch
 from modeling.training import distribution
 
@@ -71,6 +76,31 @@ class Execution:
         return switch.Kernels(training=self.fused_kernels)
 
 
+def check_use_xla(strategy: tf.distribute.Strategy, use_xla: bool) -> Optional[str]:
+    """Why XLA cannot compile ``strategy``'s CPU step in this TensorFlow build (None: it can,
+    or the step is not on a CPU); a tool calls it as soon as its strategy is built, so that
+    ``--use_xla`` fails before anything is written.
+
+    Args:
+      strategy: the run's distribution strategy.
+      use_xla: whether the run asks for XLA.
+
+    Returns:
+      The reason (``distribution.xla_cpu_unavailable``), or None.
+
+    Raises:
+      FlagError: ``use_xla`` where XLA cannot compile the step, naming the cause.
+    """
+    if distribution.is_tpu(strategy) or not all(
+            distribution.is_cpu_device(d) for d in distribution.step_devices(strategy)):
+        return None
+    reason = distribution.xla_cpu_unavailable()
+    if reason and use_xla:
+        raise FlagError("--use_xla: XLA cannot compile for the CPU in this TensorFlow build "
+                        "(%s); run without --use_xla" % reason)
+    return reason
+
+
 def decide(strategy: tf.distribute.Strategy, optimizer, variables: Sequence[tf.Variable], *,
            use_xla: bool = False, fused_kernels: bool = False,
            fuse_optimizer: bool = False) -> Execution:
@@ -89,6 +119,11 @@ def decide(strategy: tf.distribute.Strategy, optimizer, variables: Sequence[tf.V
     """
     replicas = strategy.num_replicas_in_sync
     tpu = distribution.is_tpu(strategy)
+    no_xla = check_use_xla(strategy, use_xla)
+    if no_xla and (fused_kernels or fuse_optimizer):  # defaults: the op-by-op step instead
+        logging.info("XLA cannot compile for the CPU in this TensorFlow build (%s): the step "
+                     "runs op by op (no fused kernels, no fused optimizer)", no_xla)
+        fused_kernels = fuse_optimizer = False
     if (use_xla and replicas > 1 and not tpu
             and not tf.config.list_logical_devices("GPU")):
         logging.warning("--use_xla ignored: XLA with %d replicas on CPU is not supported",

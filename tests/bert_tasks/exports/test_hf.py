@@ -1,6 +1,6 @@
 """Hugging Face export: MiniLM round trips exactly, every head's names invert the import map,
 classifier labels, GELU names, and errors that leave nothing behind. (transformers itself loads
-the exports in bench/check_hf_export.py: the PyTorch venv is not a test dependency.)"""
+the exports in bench/checks/hf_export.py: the PyTorch venv is not a test dependency.)"""
 
 import json
 import os
