@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import random
@@ -103,6 +104,7 @@ def predict_examples(model, examples: List, label_list: List[str], tokenizer, re
     return {k: v[real] for k, v in result.items()}
 
 
+@dataclasses.dataclass
 class ClassifierTask(Task):
     """Sentence (pair) classification or regression as the driver runs it (run_classifier).
 
@@ -124,12 +126,10 @@ class ClassifierTask(Task):
 
     actions = ("do_train", "do_eval", "do_predict", "export_dir", "export_hf_dir")
 
-    def __init__(self, task_name: str, data_dir: Optional[str] = None,
-                 xnli_language: str = "zh", export_hf_dir: Optional[str] = None):
-        self.task_name = task_name
-        self.data_dir = data_dir
-        self.xnli_language = xnli_language
-        self.export_hf_dir = export_hf_dir
+    task_name: str
+    data_dir: Optional[str] = None
+    xnli_language: str = "zh"
+    export_hf_dir: Optional[str] = None
 
     def check(self, ctx: Context) -> None:
         s = ctx.settings

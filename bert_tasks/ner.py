@@ -23,6 +23,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -187,6 +188,7 @@ def labels_for(checkpoint: Optional[str], output_dir: str,
 SPLIT_FILES = {"train": "train.txt", "eval": "valid.txt", "predict": "test.txt"}
 
 
+@dataclasses.dataclass
 class NerTask(Task):
     """CoNLL-2003 named entities as the driver runs it (run_ner): the first sub-token of each
     word is classified (IOB2), with document context around each sentence.
@@ -213,18 +215,15 @@ class NerTask(Task):
 
     loss_weights = LOSS_WEIGHTS
 
-    def __init__(self, data_dir: Optional[str] = None, train_file: Optional[str] = None,
-                 eval_file: Optional[str] = None, predict_file: Optional[str] = None, *,
-                 document_context: bool = True, split_long_sentences: bool = True,
-                 feature_mode: Optional[str] = None, lstm_units: int = 0):
-        self.data_dir = data_dir
-        self.train_file = train_file
-        self.eval_file = eval_file
-        self.predict_file = predict_file
-        self.document_context = document_context
-        self.split_long_sentences = split_long_sentences
-        self.feature_mode = feature_mode
-        self.lstm_units = lstm_units
+    data_dir: Optional[str] = None
+    train_file: Optional[str] = None
+    eval_file: Optional[str] = None
+    predict_file: Optional[str] = None
+    _: dataclasses.KW_ONLY
+    document_context: bool = True
+    split_long_sentences: bool = True
+    feature_mode: Optional[str] = None
+    lstm_units: int = 0
 
     def split_file(self, split: str) -> str:
         """The file of ``split`` (train/eval/predict): its own, else found in ``data_dir``."""

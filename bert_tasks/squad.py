@@ -243,6 +243,7 @@ def predict(model, examples: List, tokenizer, output_dir: str, options: SquadOpt
     return scores
 
 
+@dataclasses.dataclass
 class SquadTask(Task):
     """SQuAD v1.1 / v2.0 as the driver runs it (run_squad).
 
@@ -258,19 +259,16 @@ class SquadTask(Task):
 
     actions = ("do_train", "do_predict", "export_dir")
 
-    def __init__(self, train_file: Optional[str] = None, predict_file: Optional[str] = None, *,
-                 doc_stride: int = 128, max_query_length: int = 64, n_best_size: int = 20,
-                 max_answer_length: int = 30, version_2_with_negative: bool = False,
-                 null_score_diff_threshold: float = 0.0, verbose_logging: bool = False):
-        self.train_file = train_file
-        self.predict_file = predict_file
-        self.doc_stride = doc_stride
-        self.max_query_length = max_query_length
-        self.n_best_size = n_best_size
-        self.max_answer_length = max_answer_length
-        self.version_2_with_negative = version_2_with_negative
-        self.null_score_diff_threshold = null_score_diff_threshold
-        self.verbose_logging = verbose_logging
+    train_file: Optional[str] = None
+    predict_file: Optional[str] = None
+    _: dataclasses.KW_ONLY
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+    verbose_logging: bool = False
 
     def options(self, ctx: Context) -> SquadOptions:
         """The feature and answer settings of this run."""

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from typing import Dict, List, Optional
@@ -75,6 +76,7 @@ def eval_metrics(examples: List, result: Dict[str, np.ndarray]) -> Dict[str, flo
 SPLIT_STEMS = {"train": "train", "eval": "val", "predict": "test"}
 
 
+@dataclasses.dataclass
 class SwagTask(Task):
     """SWAG multiple choice as the driver runs it (run_swag): each example is 4 sequences
     ``[CLS] sent1 [SEP] sent2 endingN [SEP]``, scored by the pooled output and a softmax over 4.
@@ -93,12 +95,10 @@ class SwagTask(Task):
 
     actions = ("do_train", "do_eval", "do_predict")
 
-    def __init__(self, data_dir: Optional[str] = None, train_file: Optional[str] = None,
-                 eval_file: Optional[str] = None, predict_file: Optional[str] = None):
-        self.data_dir = data_dir
-        self.train_file = train_file
-        self.eval_file = eval_file
-        self.predict_file = predict_file
+    data_dir: Optional[str] = None
+    train_file: Optional[str] = None
+    eval_file: Optional[str] = None
+    predict_file: Optional[str] = None
 
     def read(self, ctx: Context) -> None:
         s = ctx.settings

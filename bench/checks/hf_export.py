@@ -34,7 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 from bench import harness  # noqa: E402
 
-SHARED = os.environ.get("BERT_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
+SHARED = harness.SHARED
 TINY = os.path.join(SHARED, "golden", "modeling", "tiny")
 VOCAB = os.path.join(SHARED, "data", "vocab", "bert-base-uncased-vocab.txt")
 MRPC = os.path.join(SHARED, "data", "glue", "MRPC")

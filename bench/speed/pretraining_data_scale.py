@@ -33,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 from bench import harness  # noqa: E402
 
-SHARED = os.environ.get("BERT_SHARED_DIR", os.path.join(os.path.dirname(ROOT), "shared"))
+SHARED = harness.SHARED
 CORPUS = os.path.join(SHARED, "data", "pretrain", "derived_pretrain_corpus.txt")
 VOCAB = os.path.join(SHARED, "data", "vocab", "bert-base-uncased-vocab.txt")
 
