@@ -31,7 +31,11 @@ TOOL = "build_vocab.py"
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     """``--input_file --output_file --vocab_size --do_lower_case --num_unused --reserved_tokens
-    --show_progress``."""
+    --show_progress``.
+
+    Args:
+        flag_values: the ``FlagValues`` to define them in.
+    """
     define = cli_flags.definer(flag_values)
     define("string", "input_file", None, "Input raw text file, or comma-separated list of "
            "files/glob patterns (one sentence per line, blank line between documents).")
@@ -51,7 +55,17 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def run(fv: flags.FlagValues = FLAGS):
-    """Builds the vocab file as the flags say; prints and returns the ``BuildSummary``."""
+    """Builds the vocab file as the flags say; prints and returns the ``BuildSummary``.
+
+    Args:
+        fv: the parsed flag values.
+
+    Returns:
+        The ``BuildSummary``.
+
+    Raises:
+        FlagError: a missing or bad flag.
+    """
     from data.tokenization import vocab_builder
 
     cli_flags.require(fv, ("input_file", "output_file"))
@@ -66,6 +80,11 @@ def run(fv: flags.FlagValues = FLAGS):
 
 
 def main(argv) -> None:
+    """``run`` under ``runner.run_main`` (absl's main).
+
+    Args:
+        argv: the command line left after absl's flags (only the program name).
+    """
     runner.run_main(TOOL, run, FLAGS, argv)
 
 

@@ -46,7 +46,11 @@ TOOL = "convert_checkpoint.py"
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
     """``--input``, ``--output``, ``--output_format``, ``--bert_config_file``, ``--model``,
     ``--hidden_act``, ``--vocab_file``, ``--do_lower_case``, ``--task_name``, ``--labels``,
-    ``--seq_length``."""
+    ``--seq_length``.
+
+    Args:
+        flag_values: the ``FlagValues`` to define them in.
+    """
     define = cli_flags.definer(flag_values)
 
     define("string", "input", None, "TF1 checkpoint prefix/folder, HF folder or .safetensors "
@@ -93,7 +97,17 @@ def _labels(fv: flags.FlagValues):
 
 
 def run(fv: flags.FlagValues) -> str:
-    """Converts ``--input`` to ``--output``; prints and returns the summary."""
+    """Converts ``--input`` to ``--output``; prints and returns the summary.
+
+    Args:
+        fv: the parsed flag values.
+
+    Returns:
+        The one-line summary.
+
+    Raises:
+        FlagError: a missing or bad flag.
+    """
     from bert_tasks.pretrained import resolve_casing
 
     cli_flags.require(fv, ("input", "output"))
@@ -122,6 +136,11 @@ def run(fv: flags.FlagValues) -> str:
 
 
 def main(argv) -> None:
+    """``run`` under ``runner.run_main`` (absl's main).
+
+    Args:
+        argv: the command line left after absl's flags (only the program name).
+    """
     runner.run_main(TOOL, run, FLAGS, argv)
 
 

@@ -37,7 +37,11 @@ TOOL = "create_pretraining_data.py"
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """The original's flags plus ``--num_workers`` and ``--show_progress``."""
+    """The original's flags plus ``--num_workers`` and ``--show_progress``.
+
+    Args:
+        flag_values: the ``FlagValues`` to define them in.
+    """
     fv = flag_values
     flags.DEFINE_string("input_file", None,
                         "Input raw text file (or comma-separated list of files).", flag_values=fv)
@@ -109,7 +113,14 @@ def _split_outputs(value: str) -> List[str]:
 
 
 def run(fv: flags.FlagValues = FLAGS) -> int:
-    """Creates the records as the flags say; returns the number of records written."""
+    """Creates the records as the flags say; returns the number of records written.
+
+    Args:
+        fv: the parsed flag values.
+
+    Returns:
+        The number of records written.
+    """
     from data.pretraining import corpus as pretraining_corpus
     from data.pretraining import instances as pretraining
 
@@ -250,6 +261,11 @@ def _log(fv, message: str) -> None:
 
 
 def main(argv) -> None:
+    """``run`` under ``runner.run_main`` (absl's main).
+
+    Args:
+        argv: the command line left after absl's flags (only the program name).
+    """
     from data.pretraining.fast import HelperError
 
     try:

@@ -25,7 +25,11 @@ TOOL = "extract_features.py"
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """The original's flags plus ``--inference_dtype``."""
+    """The original's flags plus ``--inference_dtype``.
+
+    Args:
+        flag_values: the ``FlagValues`` to define them in.
+    """
     define = cli_flags.definer(flag_values)
 
     define("string", "input_file", None, "Text file: one example per line, 'text_a ||| text_b' "
@@ -46,7 +50,14 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def run(fv: flags.FlagValues) -> int:
-    """Writes ``--output_file``; returns the number of lines."""
+    """Writes ``--output_file``; returns the number of lines.
+
+    Args:
+        fv: the parsed flag values.
+
+    Returns:
+        The number of lines written.
+    """
     cli_flags.require(fv, ("input_file", "output_file", "bert_config_file", "vocab_file"))
     checks.check_values(fv)
     from bert_tasks.features import extract
@@ -57,6 +68,11 @@ def run(fv: flags.FlagValues) -> int:
 
 
 def main(argv) -> None:
+    """``run`` under ``runner.run_main`` (absl's main).
+
+    Args:
+        argv: the command line left after absl's flags (only the program name).
+    """
     runner.run_main(TOOL, run, FLAGS, argv)
 
 

@@ -69,7 +69,13 @@ def define_flags(flag_values: flags.FlagValues, *, defaults: Optional[Dict[str, 
 
 def run(tool: str, task: Any, flag_values: flags.FlagValues) -> None:
     """Runs ``task`` on the tool's flags (``bert_tasks.driver.run``); warnings are said as
-    ``<tool>: warning: ...`` on stderr."""
+    ``<tool>: warning: ...`` on stderr.
+
+    Args:
+        tool: the tool's name (messages).
+        task: the ``bert_tasks.task.Task`` to run.
+        flag_values: the parsed flag values.
+    """
     from bert_tasks import driver
 
     driver.run(task, flag_values, warn=functools.partial(runner.warn, tool))

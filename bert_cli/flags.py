@@ -40,7 +40,16 @@ MIXED_PRECISIONS = ("bf16", "fp16")
 def define(flag_values: FlagValues, kind: str, name: str, default: Any, help_text: str,
            **kwargs) -> None:
     """``flags.DEFINE_<kind>(name, default, help_text)`` into ``flag_values``; a flag defined
-    already (a second tool in the same process) is left as it is."""
+    already (a second tool in the same process) is left as it is.
+
+    Args:
+        flag_values: the ``FlagValues`` to define it in.
+        kind: the ``DEFINE_`` suffix (``"integer"``, ``"string"``, ``"enum"`` ...).
+        name: the flag's name.
+        default: its default.
+        help_text: its help.
+        **kwargs: passed to ``DEFINE_<kind>`` (``enum_values`` for an enum).
+    """
     if name in flag_values:
         return
     if kind == "enum":
@@ -51,12 +60,23 @@ def define(flag_values: FlagValues, kind: str, name: str, default: Any, help_tex
 
 
 def definer(flag_values: FlagValues) -> Callable[..., None]:
-    """``define`` bound to ``flag_values``: ``define("integer", "max_seq_length", 128, "...")``."""
+    """``define`` bound to ``flag_values``: ``define("integer", "max_seq_length", 128, "...")``.
+
+    Args:
+        flag_values: the ``FlagValues`` to define flags in.
+
+    Returns:
+        The bound ``define``.
+    """
     return functools.partial(define, flag_values)
 
 
 def define_distribution_flags(flag_values: FlagValues = flags.FLAGS) -> None:
-    """The strategy flags, the original's TPU flags included (same names and help)."""
+    """The strategy flags, the original's TPU flags included (same names and help).
+
+    Args:
+        flag_values: the ``FlagValues`` to define them in.
+    """
     define(flag_values, "enum", "strategy", "default", "tf.distribute strategy.",
            enum_values=list(STRATEGIES))
     define(flag_values, "bool", "use_tpu", False, "Whether to use TPU (= --strategy=tpu).")
@@ -81,7 +101,11 @@ def define_distribution_flags(flag_values: FlagValues = flags.FLAGS) -> None:
 
 def define_precision_flags(flag_values: FlagValues = flags.FLAGS) -> None:
     """``--mixed_precision`` (bf16|fp16, unset = float32), ``--use_xla`` and the fast path of
-    one replica: ``--xla_optimizer``, ``--xla_kernels`` (every training tool)."""
+    one replica: ``--xla_optimizer``, ``--xla_kernels`` (every training tool).
+
+    Args:
+        flag_values: the ``FlagValues`` to define them in.
+    """
     define(flag_values, "enum", "mixed_precision", None, "Mixed precision: bf16 or fp16 "
            "(dynamic loss scaling). Unset = float32.", enum_values=list(MIXED_PRECISIONS))
     define(flag_values, "bool", "use_xla", False, "Compile the train step with XLA "
@@ -101,7 +125,11 @@ def define_precision_flags(flag_values: FlagValues = flags.FLAGS) -> None:
 
 def define_checkpoint_flags(flag_values: FlagValues = flags.FLAGS) -> None:
     """The training loop's flags, the original's names: ``--save_checkpoints_steps``,
-    ``--iterations_per_loop``, plus ``--keep_checkpoint_max``."""
+    ``--iterations_per_loop``, plus ``--keep_checkpoint_max``.
+
+    Args:
+        flag_values: the ``FlagValues`` to define them in.
+    """
     define(flag_values, "integer", "save_checkpoints_steps", 1000, "How often to save the model "
            "checkpoint.")
     define(flag_values, "integer", "iterations_per_loop", 1000, "How many steps to make in "
@@ -112,27 +140,62 @@ def define_checkpoint_flags(flag_values: FlagValues = flags.FLAGS) -> None:
 
 
 def wants_tpu(flag_values: FlagValues) -> bool:
-    """``--use_tpu`` or ``--strategy=tpu``."""
+    """``--use_tpu`` or ``--strategy=tpu``.
+
+    Args:
+        flag_values: the parsed flag values.
+
+    Returns:
+        A bool.
+    """
     return bool(getattr(flag_values, "use_tpu", False)) or flag_values.strategy == "tpu"
 
 
 def strategy_from_flags(flag_values: FlagValues = flags.FLAGS):
     """The ``tf.distribute.Strategy`` the distribution flags ask for
-    (``modeling.training.distribution.strategy_from_settings``)."""
+    (``modeling.training.distribution.strategy_from_settings``).
+
+    Args:
+        flag_values: the parsed flag values.
+
+    Returns:
+        The ``tf.distribute.Strategy``.
+
+    Raises:
+        DistributionError: a strategy that cannot be built.
+    """
     from modeling.training import distribution
 
     return distribution.strategy_from_settings(flag_values)
 
 
 def precision_from_flags(flag_values: FlagValues = flags.FLAGS):
-    """Sets the Keras dtype policy of ``--mixed_precision``; returns the ``Precision``."""
+    """Sets the Keras dtype policy of ``--mixed_precision``; returns the ``Precision``.
+
+    Args:
+        flag_values: the parsed flag values.
+
+    Returns:
+        The ``Precision``.
+
+    Raises:
+        DistributionError: a bad ``--mixed_precision``.
+    """
     from modeling.training import distribution
 
     return distribution.set_precision(flag_values.mixed_precision)
 
 
 def require(flag_values: FlagValues, names: Sequence[str]) -> None:
-    """``FlagError`` naming the first of ``names`` that is unset."""
+    """``FlagError`` naming the first of ``names`` that is unset.
+
+    Args:
+        flag_values: the parsed flag values.
+        names: the required flags' names.
+
+    Raises:
+        FlagError: one is unset.
+    """
     for name in names:
         if flag_values[name].value in (None, ""):
             raise FlagError("--%s is required" % name)

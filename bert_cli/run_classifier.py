@@ -38,7 +38,11 @@ REQUIRED = ("task_name", "vocab_file", "bert_config_file", "output_dir")
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """The original's flags plus this port's."""
+    """The original's flags plus this port's.
+
+    Args:
+        flag_values: the ``FlagValues`` to define them in.
+    """
     from data.glue import processors
 
     define = cli_flags.definer(flag_values)
@@ -56,6 +60,11 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def run(fv: flags.FlagValues) -> None:
+    """Runs ``ClassifierTask`` on the flags (``finetuning.run``).
+
+    Args:
+        fv: the parsed flag values.
+    """
     from bert_tasks.classifier import ClassifierTask
 
     finetuning.run(TOOL, ClassifierTask(fv.task_name, fv.data_dir, fv.xnli_language,
@@ -63,6 +72,11 @@ def run(fv: flags.FlagValues) -> None:
 
 
 def main(argv) -> None:
+    """``run`` under ``runner.run_main`` (absl's main).
+
+    Args:
+        argv: the command line left after absl's flags (only the program name).
+    """
     runner.run_main(TOOL, run, FLAGS, argv)
 
 

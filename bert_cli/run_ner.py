@@ -49,7 +49,11 @@ FEATURE_MODES = ("embeddings", "second_to_last_hidden", "last_hidden", "sum_last
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """The original scripts' flags plus NER's."""
+    """The original scripts' flags plus NER's.
+
+    Args:
+        flag_values: the ``FlagValues`` to define them in.
+    """
     define = cli_flags.definer(flag_values)
     define("string", "data_dir", None, "Folder with the CoNLL-2003 files train.txt, valid.txt "
            "(eval) and test.txt (predict).")
@@ -81,6 +85,11 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def run(fv: flags.FlagValues) -> None:
+    """Runs ``NerTask`` on the flags (``finetuning.run``).
+
+    Args:
+        fv: the parsed flag values.
+    """
     from bert_tasks.ner import NerTask
 
     finetuning.run(TOOL, NerTask(
@@ -90,6 +99,11 @@ def run(fv: flags.FlagValues) -> None:
 
 
 def main(argv) -> None:
+    """``run`` under ``runner.run_main`` (absl's main).
+
+    Args:
+        argv: the command line left after absl's flags (only the program name).
+    """
     runner.run_main(TOOL, run, FLAGS, argv)
 
 

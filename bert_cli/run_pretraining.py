@@ -74,7 +74,11 @@ EVAL_RESULTS = "eval_results.txt"
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """The original's flags plus this port's (see the module docstring)."""
+    """The original's flags plus this port's (see the module docstring).
+
+    Args:
+        flag_values: the ``FlagValues`` to define them in.
+    """
     define = cli_flags.definer(flag_values)
 
     define("string", "bert_config_file", None, "The config json file corresponding to the "
@@ -127,7 +131,14 @@ def _require(condition: bool, message: str) -> None:
 
 
 def check_flags(fv) -> None:
-    """Checks that need no TensorFlow (run before the strategy is created)."""
+    """Checks that need no TensorFlow (run before the strategy is created).
+
+    Args:
+        fv: the parsed flag values.
+
+    Raises:
+        FlagError: a missing or bad flag.
+    """
     _require(fv.do_train or fv.do_eval, "At least one of `do_train` or `do_eval` must be True.")
     _require(bool(fv.bert_config_file), "--bert_config_file is required")
     _require(bool(fv.input_file), "--input_file is required")
@@ -148,7 +159,15 @@ def check_flags(fv) -> None:
 
 def load_init_checkpoint(model, path: str) -> None:
     """``--init_checkpoint`` into ``model`` (any format ``load_checkpoint`` reads);
-    ``CheckpointError`` when no variable of the model is in it."""
+    ``CheckpointError`` when no variable of the model is in it.
+
+    Args:
+        model: the pre-training model.
+        path: the checkpoint.
+
+    Raises:
+        CheckpointError: no variable of the model is in it.
+    """
     from modeling import checkpoints
 
     report = checkpoints.load_checkpoint(model, path, log=False)
@@ -160,7 +179,16 @@ def load_init_checkpoint(model, path: str) -> None:
 
 def export_for_finetuning(model, fv, global_step: int) -> str:
     """``output_dir/export/bert_model.ckpt`` (Google's TF1 names) with ``bert_config.json``:
-    what the fine-tuning tools' ``--init_checkpoint`` / ``--bert_config_file`` take."""
+    what the fine-tuning tools' ``--init_checkpoint`` / ``--bert_config_file`` take.
+
+    Args:
+        model: the pre-training model.
+        fv: the parsed flag values.
+        global_step: the step trained to (logged).
+
+    Returns:
+        The checkpoint prefix written.
+    """
     from modeling import checkpoints
 
     export_dir = os.path.join(fv.output_dir, "export")
@@ -173,7 +201,15 @@ def export_for_finetuning(model, fv, global_step: int) -> str:
 
 
 def check_batches(fv, replicas: int) -> None:
-    """Global batches that split evenly over replicas (and micro-batches)."""
+    """Global batches that split evenly over replicas (and micro-batches).
+
+    Args:
+        fv: the parsed flag values.
+        replicas: the strategy's replicas in sync.
+
+    Raises:
+        FlagError: a batch size that does not split evenly.
+    """
     if fv.do_train:
         per_update = replicas * fv.num_accumulation_steps
         _require(fv.train_batch_size % per_update == 0,
@@ -186,7 +222,17 @@ def check_batches(fv, replicas: int) -> None:
 
 
 def build_trainer(fv, config, strategy, precision):
-    """The model, the original's optimizer (or LAMB) and the trainer, from the flags."""
+    """The model, the original's optimizer (or LAMB) and the trainer, from the flags.
+
+    Args:
+        fv: the parsed flag values.
+        config: the ``BertConfig``.
+        strategy: the ``tf.distribute.Strategy``.
+        precision: the ``Precision`` set (``distribution.set_precision``).
+
+    Returns:
+        The ``trainer.Trainer``.
+    """
     from modeling.heads.pretraining import BertPretrainingModel
     from modeling.training import distribution, optimization
     from modeling.training import objectives as pretraining_objective
@@ -216,7 +262,19 @@ def build_trainer(fv, config, strategy, precision):
 
 def evaluate(fv, model, files, strategy, global_step: int, chief: bool) -> Dict[str, float]:
     """``--max_eval_steps`` batches in file order: the original's metric_fn values, written to
-    ``eval_results.txt`` and TensorBoard (``output_dir/eval``) by the chief."""
+    ``eval_results.txt`` and TensorBoard (``output_dir/eval``) by the chief.
+
+    Args:
+        fv: the parsed flag values.
+        model: the pre-training model.
+        files: the input record files.
+        strategy: the ``tf.distribute.Strategy``.
+        global_step: the step evaluated (logged and written).
+        chief: this process writes the results.
+
+    Returns:
+        metric name -> float.
+    """
     from bert_common.results import write_eval_results
     from data.pretraining import dataset as pd
     from modeling.training import evaluation
@@ -238,7 +296,17 @@ def evaluate(fv, model, files, strategy, global_step: int, chief: bool) -> Dict[
 
 
 def run(fv) -> Optional[Dict[str, float]]:
-    """The whole job for parsed flags ``fv``; returns the eval results (None without eval)."""
+    """The whole job for parsed flags ``fv``; returns the eval results (None without eval).
+
+    Args:
+        fv: the parsed flag values.
+
+    Returns:
+        The eval results (metric name -> float), or None.
+
+    Raises:
+        FlagError: a missing or bad flag.
+    """
     config, strategy, precision = _setup(fv)  # the strategy before any other TF op
     import keras
     import tensorflow as tf
@@ -339,6 +407,11 @@ def _reading(fv, files):
 
 
 def main(argv) -> None:
+    """``run`` under ``runner.run_main`` (absl's main).
+
+    Args:
+        argv: the command line left after absl's flags (only the program name).
+    """
     runner.run_main(TOOL, run, FLAGS, argv)
 
 

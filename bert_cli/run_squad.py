@@ -43,7 +43,11 @@ REQUIRED = ("vocab_file", "bert_config_file", "output_dir")
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """The original's flags plus this port's."""
+    """The original's flags plus this port's.
+
+    Args:
+        flag_values: the ``FlagValues`` to define them in.
+    """
     define = cli_flags.definer(flag_values)
     define("string", "train_file", None, "SQuAD json for training. E.g., train-v1.1.json")
     define("string", "predict_file", None, "SQuAD json for predictions. E.g., dev-v1.1.json")
@@ -75,6 +79,11 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def run(fv: flags.FlagValues) -> None:
+    """Runs ``SquadTask`` on the flags (``finetuning.run``).
+
+    Args:
+        fv: the parsed flag values.
+    """
     from bert_tasks.squad import SquadTask
 
     finetuning.run(TOOL, SquadTask(
@@ -87,6 +96,11 @@ def run(fv: flags.FlagValues) -> None:
 
 
 def main(argv) -> None:
+    """``run`` under ``runner.run_main`` (absl's main).
+
+    Args:
+        argv: the command line left after absl's flags (only the program name).
+    """
     runner.run_main(TOOL, run, FLAGS, argv)
 
 

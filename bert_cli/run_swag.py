@@ -35,7 +35,11 @@ REQUIRED = ("vocab_file", "bert_config_file", "output_dir")
 
 
 def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
-    """The original's flags plus this port's."""
+    """The original's flags plus this port's.
+
+    Args:
+        flag_values: the ``FlagValues`` to define them in.
+    """
     define = cli_flags.definer(flag_values)
     define("string", "data_dir", None, "Folder with train/val/test .csv (swagaf) or .jsonl.")
     define("string", "train_file", None, "Training file (default: <data_dir>/train.csv|jsonl).")
@@ -54,12 +58,22 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def run(fv: flags.FlagValues) -> None:
+    """Runs ``SwagTask`` on the flags (``finetuning.run``).
+
+    Args:
+        fv: the parsed flag values.
+    """
     from bert_tasks.swag import SwagTask
 
     finetuning.run(TOOL, SwagTask(fv.data_dir, fv.train_file, fv.eval_file, fv.predict_file), fv)
 
 
 def main(argv) -> None:
+    """``run`` under ``runner.run_main`` (absl's main).
+
+    Args:
+        argv: the command line left after absl's flags (only the program name).
+    """
     runner.run_main(TOOL, run, FLAGS, argv)
 
 

@@ -38,19 +38,45 @@ from bert_common.errors import EXIT_BAD_INPUT, FlagError, InputError
 
 
 def fail(tool: str, message: Any) -> None:
-    """One line ``<tool>: error: <message>`` on stderr, then exit status 1."""
+    """One line ``<tool>: error: <message>`` on stderr, then exit status 1.
+
+    Args:
+        tool: the tool's name.
+        message: the error (an exception or text).
+
+    Raises:
+        SystemExit: always (status 1).
+    """
     print("%s: error: %s" % (tool, message), file=sys.stderr, flush=True)
     sys.exit(EXIT_BAD_INPUT)
 
 
 def warn(tool: str, message: str) -> None:
-    """One line ``<tool>: warning: <message>`` on stderr."""
+    """One line ``<tool>: warning: <message>`` on stderr.
+
+    Args:
+        tool: the tool's name.
+        message: the warning.
+    """
     print("%s: warning: %s" % (tool, message), file=sys.stderr, flush=True)
 
 
 def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: flags.FlagValues,
              argv: Sequence[str]) -> Any:
-    """``run(flag_values)``, with bad input reported as one line and exit status 1."""
+    """``run(flag_values)``, with bad input reported as one line and exit status 1.
+
+    Args:
+        tool: the tool's name.
+        run: the tool's ``run(flag_values)``.
+        flag_values: the parsed flag values.
+        argv: absl's remaining command line (only the program name is allowed).
+
+    Returns:
+        What ``run`` returns.
+
+    Raises:
+        SystemExit: bad input (status 1, after one error line).
+    """
     if len(argv) > 1:
         fail(tool, "unexpected arguments: %s" % " ".join(argv[1:]))
     from bert_common import atomic, files
@@ -148,7 +174,17 @@ def mark_outputs(tool: str, output_dir: str, written: Sequence[str],
     """Writes ``<output_dir>/run_outputs.json``: ``{"tool", "finished" (UTC),
     "written": [this run's outputs in output_dir, relative], "earlier": [result files there
     that this run did not write], "error": the failed run's error line, or null}``; warns
-    about ``earlier`` ones (after a success); returns them."""
+    about ``earlier`` ones (after a success); returns them.
+
+    Args:
+        tool: the tool's name.
+        output_dir: the run's output folder.
+        written: the paths this run wrote.
+        error: the failed run's error line, or None.
+
+    Returns:
+        The ``earlier`` files (relative paths).
+    """
     from bert_common import atomic, files
 
     root = files.abspath(output_dir)
@@ -232,7 +268,13 @@ def _list_in_help(flag_values: flags.FlagValues) -> None:
 def start(define_flags: Callable[[flags.FlagValues], None],
           main: Callable[[Sequence[str]], Any], required: Sequence[str] = ()) -> None:
     """The console command / ``__main__`` of a tool: defines its flags, marks ``required`` ones
-    (absl then refuses a run without them, exit status 1) and runs ``main``."""
+    (absl then refuses a run without them, exit status 1) and runs ``main``.
+
+    Args:
+        define_flags: the tool's ``define_flags(flag_values)``.
+        main: the tool's ``main(argv)``.
+        required: the flags absl must see set.
+    """
     define_flags(flags.FLAGS)
     for name in required:
         flags.mark_flag_as_required(name)

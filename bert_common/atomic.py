@@ -56,7 +56,12 @@ _fault_hook: Optional[Callable[[str, str], None]] = None
 def fault_point(event: str, path: str) -> None:
     """A place where writing ``path`` can fail: ``event`` is ``"write"`` (data into its
     temporary), ``"commit"`` (the rename into place) or a writer's own step (``"checkpoint"``).
-    Calls the hook ``inject_faults`` installed (tests); a no-op otherwise."""
+    Calls the hook ``inject_faults`` installed (tests); a no-op otherwise.
+
+    Args:
+        event: ``"write"``, ``"commit"`` or a writer's own step name.
+        path: the output being written.
+    """
     if _fault_hook is not None:
         _fault_hook(event, path)
 
@@ -64,7 +69,14 @@ def fault_point(event: str, path: str) -> None:
 @contextlib.contextmanager
 def inject_faults(hook: Callable[[str, str], None]) -> Iterator[None]:
     """Runs ``hook(event, path)`` at every ``fault_point`` inside the block (it raises to
-    simulate a failure, e.g. ``OSError(errno.ENOSPC, ...)`` for a full disk)."""
+    simulate a failure, e.g. ``OSError(errno.ENOSPC, ...)`` for a full disk).
+
+    Args:
+        hook: called as ``hook(event, path)`` at each fault point; raises to inject a failure.
+
+    Yields:
+        None, with the hook installed for the duration of the block.
+    """
     global _fault_hook
     saved, _fault_hook = _fault_hook, hook
     try:
@@ -108,7 +120,14 @@ def remove_stale_temps(path: str) -> List[str]:
     pid is no longer running); returns what was removed. Temporaries of live processes, of
     other machines and every other file are left alone. A staging folder still holding the
     previous ``path`` (set aside by a commit that was killed, or that could not put it back)
-    while ``path`` itself is missing gives it back first: it is the user's output."""
+    while ``path`` itself is missing gives it back first: it is the user's output.
+
+    Args:
+        path: an output path; its folder is searched for that output's temporaries.
+
+    Returns:
+        The paths removed (files and folders).
+    """
     directory = os.path.dirname(files.abspath(path)) or "."
     base = os.path.basename(path)
     final = os.path.join(directory, base)
@@ -165,7 +184,14 @@ def _temp_name(path: str) -> str:
 
 def check_output_folder(path: str) -> None:
     """``OSError`` naming the folder of output ``path`` when it is missing or read-only (on an
-    object store: the folder is made, which fails for a missing or read-only bucket)."""
+    object store: the folder is made, which fails for a missing or read-only bucket).
+
+    Args:
+        path: the output path whose folder is checked.
+
+    Raises:
+        OSError: the folder is missing or read-only.
+    """
     directory = os.path.dirname(files.abspath(path)) or "."
     if files.is_url(directory):
         # An object store has no folders to check: making one proves the bucket is there and
@@ -184,7 +210,14 @@ def check_output_folder(path: str) -> None:
 def staging_dir(path: str) -> str:
     """A new empty hidden folder beside ``path``: ``<folder>/.<name>.<host>-<pid>.<random>.tmp``
     (stale ones of killed processes are removed on this process's first write of ``path``).
-    The caller removes it (or renames it into place: ``commit_together``)."""
+    The caller removes it (or renames it into place: ``commit_together``).
+
+    Args:
+        path: the output the staging folder is for.
+
+    Returns:
+        The path of the new empty folder.
+    """
     directory = os.path.dirname(path) or "."
     _remove_stale_temps_once(path)
     if files.is_url(path):
@@ -201,7 +234,14 @@ def staging_dir(path: str) -> str:
 def local_scratch_dir(name: str) -> str:
     """A new empty folder ``<$TMPDIR>/.<name>.<host>-<pid>.<random>.tmp`` for a run's scratch
     files (local disk, whatever the outputs' file system); the ones that killed processes of
-    this machine left are removed first. The caller removes it when done."""
+    this machine left are removed first. The caller removes it when done.
+
+    Args:
+        name: the base name of the folder.
+
+    Returns:
+        The path of the new empty folder.
+    """
     return staging_dir(os.path.join(tempfile.gettempdir(), name))
 
 
@@ -248,7 +288,16 @@ def _remove_quietly(path: str) -> None:
 
 @contextlib.contextmanager
 def atomic_open(path: str, mode: str = "w", encoding: str = "utf-8") -> Iterator:
-    """``open()`` for writing that only creates ``path`` once the block succeeds."""
+    """``open()`` for writing that only creates ``path`` once the block succeeds.
+
+    Args:
+        path: the output file.
+        mode: the ``open()`` mode (``"w"`` or ``"wb"``).
+        encoding: the text encoding (ignored for bytes).
+
+    Yields:
+        The open file object of the temporary, moved to ``path`` when the block succeeds.
+    """
     check_output_folder(path)
     tmp = _temp_name(path)
     try:
@@ -307,7 +356,15 @@ def commit_together(moves: Sequence[Any]) -> None:
     the previous ones put back; one that cannot be put back stays in its aside folder (named in
     the exception's notes), which the caller must then keep: ``kept_asides(exception)``; the
     next write of that output gives it back if the output is missing (``remove_stale_temps``).
-    One file alone: a plain rename, atomic by itself."""
+    One file alone: a plain rename, atomic by itself.
+
+    Args:
+        moves: ``(tmp, path, aside folder)`` triples.
+
+    Raises:
+        Exception: the first failing step's error, after rolling back; ``kept_asides`` names
+            what it left behind.
+    """
     if len(moves) == 1 and not files.isdir(moves[0][1]):
         _move_into_place(*moves[0][:2])
         return
@@ -342,7 +399,14 @@ def commit_together(moves: Sequence[Any]) -> None:
 
 
 def kept_asides(error: BaseException) -> List[str]:
-    """The aside folders a failed ``commit_together`` could not empty (never removed)."""
+    """The aside folders a failed ``commit_together`` could not empty (never removed).
+
+    Args:
+        error: the exception ``commit_together`` raised.
+
+    Returns:
+        The aside folders kept (empty when none).
+    """
     return list(getattr(error, "_kept_asides", []))
 
 
@@ -373,6 +437,13 @@ def atomic_path(path: str, make_parents: bool = False) -> Iterator[str]:
     """``atomic_paths([path])`` for one path: yields its temporary path.
 
     ``with atomic_path("model.keras") as tmp: model.save(tmp)``.
+
+    Args:
+        path: the output file or folder.
+        make_parents: create missing parent folders.
+
+    Yields:
+        The temporary path to write instead of ``path``.
     """
     with _staged([path], [""], make_parents) as (temp,):
         yield temp
@@ -384,6 +455,13 @@ def atomic_prefix(prefix: str, suffixes: Sequence[str]) -> Iterator[str]:
     checkpoints: ``.index``, ``.data-00000-of-00001``): when the block succeeds each
     ``temp_prefix + s`` (which must exist) is renamed to ``prefix + s``; when it fails
     everything written under the temporary prefix is removed. As ``atomic_paths`` otherwise.
+
+    Args:
+        prefix: the final prefix.
+        suffixes: the suffixes the writer adds (each file must exist at the end).
+
+    Yields:
+        The temporary prefix to give the writer.
     """
     with _staged([prefix], list(suffixes), False) as (temp,):
         yield temp
@@ -415,6 +493,13 @@ class AtomicTFRecordWriters(AtomicWriter):
 
     The files appear under their final names only when ``close()`` succeeds
     (use as a context manager; on an exception the temporaries are removed).
+
+    Args:
+        paths: the output TFRecord files (at least one).
+
+    Raises:
+        ValueError: ``paths`` is empty.
+        OSError: an output folder is missing or read-only.
     """
 
     def __init__(self, paths: Sequence[str]):
@@ -431,6 +516,11 @@ class AtomicTFRecordWriters(AtomicWriter):
         self.num_written = 0
 
     def write(self, serialized: bytes) -> None:
+        """Writes one record to the next file in turn.
+
+        Args:
+            serialized: a serialized ``tf.train.Example``.
+        """
         fault_point("write", self.paths[self._next])
         self._writers[self._next].write(serialized)
         self._next = (self._next + 1) % len(self._writers)

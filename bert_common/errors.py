@@ -33,6 +33,9 @@ def first_line(error: BaseException, text: "str | None" = None) -> str:
     Args:
         error: the exception.
         text: the text to quote, or None for ``str(error)``.
+
+    Returns:
+        One line.
     """
     text = str(error) if text is None else text
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -45,6 +48,9 @@ def is_tf_error(e: BaseException) -> bool:
 
     Args:
         e: the exception.
+
+    Returns:
+        Whether it is a ``tf.errors.OpError``.
     """
     tf_errors = sys.modules.get("tensorflow.python.framework.errors_impl")
     return tf_errors is not None and isinstance(e, tf_errors.OpError)
@@ -87,6 +93,9 @@ def user_words(text: str) -> str:
 
     Args:
         text: an error message.
+
+    Returns:
+        The cleaned message.
     """
     text = _OP_SUFFIX.sub("", _FUNCTION_NODE.sub("", text))
     match = _CHECKPOINT_TEMP.search(text)

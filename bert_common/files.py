@@ -24,7 +24,14 @@ from typing import IO, Callable, List
 
 
 def is_url(path: str) -> bool:
-    """Whether ``path`` names a file through a TensorFlow filesystem (``gs://``, ``ram://``)."""
+    """Whether ``path`` names a file through a TensorFlow filesystem (``gs://``, ``ram://``).
+
+    Args:
+        path: a local path or URL.
+
+    Returns:
+        True for a URL.
+    """
     return "://" in str(path)
 
 
@@ -35,19 +42,50 @@ def _gfile():
 
 
 def abspath(path: str) -> str:
-    """``os.path.abspath`` for a local path; a URL as it is."""
+    """``os.path.abspath`` for a local path; a URL as it is.
+
+    Args:
+        path: a local path or URL.
+
+    Returns:
+        The absolute path, or the URL unchanged.
+    """
     return path if is_url(path) else os.path.abspath(path)
 
 
 def exists(path: str) -> bool:
+    """Whether file or folder ``path`` exists (local or URL).
+
+    Args:
+        path: a local path or URL.
+
+    Returns:
+        True if it exists.
+    """
     return _gfile().exists(path) if is_url(path) else os.path.exists(path)
 
 
 def isdir(path: str) -> bool:
+    """Whether ``path`` is an existing folder (local or URL).
+
+    Args:
+        path: a local path or URL.
+
+    Returns:
+        True for a folder.
+    """
     return _gfile().isdir(path) if is_url(path) else os.path.isdir(path)
 
 
 def isfile(path: str) -> bool:
+    """Whether ``path`` is an existing file, not a folder (local or URL).
+
+    Args:
+        path: a local path or URL.
+
+    Returns:
+        True for a file.
+    """
     if is_url(path):
         g = _gfile()
         return g.exists(path) and not g.isdir(path)
@@ -55,31 +93,65 @@ def isfile(path: str) -> bool:
 
 
 def getsize(path: str) -> int:
+    """The size of file ``path`` in bytes (local or URL).
+
+    Args:
+        path: a local path or URL.
+
+    Returns:
+        The size in bytes.
+    """
     return _gfile().stat(path).length if is_url(path) else os.path.getsize(path)
 
 
 def glob(pattern: str) -> List[str]:
     """The paths matching ``pattern`` (``*``, ``?``, ``[...]``) in the order the filesystem
     lists them, hidden files included, as the original's ``tf.gfile.Glob`` (not sorted: the
-    order of input files decides the order of the records made from them)."""
+    order of input files decides the order of the records made from them).
+
+    Args:
+        pattern: a local or URL glob pattern.
+
+    Returns:
+        The matching paths, unsorted.
+    """
     if is_url(pattern):
         return list(_gfile().glob(pattern))
     return _glob.glob(pattern, include_hidden=True)
 
 
 def has_magic(pattern: str) -> bool:
+    """Whether ``pattern`` holds glob wildcards (``glob.has_magic``).
+
+    Args:
+        pattern: a path or glob pattern.
+
+    Returns:
+        True if it has ``*``, ``?`` or ``[``.
+    """
     return _glob.has_magic(pattern)
 
 
 def listdir(path: str) -> List[str]:
-    """Names in folder ``path`` (no trailing ``/`` on sub-folders), sorted."""
+    """Names in folder ``path`` (no trailing ``/`` on sub-folders), sorted.
+
+    Args:
+        path: a local folder or URL folder.
+
+    Returns:
+        The sorted entry names.
+    """
     if is_url(path):
         return sorted(name.rstrip("/") for name in _gfile().listdir(path))
     return sorted(os.listdir(path))
 
 
 def makedirs(path: str) -> None:
-    """Creates ``path`` and its parents; an existing folder is fine."""
+    """Creates ``path`` and its parents; an existing folder is fine.
+
+    Args:
+        path: the folder to create (local or URL).
+    """
     if is_url(path):
         _gfile().makedirs(path)
     else:
@@ -87,6 +159,11 @@ def makedirs(path: str) -> None:
 
 
 def remove(path: str) -> None:
+    """Removes file ``path`` (local or URL).
+
+    Args:
+        path: the file to remove.
+    """
     if is_url(path):
         _gfile().remove(path)
     else:
@@ -94,7 +171,12 @@ def remove(path: str) -> None:
 
 
 def rmtree(path: str, ignore_errors: bool = False) -> None:
-    """Removes folder ``path`` and everything under it."""
+    """Removes folder ``path`` and everything under it.
+
+    Args:
+        path: the folder to remove (local or URL).
+        ignore_errors: ignore failures (as ``shutil.rmtree``).
+    """
     if not is_url(path):
         shutil.rmtree(path, ignore_errors=ignore_errors)
         return
@@ -108,7 +190,12 @@ def rmtree(path: str, ignore_errors: bool = False) -> None:
 def rename(src: str, dst: str) -> None:
     """Moves file or folder ``src`` to ``dst``, replacing an existing file ``dst`` (an
     existing folder ``dst`` is removed first: that one step is not atomic, as no rename over a
-    non-empty folder is). On an object store this copies then deletes, object by object."""
+    non-empty folder is). On an object store this copies then deletes, object by object.
+
+    Args:
+        src: the file or folder to move.
+        dst: its new path.
+    """
     if not is_url(src) and not is_url(dst):
         if os.path.isdir(src) and os.path.isdir(dst) and not os.path.islink(dst):
             shutil.rmtree(dst)
@@ -131,7 +218,12 @@ def rename(src: str, dst: str) -> None:
 
 
 def copy(src: str, dst: str) -> None:
-    """Copies file ``src`` to ``dst`` (replacing it)."""
+    """Copies file ``src`` to ``dst`` (replacing it).
+
+    Args:
+        src: the file to copy.
+        dst: the destination file.
+    """
     if is_url(src) or is_url(dst):
         _gfile().copy(src, dst, overwrite=True)
     else:
@@ -141,7 +233,16 @@ def copy(src: str, dst: str) -> None:
 def open(path: str, mode: str = "r", encoding: str = "utf-8") -> IO:  # noqa: A001
     """``open()`` for a local path, ``tf.io.gfile.GFile`` for a URL (UTF-8 text or bytes).
 
-    For plain reads; writers use ``bert_common.atomic.atomic_open``."""
+    For plain reads; writers use ``bert_common.atomic.atomic_open``.
+
+    Args:
+        path: a local path or URL.
+        mode: an ``open()`` mode (``"r"``, ``"rb"``, ...).
+        encoding: the text encoding (ignored for bytes).
+
+    Returns:
+        A file object (a context manager).
+    """
     if is_url(path):
         return _url_file_class()(path, mode)
     if "b" in mode:
@@ -174,6 +275,14 @@ def _url_file_class():
 
 
 def read_text(path: str) -> str:
+    """The whole text of file ``path`` (local or URL).
+
+    Args:
+        path: a local path or URL.
+
+    Returns:
+        The file's contents.
+    """
     with open(path, "r") as f:
         return f.read()
 
@@ -183,7 +292,19 @@ def read_utf8(path: str, error: Callable[[str], Exception], *, strip_bom: bool =
     with ``strip_bom``). Raises ``error(message)`` (the reader's own ``InputError`` class) with
     one line: ``<path>: no such file``, ``<path> is a folder, not a file``,
     ``<path>: cannot read (<reason>)`` or
-    ``<path>:<line>: not valid UTF-8 (byte offset <n>)``."""
+    ``<path>:<line>: not valid UTF-8 (byte offset <n>)``.
+
+    Args:
+        path: the input file (local or URL).
+        error: the exception class to raise, called with the message.
+        strip_bom: drop a leading UTF-8 byte order mark.
+
+    Returns:
+        The decoded text.
+
+    Raises:
+        InputError: ``error(message)``, as above.
+    """
     if not isfile(path):
         raise error("%s is a folder, not a file" % path if isdir(path)
                     else "%s: no such file" % path)
@@ -219,7 +340,12 @@ def _umask() -> int:
 
 def give_default_mode(path: str, folder: bool = False) -> None:
     """The mode ``open``/``mkdir`` would have given ``path`` (``mkstemp``/``mkdtemp`` make
-    0600 files and 0700 folders, which another user, e.g. a serving process, cannot read)."""
+    0600 files and 0700 folders, which another user, e.g. a serving process, cannot read).
+
+    Args:
+        path: a file or folder just made by ``mkstemp`` / ``mkdtemp``.
+        folder: ``path`` is a folder.
+    """
     if not is_url(path):
         os.chmod(path, (0o777 if folder else 0o666) & ~_umask())
 
@@ -227,6 +353,9 @@ def give_default_mode(path: str, folder: bool = False) -> None:
 def prepare_output_dir(path: str) -> None:
     """Creates ``path`` (a tool's ``--output_dir``) and proves it writable, so that a run fails
     before any work rather than at its first checkpoint.
+
+    Args:
+        path: the output folder (local or URL).
 
     Raises:
         FlagError: "--output_dir=<path> is not writable (<reason>)".

@@ -37,6 +37,9 @@ def format_eta(seconds: float) -> str:
 
     Args:
       seconds: the time left.
+
+    Returns:
+      The text.
     """
     if not math.isfinite(seconds):
         return "?"
@@ -70,6 +73,9 @@ class Progress:
       log: write the lines with absl ``logging.info`` instead of to ``stream``.
       stream: where lines go; None means ``sys.stderr`` at the time of each line.
       clock: seconds from a monotonic clock (tests pass a fake one).
+
+    Raises:
+      ValueError: ``every_n`` is negative.
     """
 
     def __init__(self, label: str, total: Optional[Number], unit: str = "",
@@ -108,8 +114,11 @@ class Progress:
         Args:
           done: items done so far.
           extra: more counts for the line's end: a str, or a callable returning one (called
-    only when a line is printed).
+            only when a line is printed).
           force: print a line now.
+
+        Returns:
+          Whether a line was printed.
         """
         self._done, self._extra = done, extra
         if not self.enabled:
@@ -132,6 +141,9 @@ class Progress:
 
         Args:
           extra: the final counts for the line's end, or None for the last ``update``'s.
+
+        Returns:
+          Whether a line was printed.
         """
         if extra is not None:
             self._extra = extra
@@ -147,6 +159,9 @@ class Progress:
           done: items done.
           extra: the line's end.
           now: the time, or None for the clock's.
+
+        Returns:
+          The line's text.
         """
         elapsed = max((self._clock() if now is None else now) - self._start, 1e-9)
         rate = done / elapsed

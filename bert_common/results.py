@@ -43,6 +43,9 @@ def write_eval_results(path: str, results: Mapping[str, float]) -> str:
     Args:
         path: the file (local or ``gs://``).
         results: metric name -> value.
+
+    Returns:
+        The text written.
     """
     text = format_eval_results(results)
     with atomic_open(path) as writer:

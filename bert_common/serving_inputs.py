@@ -35,6 +35,16 @@ def check_id_inputs(inputs: Mapping[str, Any], names: Sequence[str] = BERT_INPUT
     after the assertions pass (an empty [0, 0] batch padded to [0, 1], see the module
     docstring); ``length`` is the requested S (int32 scalar), to cut sequence outputs to.
     ``vocab_size`` / ``type_vocab_size`` / ``max_length`` None: that range is not checked.
+
+    Args:
+        inputs: the serving inputs by name (int tensors, [B, S]).
+        names: the input names to check, in order (ids, mask, segment ids).
+        vocab_size: the word-id range to check, or None.
+        type_vocab_size: the segment-id range to check, or None.
+        max_length: the largest S allowed, or None.
+
+    Returns:
+        ``(checked, length)`` as above.
     """
     import tensorflow as tf
 
@@ -87,7 +97,14 @@ def check_id_inputs(inputs: Mapping[str, Any], names: Sequence[str] = BERT_INPUT
 def model_sizes(model: Any) -> Dict[str, Optional[int]]:
     """``vocab_size``, ``type_vocab_size`` and ``max_length`` for ``check_id_inputs`` from a
     model's ``BertConfig`` (``model.config`` for an encoder, ``model.encoder.config`` for a
-    task model); None each where the model has none."""
+    task model); None each where the model has none.
+
+    Args:
+        model: an encoder or a task model.
+
+    Returns:
+        A dict with ``vocab_size``, ``type_vocab_size`` and ``max_length`` (each int or None).
+    """
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "vocab_size"):
         config = getattr(getattr(model, "encoder", None), "config", None)

@@ -47,7 +47,16 @@ def write_train_records(examples: List, label_list: List[str], max_seq_length: i
     each stretch of an epoch trains on one genre (CHANGELOG.md has what it cost on STS-B). The
     original's run_squad shuffles its training examples before writing them for the same reason ("to avoid having to make a very large
     shuffle buffer"); the classifier does the same here. The records of each example are the
-    original's (``file_based_convert_examples_to_features``)."""
+    original's (``file_based_convert_examples_to_features``).
+
+    Args:
+        examples: the training ``InputExample``s.
+        label_list: the label names, by label id.
+        max_seq_length: the longest packed row.
+        tokenizer: the ``FullTokenizer``.
+        path: the TFRecord file to write.
+        seed: the shuffle seed.
+    """
     order = list(examples)
     random.Random(seed).shuffle(order)
     glue_features.file_based_convert_examples_to_features(order, label_list, max_seq_length,
@@ -55,7 +64,14 @@ def write_train_records(examples: List, label_list: List[str], max_seq_length: i
 
 
 def per_example_loss(regression: bool):
-    """The ``per_example_loss`` of ``finetune`` for this task (squared error for STS-B)."""
+    """The ``per_example_loss`` of ``finetune`` for this task (squared error for STS-B).
+
+    Args:
+        regression: a regression task.
+
+    Returns:
+        A function ``(outputs, batch) -> [B]``.
+    """
     return functools.partial(per_example_classifier_loss, regression=regression)
 
 
@@ -63,7 +79,21 @@ def dataset(record_file: str, max_seq_length: int, batch_size: int, is_training:
             regression: bool = False, length_aware: bool = True, static_shapes: bool = False,
             seed: Optional[int] = None) -> tf.data.Dataset:
     """Batches of ``record_file`` (``input_ids``/``input_mask``/``segment_ids`` [B, S],
-    ``label_ids`` [B], ``is_real_example`` [B], ``example_index`` [B] off training)."""
+    ``label_ids`` [B], ``is_real_example`` [B], ``example_index`` [B] off training).
+
+    Args:
+        record_file: the classifier TFRecord file.
+        max_seq_length: S of the records.
+        batch_size: B.
+        is_training: repeated, shuffled full batches (else every record once).
+        regression: float labels.
+        length_aware: batch records of similar length, each batch cut to its longest.
+        static_shapes: every batch [B, S] (TPU).
+        seed: the shuffle seed.
+
+    Returns:
+        A ``tf.data.Dataset`` of feature dicts.
+    """
     decode = functools.partial(glue_dataset.decode_classifier_record,
                                max_seq_length=max_seq_length, regression=regression)
     return glue_dataset.task_dataset(record_file, decode, batch_size, is_training,
@@ -80,6 +110,24 @@ def predict_examples(model, examples: List, label_list: List[str], tokenizer, re
 
     On TPU the examples are padded with ``PaddingInputExample`` to a multiple of the batch
     size, as the original (static shapes); padding rows are dropped from the result.
+
+    Args:
+        model: the classifier model.
+        examples: the ``InputExample``s to predict.
+        label_list: the label names.
+        tokenizer: the ``FullTokenizer``.
+        record_file: the TFRecord file to write.
+        max_seq_length: S.
+        batch_size: B.
+        regression: a regression model.
+        strategy: the ``tf.distribute.Strategy`` (None: the default).
+        length_aware: length-aware batching (off on a TPU).
+
+    Returns:
+        name -> array, [N] or [N, K].
+
+    Raises:
+        RuntimeError: examples were lost in the input pipeline.
     """
     strategy = strategy or tf.distribute.get_strategy()
     tpu = distribution.is_tpu(strategy)
@@ -132,11 +180,15 @@ class ClassifierTask(Task):
     export_hf_dir: Optional[str] = None
 
     def check(self, ctx: Context) -> None:
+        """See ``Task.check``: ``--data_dir`` is required to train, evaluate or predict.
+        """
         s = ctx.settings
         if (s.do_train or s.do_eval or s.do_predict) and not self.data_dir:
             raise FlagError("--data_dir is required with --do_train/--do_eval/--do_predict")
 
     def read(self, ctx: Context) -> None:
+        """See ``Task.read``: the task's processor, labels and examples of each split.
+        """
         s = ctx.settings
         self.task_name = processors.canonical_task_name(self.task_name)
         self.processor = processors.get_processor(self.task_name, self.data_dir,
@@ -148,6 +200,8 @@ class ClassifierTask(Task):
                                                ("test", s.do_predict)) if wanted}
 
     def build_model(self, ctx: Context):
+        """See ``Task.build_model``: a ``BertClassifier``.
+        """
         from modeling.heads import classifier as classifier_head
 
         return classifier_head.build_classifier_model(
@@ -155,6 +209,8 @@ class ClassifierTask(Task):
             seq_length=ctx.seq_length, regression=self.regression)
 
     def train_dataset(self, ctx: Context):
+        """See ``Task.train_dataset``.
+        """
         s = ctx.settings
         train_file = ctx.path("train.tf_record")
         write_train_records(self.examples["train"], self.label_list, s.max_seq_length,
@@ -165,6 +221,8 @@ class ClassifierTask(Task):
         return batches, len(self.examples["train"])
 
     def per_example_loss(self, outputs, batch):
+        """See ``Task.per_example_loss``: cross-entropy, or squared error for regression.
+        """
         return per_example_classifier_loss(outputs, batch, regression=self.regression)
 
     def _predict(self, ctx: Context, model, split: str, record_name: str, batch_size: int):
@@ -175,12 +233,16 @@ class ClassifierTask(Task):
                                 strategy=ctx.strategy, length_aware=s.length_aware_batching)
 
     def evaluate(self, ctx: Context, model) -> Dict[str, float]:
+        """See ``Task.evaluate``: the GLUE metrics of the dev split.
+        """
         from data.glue import metrics as glue_metrics
 
         result = self._predict(ctx, model, "dev", "eval.tf_record", ctx.settings.eval_batch_size)
         return glue_metrics.eval_metrics(self.task_name, result, self.regression)
 
     def predict(self, ctx: Context, model) -> None:
+        """See ``Task.predict``: the test split's submission files.
+        """
         from data.glue import submission
 
         result = self._predict(ctx, model, "test", "predict.tf_record",
@@ -192,6 +254,8 @@ class ClassifierTask(Task):
             logging.info("wrote %s", path)
 
     def export(self, ctx: Context, model) -> None:
+        """See ``Task.export``: ``export_dir`` (SavedModel) and ``export_hf_dir``.
+        """
         s = ctx.settings
         if s.export_dir:
             from bert_tasks.exports import classifier as classifier_serving

@@ -23,7 +23,18 @@ INFERENCE_DTYPES = ("float32", "bfloat16")
 
 
 def parse_layers(text: str, num_layers: int) -> List[int]:
-    """'-1,-2' -> [-1, -2]; every index must address one of the ``num_layers`` encoder layers."""
+    """'-1,-2' -> [-1, -2]; every index must address one of the ``num_layers`` encoder layers.
+
+    Args:
+        text: comma-separated layer indexes (negative: from the top).
+        num_layers: the encoder's layer count.
+
+    Returns:
+        The indexes, as given.
+
+    Raises:
+        FlagError: an index that is not an int or out of range.
+    """
     try:
         layers = [int(x) for x in text.split(",")]
     except ValueError:
@@ -37,7 +48,14 @@ def parse_layers(text: str, num_layers: int) -> List[int]:
 
 def check_output_file(output_file: str) -> None:
     """``FlagError`` naming ``--output_file`` unless it can be written: not a directory, in an
-    existing writable folder (checked before any work)."""
+    existing writable folder (checked before any work).
+
+    Args:
+        output_file: the ``--output_file`` path.
+
+    Raises:
+        FlagError: it cannot be written.
+    """
     from bert_common import atomic, files
 
     if files.isdir(output_file):
@@ -52,7 +70,17 @@ def check_output_file(output_file: str) -> None:
 
 
 def feature_json(unique_id: int, tokens: List[str], layer_indexes: List[int], layer_values) -> str:
-    """One output line; ``layer_values[j]`` is [S, H] for ``layer_indexes[j]``."""
+    """One output line; ``layer_values[j]`` is [S, H] for ``layer_indexes[j]``.
+
+    Args:
+        unique_id: the example's ``linex_index``.
+        tokens: the example's tokens, [S].
+        layer_indexes: the layers written.
+        layer_values: per layer of ``layer_indexes``, an array [S, H].
+
+    Returns:
+        The JSON line (with its newline).
+    """
     features = []
     for i, token in enumerate(tokens):
         layers = []

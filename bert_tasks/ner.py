@@ -51,7 +51,21 @@ def dataset(record_file: str, max_seq_length: int, batch_size: int, is_training:
             seed: Optional[int] = None, shuffle_buffer: int = 100) -> tf.data.Dataset:
     """Batches of NER records: ``input_ids``/``input_mask``/``segment_ids``/``label_ids``
     int32 and ``label_weights`` float32 [B, S], ``example_index`` [B] off training.
-    ``shuffle_buffer``: run_ner passes the number of windows (a full shuffle, see there)."""
+    ``shuffle_buffer``: run_ner passes the number of windows (a full shuffle, see there).
+
+    Args:
+        record_file: the NER TFRecord file.
+        max_seq_length: S of the records.
+        batch_size: B.
+        is_training: repeated, shuffled full batches (else every record once).
+        length_aware: batch records of similar length, each batch cut to its longest.
+        static_shapes: every batch [B, S] (TPU).
+        seed: the shuffle seed.
+        shuffle_buffer: the training shuffle buffer, in records.
+
+    Returns:
+        A ``tf.data.Dataset`` of feature dicts.
+    """
     decode = functools.partial(ner_features.parse_example, max_seq_length=max_seq_length)
     return glue_dataset.task_dataset(record_file, decode, batch_size, is_training,
                                      length_aware=length_aware,
@@ -64,14 +78,37 @@ def convert_all(sentences: Dict[str, Sequence[conll.Sentence]], label_list: Sequ
                 tokenizer, *, max_seq_length: int, document_context: bool = True,
                 split_long_sentences: bool = True) -> Dict[str, List[ner_features.NerWindow]]:
     """The windows of each split (``{"train": sentences, ...}``); raises
-    ``conll.NerDataError`` for a sentence or word that does not fit (see ``data.ner.features``)."""
+    ``conll.NerDataError`` for a sentence or word that does not fit (see ``data.ner.features``).
+
+    Args:
+        sentences: split name -> the split's sentences.
+        label_list: the tag names, by label id.
+        tokenizer: the ``FullTokenizer``.
+        max_seq_length: S of a window.
+        document_context: fill each window with the document's neighbouring sentences.
+        split_long_sentences: split a sentence too long for a window (else an error).
+
+    Returns:
+        split name -> its ``NerWindow``s.
+
+    Raises:
+        NerDataError: a sentence or word that does not fit.
+    """
     return {split: ner_features.convert_sentences(items, label_list, max_seq_length, tokenizer,
                                                   document_context, split_long_sentences)
             for split, items in sentences.items()}
 
 
 def write_records(windows: Sequence[ner_features.NerWindow], record_file: str) -> int:
-    """One record per window (``data.ner.features.write_tf_records``)."""
+    """One record per window (``data.ner.features.write_tf_records``).
+
+    Args:
+        windows: the ``NerWindow``s.
+        record_file: the TFRecord file to write.
+
+    Returns:
+        The number of records written.
+    """
     return ner_features.write_tf_records(windows, record_file)
 
 
@@ -83,7 +120,22 @@ def predict_windows(model, sentences: Sequence[conll.Sentence],
     """Writes the ``windows`` of ``sentences`` to ``record_file``, runs ``model`` and returns
     (an IOB2 tag per word of each sentence, the mean cross-entropy over the scored words, or
     None when the sentences are unlabelled). On TPU the last window is repeated up to a full
-    batch (static shapes) and the copies are dropped."""
+    batch (static shapes) and the copies are dropped.
+
+    Args:
+        model: the token classifier.
+        sentences: the sentences.
+        windows: their ``NerWindow``s (``convert_all``).
+        label_list: the tag names.
+        record_file: the TFRecord file to write.
+        max_seq_length: S.
+        batch_size: B.
+        strategy: the ``tf.distribute.Strategy`` (None: the default).
+        length_aware: length-aware batching (off on a TPU).
+
+    Returns:
+        ``(tags, loss)``: a list of tags per sentence, and a float or None.
+    """
     strategy = strategy or tf.distribute.get_strategy()
     tpu = distribution.is_tpu(strategy)
     n = len(windows)
@@ -104,7 +156,20 @@ def window_predictions(sentences: Sequence[conll.Sentence],
                        windows: Sequence[ner_features.NerWindow], logits: np.ndarray,
                        label_list: Sequence[str]) -> Tuple[List[List[str]], Optional[float]]:
     """(a tag per word, mean cross-entropy of the scored words or None) from the windows'
-    ``logits`` [N, S', K] (argmax at each target word's first sub-token)."""
+    ``logits`` [N, S', K] (argmax at each target word's first sub-token).
+
+    Args:
+        sentences: the sentences.
+        windows: their ``NerWindow``s.
+        logits: float [N, S', K], one row per window.
+        label_list: the tag names.
+
+    Returns:
+        ``(tags, loss)``: a list of tags per sentence, and a float or None.
+
+    Raises:
+        RuntimeError: a word without a prediction (windows that do not cover the sentences).
+    """
     predictions: List[List[Optional[str]]] = [[None] * len(s.words) for s in sentences]
     losses: List[float] = []
     labelled = bool(sentences) and sentences[0].tags is not None
@@ -129,7 +194,24 @@ def predict_sentences(model, sentences: Sequence[conll.Sentence], label_list: Se
                       document_context: bool = True, split_long_sentences: bool = True,
                       strategy: Optional[tf.distribute.Strategy] = None,
                       length_aware: bool = True) -> Tuple[List[List[str]], Optional[float]]:
-    """``convert_all`` then ``predict_windows``: a tag per word of ``sentences`` (and the loss)."""
+    """``convert_all`` then ``predict_windows``: a tag per word of ``sentences`` (and the loss).
+
+    Args:
+        model: the token classifier.
+        sentences: the sentences.
+        label_list: the tag names.
+        tokenizer: the ``FullTokenizer``.
+        record_file: the TFRecord file to write.
+        max_seq_length: S.
+        batch_size: B.
+        document_context: see ``convert_all``.
+        split_long_sentences: see ``convert_all``.
+        strategy: the ``tf.distribute.Strategy`` (None: the default).
+        length_aware: length-aware batching.
+
+    Returns:
+        ``(tags, loss)`` as ``predict_windows``.
+    """
     windows = convert_all({"x": sentences}, label_list, tokenizer, max_seq_length=max_seq_length,
                           document_context=document_context,
                           split_long_sentences=split_long_sentences)["x"]
@@ -140,14 +222,30 @@ def predict_sentences(model, sentences: Sequence[conll.Sentence], label_list: Se
 
 def score(sentences: Sequence[conll.Sentence],
           predictions: Sequence[Sequence[str]]) -> conlleval.ConllEvalResult:
-    """``conlleval`` on the lines of the predictions file (gold = the file's own tags)."""
+    """``conlleval`` on the lines of the predictions file (gold = the file's own tags).
+
+    Args:
+        sentences: the tagged sentences.
+        predictions: a list of predicted tags per sentence.
+
+    Returns:
+        The ``ConllEvalResult``.
+    """
     return conlleval.evaluate_lines(conll.prediction_lines(sentences, predictions),
                                     source="predictions")
 
 
 def eval_metrics(result: conlleval.ConllEvalResult, loss: Optional[float]) -> Dict[str, float]:
     """``conlleval``'s overall and per-type scores (percent: ``f1``, ``precision``,
-    ``recall``, ``accuracy``, ``<TYPE>_f1`` ...) plus ``eval_loss`` and ``loss``."""
+    ``recall``, ``accuracy``, ``<TYPE>_f1`` ...) plus ``eval_loss`` and ``loss``.
+
+    Args:
+        result: conlleval's ``ConllEvalResult``.
+        loss: the mean cross-entropy, or None.
+
+    Returns:
+        name -> float.
+    """
     metrics = dict(result.metrics())
     if loss is not None:
         metrics["eval_loss"] = loss
@@ -156,19 +254,44 @@ def eval_metrics(result: conlleval.ConllEvalResult, loss: Optional[float]) -> Di
 
 
 def write_labels(path: str, label_list: Sequence[str]) -> None:
-    """One label per line, in label-id order (atomically)."""
+    """One label per line, in label-id order (atomically).
+
+    Args:
+        path: the labels file.
+        label_list: the tag names.
+    """
     with atomic.atomic_open(path) as f:
         f.write("".join(label + "\n" for label in label_list))
 
 
 def read_labels(path: str) -> List[str]:
+    """The labels of a ``write_labels`` file, in label-id order.
+
+    Args:
+        path: the labels file.
+
+    Returns:
+        The tag names.
+    """
     return [line.strip() for line in files.read_text(path).splitlines() if line.strip()]
 
 
 def labels_for(checkpoint: Optional[str], output_dir: str,
                train_file: Optional[str]) -> Tuple[List[str], str]:
     """(label list, where it came from): ``labels.txt`` in the checkpoint's folder, else in
-    ``output_dir``, else the tags of ``train_file``; ``conll.NerDataError`` if none exists."""
+    ``output_dir``, else the tags of ``train_file``; ``conll.NerDataError`` if none exists.
+
+    Args:
+        checkpoint: the checkpoint to predict with, or None.
+        output_dir: the run's output folder.
+        train_file: the training file, or None.
+
+    Returns:
+        ``(label_list, source)``.
+
+    Raises:
+        NerDataError: no labels are found.
+    """
     folders = []
     if checkpoint:
         folders.append(checkpoint if files.isdir(checkpoint) and not
@@ -226,10 +349,19 @@ class NerTask(Task):
     lstm_units: int = 0
 
     def split_file(self, split: str) -> str:
-        """The file of ``split`` (train/eval/predict): its own, else found in ``data_dir``."""
+        """The file of ``split`` (train/eval/predict): its own, else found in ``data_dir``.
+
+        Args:
+            split: ``"train"``, ``"eval"`` or ``"predict"``.
+
+        Returns:
+            The file's path.
+        """
         return driver.split_file(self, split, (SPLIT_FILES[split],))
 
     def read(self, ctx: Context) -> None:
+        """See ``Task.read``: the sentences of each split and the label list.
+        """
         s = ctx.settings
         wanted = [("train", s.do_train), ("eval", s.do_eval), ("predict", s.do_predict)]
         self.sentences = {split: conll.read_conll(self.split_file(split),
@@ -251,12 +383,16 @@ class NerTask(Task):
                 conll.check_labels(self.sentences[split], self.label_list, label_source)
 
     def prepare(self, ctx: Context) -> None:
+        """See ``Task.prepare``: the windows of every split (each sentence checked to fit).
+        """
         self.windows = convert_all(  # checks every sentence fits, before anything is written
             self.sentences, self.label_list, ctx.tokenizer,
             max_seq_length=ctx.settings.max_seq_length, document_context=self.document_context,
             split_long_sentences=self.split_long_sentences)
 
     def build_model(self, ctx: Context):
+        """See ``Task.build_model``: a ``TokenClassifier``.
+        """
         from modeling.heads import token_classifier
 
         return token_classifier.build_token_classifier_model(
@@ -264,6 +400,8 @@ class NerTask(Task):
             feature_mode=self.feature_mode, lstm_units=self.lstm_units or None)
 
     def train_dataset(self, ctx: Context):
+        """See ``Task.train_dataset``: also writes ``labels.txt``.
+        """
         s = ctx.settings
         windows = self.windows["train"]
         write_labels(ctx.path(LABELS_FILE), self.label_list)
@@ -280,6 +418,8 @@ class NerTask(Task):
         return batches, len(windows)
 
     def per_example_loss(self, outputs, batch):
+        """See ``Task.per_example_loss``: the cross-entropy per scored token [B, S].
+        """
         return per_token_loss(outputs, batch)
 
     def _tag(self, ctx: Context, model, split: str, prefix: str):
@@ -305,13 +445,19 @@ class NerTask(Task):
         return result, loss
 
     def evaluate(self, ctx: Context, model) -> Dict[str, float]:
+        """See ``Task.evaluate``: conlleval's scores of the eval split.
+        """
         result, loss = self._tag(ctx, model, "eval", "eval")
         return eval_metrics(result, loss)
 
     def predict(self, ctx: Context, model) -> None:
+        """See ``Task.predict``: ``test_predictions.txt`` (and a report for a tagged file).
+        """
         self._tag(ctx, model, "predict", "test")
 
     def export(self, ctx: Context, model) -> None:
+        """See ``Task.export``: a SavedModel in ``export_dir``.
+        """
         s = ctx.settings
         if not s.export_dir:
             return

@@ -50,7 +50,21 @@ per_example_loss = per_example_squad_loss  # (start + end cross-entropy) / 2 [B]
 
 @dataclasses.dataclass
 class SquadOptions:
-    """The original run_squad's feature and answer settings (its flags and defaults)."""
+    """The original run_squad's feature and answer settings (its flags and defaults).
+
+    Attributes:
+        max_seq_length: S of a window (question + context).
+        doc_stride: the context tokens between the starts of two windows.
+        max_query_length: the most question tokens kept.
+        predict_batch_size: B of prediction.
+        n_best_size: the start/end candidates kept per window.
+        max_answer_length: the longest answer span, in tokens.
+        do_lower_case: the tokenizer's casing (for mapping answers back to text).
+        version_2_with_negative: SQuAD 2.0: questions may have no answer.
+        null_score_diff_threshold: "no answer" when null score - best score exceeds it.
+        verbose_logging: log the answer-mapping failures.
+        length_aware_batching: batch windows of similar length (this port's; not on a TPU).
+    """
 
     max_seq_length: int = 384
     doc_stride: int = 128
@@ -70,7 +84,18 @@ class SquadOptions:
 def write_train_records(examples: List, tokenizer, path: str, options: SquadOptions,
                         seed: int) -> int:
     """Shuffles ``examples`` in place (``random.Random(seed)``) and writes their training
-    features to ``path``; returns the number of features."""
+    features to ``path``; returns the number of features.
+
+    Args:
+        examples: the training ``SquadExample``s (shuffled in place).
+        tokenizer: the ``FullTokenizer``.
+        path: the TFRecord file to write.
+        options: the ``SquadOptions``.
+        seed: the shuffle seed.
+
+    Returns:
+        The number of features (windows) written.
+    """
     random.Random(seed).shuffle(examples)
     with squad.FeatureWriter(path, is_training=True) as writer:
         squad.convert_examples_to_features(
@@ -83,7 +108,19 @@ def write_train_records(examples: List, tokenizer, path: str, options: SquadOpti
 def dataset(record_file: str, seq_length: int, batch_size: int, is_training: bool,
             seed: Optional[int] = None, length_aware: bool = False) -> tf.data.Dataset:
     """Training: repeated, shuffled full batches; else every record once (in file order unless
-    ``length_aware``, which also cuts every batch to its longest window)."""
+    ``length_aware``, which also cuts every batch to its longest window).
+
+    Args:
+        record_file: the SQuAD TFRecord file.
+        seq_length: S of the records.
+        batch_size: B.
+        is_training: training batches (with start/end positions).
+        seed: the shuffle seed.
+        length_aware: see above (prediction only).
+
+    Returns:
+        A ``tf.data.Dataset`` of feature dicts.
+    """
     return squad_dataset.make_dataset(record_file, seq_length, is_training, batch_size,
                                       drop_remainder=is_training, seed=seed,
                                       length_aware=length_aware)
@@ -104,6 +141,17 @@ def predict_raw_results(model, eval_file: str, seq_length: int, batch_size: int,
     each result's logits cover the window's real positions only (the same for any batching):
     the answer can differ from the padded path only where the original let a padding
     position take one of those ``n_best_size`` slots.
+
+    Args:
+        model: the SQuAD model.
+        eval_file: the eval TFRecord file.
+        seq_length: S of the records.
+        batch_size: B.
+        strategy: the ``tf.distribute.Strategy`` (None: the default).
+        length_aware: see above.
+
+    Returns:
+        A list of ``RawResult``, in record order.
     """
     batches = dataset(eval_file, seq_length, batch_size, False, length_aware=length_aware)
     if length_aware:
@@ -126,7 +174,12 @@ def predict_raw_results(model, eval_file: str, seq_length: int, batch_size: int,
 @dataclasses.dataclass
 class Scoring:
     """A SQuAD file to score predictions against: its name (for messages) and its checked
-    top-level object (``data.squad.evaluate.load_dataset``)."""
+    top-level object (``data.squad.evaluate.load_dataset``).
+
+    Attributes:
+        name: the file's name.
+        dataset_json: its checked top-level object.
+    """
 
     name: str
     dataset_json: dict
@@ -150,7 +203,18 @@ def scoring_dataset(squad_file: Optional[str],
     cannot score (one without an ``answers`` list, or, for v1.1 scoring (no question has
     ``is_impossible``), one with an empty list): then ``warn`` gets one line naming the file
     and the question. Predictions need no answers (the original reads them only for
-    training), so these files are still predicted."""
+    training), so these files are still predicted.
+
+    Args:
+        squad_file: the SQuAD JSON file, or None.
+        warn: called with the line saying why nothing is scored.
+
+    Returns:
+        A ``Scoring``, or None.
+
+    Raises:
+        SquadEvalError: the file cannot be read or is not a SQuAD file.
+    """
     if not squad_file:
         return None
     root = squad_eval.load_json(squad_file, "the dataset")
@@ -186,7 +250,23 @@ def predict(model, examples: List, tokenizer, output_dir: str, options: SquadOpt
     Every input is checked before the first file is written (``score_against`` included);
     ``predictions.json``, ``nbest_predictions.json``, ``null_odds.json`` and
     ``eval_results.json`` are written together: all renamed into place only when every one is
-    written, so a failure leaves the previous ones as they were."""
+    written, so a failure leaves the previous ones as they were.
+
+    Args:
+        model: the SQuAD model.
+        examples: the ``SquadExample``s to predict.
+        tokenizer: the ``FullTokenizer``.
+        output_dir: where the prediction files are written.
+        options: the ``SquadOptions``.
+        score_against: a SQuAD file or ``Scoring`` to score against, or None.
+        strategy: the ``tf.distribute.Strategy`` (None: the default).
+
+    Returns:
+        The official scores (a dict), or None.
+
+    Raises:
+        InputError: bad input (e.g. an unscorable ``score_against``), before any file is written.
+    """
     if not examples:
         raise InputError("no question to predict")
     scoring = (score_against if isinstance(score_against, Scoring)
@@ -255,6 +335,17 @@ class SquadTask(Task):
     Example::
 
         driver.run(SquadTask(predict_file="dev-v1.1.json"), settings)   # max_seq_length=384
+
+    Args:
+        train_file: the SQuAD training JSON (``do_train``).
+        predict_file: the SQuAD JSON to predict (``do_predict``).
+        doc_stride: see ``SquadOptions``.
+        max_query_length: see ``SquadOptions``.
+        n_best_size: see ``SquadOptions``.
+        max_answer_length: see ``SquadOptions``.
+        version_2_with_negative: see ``SquadOptions``.
+        null_score_diff_threshold: see ``SquadOptions``.
+        verbose_logging: see ``SquadOptions``.
     """
 
     actions = ("do_train", "do_predict", "export_dir")
@@ -271,7 +362,14 @@ class SquadTask(Task):
     verbose_logging: bool = False
 
     def options(self, ctx: Context) -> SquadOptions:
-        """The feature and answer settings of this run."""
+        """The feature and answer settings of this run.
+
+        Args:
+            ctx: the run's ``Context``.
+
+        Returns:
+            The ``SquadOptions``.
+        """
         s = ctx.settings
         return SquadOptions(
             max_seq_length=s.max_seq_length, doc_stride=self.doc_stride,
@@ -283,6 +381,8 @@ class SquadTask(Task):
             length_aware_batching=s.length_aware_batching)
 
     def check(self, ctx: Context) -> None:
+        """See ``Task.check``: the files ``do_train``/``do_predict`` need, and ``max_seq_length``.
+        """
         s = ctx.settings
         if s.do_train and not self.train_file:
             raise FlagError("If `do_train` is True, then `train_file` must be specified.")
@@ -299,6 +399,8 @@ class SquadTask(Task):
                             " + 3" % (s.max_seq_length, self.max_query_length))
 
     def read(self, ctx: Context) -> None:
+        """See ``Task.read``: the examples of ``train_file`` and ``predict_file``.
+        """
         s = ctx.settings
         self.train_examples = self.eval_examples = self.scoring = None
         if s.do_train:
@@ -318,12 +420,16 @@ class SquadTask(Task):
             self.scoring = scoring_dataset(self.predict_file, warn=ctx.warn)
 
     def build_model(self, ctx: Context):
+        """See ``Task.build_model``: a ``BertSpanLabeler``.
+        """
         from modeling.heads import squad as squad_head
 
         # static shapes on TPU; any window length elsewhere
         return squad_head.build_squad_model(ctx.bert_config, seq_length=ctx.seq_length)
 
     def train_dataset(self, ctx: Context):
+        """See ``Task.train_dataset``.
+        """
         s = ctx.settings
         train_file = ctx.path("train.tf_record")
         num_features = write_train_records(self.train_examples, ctx.tokenizer, train_file,
@@ -335,9 +441,13 @@ class SquadTask(Task):
         return batches, len(self.train_examples)
 
     def per_example_loss(self, outputs, batch):
+        """See ``Task.per_example_loss``: the mean of the start and end cross-entropies.
+        """
         return per_example_squad_loss(outputs, batch)
 
     def predict(self, ctx: Context, model) -> None:
+        """See ``Task.predict``: the prediction files and, when scorable, the official scores.
+        """
         scores = predict(model, self.eval_examples, ctx.tokenizer, ctx.settings.output_dir,
                          self.options(ctx), score_against=self.scoring, strategy=ctx.strategy)
         if scores is None:
@@ -351,6 +461,8 @@ class SquadTask(Task):
                      scores["best_f1_thresh"]))
 
     def export(self, ctx: Context, model) -> None:
+        """See ``Task.export``: a raw-text SavedModel in ``export_dir``.
+        """
         s = ctx.settings
         if not s.export_dir:
             return

@@ -35,7 +35,20 @@ def dataset(record_file: str, max_seq_length: int, batch_size: int, is_training:
             length_aware: bool = True, static_shapes: bool = False,
             seed: Optional[int] = None) -> tf.data.Dataset:
     """Batches of ``record_file``: ``input_ids``/``input_mask``/``segment_ids`` [B, 4, S],
-    ``label_ids`` [B], ``is_real_example`` [B], ``example_index`` [B] off training."""
+    ``label_ids`` [B], ``is_real_example`` [B], ``example_index`` [B] off training.
+
+    Args:
+        record_file: the SWAG TFRecord file.
+        max_seq_length: S of the records.
+        batch_size: B.
+        is_training: repeated, shuffled full batches (else every record once).
+        length_aware: batch records of similar length, each batch cut to its longest.
+        static_shapes: every batch [B, 4, S] (TPU).
+        seed: the shuffle seed.
+
+    Returns:
+        A ``tf.data.Dataset`` of feature dicts.
+    """
     decode = functools.partial(swag.parse_example, max_seq_length=max_seq_length)
     return glue_dataset.task_dataset(record_file, decode, batch_size, is_training,
                                      length_aware=length_aware,
@@ -47,7 +60,21 @@ def predict_examples(model, examples: List, tokenizer, record_file: str, *, max_
                      length_aware: bool = True) -> Dict[str, np.ndarray]:
     """Writes ``record_file``; returns ``logits``/``probabilities`` [N, 4] and ``label_ids``
     [N] in example order. On TPU the last example is repeated up to a full batch (static
-    shapes) and the copies are dropped from the result."""
+    shapes) and the copies are dropped from the result.
+
+    Args:
+        model: the multiple-choice model.
+        examples: the ``SwagExample``s.
+        tokenizer: the ``FullTokenizer``.
+        record_file: the TFRecord file to write.
+        max_seq_length: S.
+        batch_size: B.
+        strategy: the ``tf.distribute.Strategy`` (None: the default).
+        length_aware: length-aware batching (off on a TPU).
+
+    Returns:
+        name -> array.
+    """
     strategy = strategy or tf.distribute.get_strategy()
     tpu = distribution.is_tpu(strategy)
     n = len(examples)
@@ -64,7 +91,15 @@ def predict_examples(model, examples: List, tokenizer, record_file: str, *, max_
 
 def eval_metrics(examples: List, result: Dict[str, np.ndarray]) -> Dict[str, float]:
     """``eval_accuracy`` of the highest-scoring ending, ``eval_loss`` (mean cross-entropy) and
-    ``loss`` for labelled ``examples`` and their ``result`` (``logits`` [N, 4])."""
+    ``loss`` for labelled ``examples`` and their ``result`` (``logits`` [N, 4]).
+
+    Args:
+        examples: the labelled ``SwagExample``s.
+        result: ``predict_examples``' output for them.
+
+    Returns:
+        name -> float.
+    """
     labels = np.array([e.label for e in examples])
     logits = result["logits"]
     loss = glue_metrics.mean_cross_entropy(logits, labels)
@@ -101,6 +136,8 @@ class SwagTask(Task):
     predict_file: Optional[str] = None
 
     def read(self, ctx: Context) -> None:
+        """See ``Task.read``: the examples of each split (train and eval need labels).
+        """
         s = ctx.settings
         self.examples = {}
         for split, wanted in (("train", s.do_train), ("eval", s.do_eval),
@@ -116,12 +153,16 @@ class SwagTask(Task):
                                 % (unlabelled[0], split))
 
     def build_model(self, ctx: Context):
+        """See ``Task.build_model``: a multiple-choice model of 4 endings.
+        """
         from modeling.heads import multiple_choice as multiple_choice_head
 
         return multiple_choice_head.build_multiple_choice_model(
             ctx.bert_config, swag.NUM_CHOICES, seq_length=ctx.seq_length)
 
     def train_dataset(self, ctx: Context):
+        """See ``Task.train_dataset``.
+        """
         s = ctx.settings
         train_file = ctx.path("train.tf_record")
         swag.write_tf_records(self.examples["train"], s.max_seq_length, ctx.tokenizer,
@@ -132,6 +173,8 @@ class SwagTask(Task):
         return batches, len(self.examples["train"])
 
     def per_example_loss(self, outputs, batch):
+        """See ``Task.per_example_loss``: cross-entropy over the endings.
+        """
         return per_example_classifier_loss(outputs, batch)
 
     def _predict(self, ctx: Context, model, split: str, batch_size: int):
@@ -142,10 +185,14 @@ class SwagTask(Task):
                                 strategy=ctx.strategy, length_aware=s.length_aware_batching)
 
     def evaluate(self, ctx: Context, model) -> Dict[str, float]:
+        """See ``Task.evaluate``: accuracy and loss of the eval split.
+        """
         return eval_metrics(self.examples["eval"],
                             self._predict(ctx, model, "eval", ctx.settings.eval_batch_size))
 
     def predict(self, ctx: Context, model) -> None:
+        """See ``Task.predict``: ``test_results.tsv`` (the endings' probabilities).
+        """
         from data.glue import submission
 
         result = self._predict(ctx, model, "predict", ctx.settings.predict_batch_size)

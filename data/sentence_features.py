@@ -27,6 +27,13 @@ class SentenceFileError(InputError):
 
 @dataclasses.dataclass
 class InputExample:
+    """One line of an input file of ``extract_features.py``.
+
+    Args:
+        unique_id: the line's number (0-based), matched in the output.
+        text_a: the text, or its first part (``text_a ||| text_b``).
+        text_b: the second part, or None.
+    """
     unique_id: int
     text_a: str
     text_b: Optional[str] = None
@@ -34,7 +41,15 @@ class InputExample:
 
 @dataclasses.dataclass
 class InputFeatures:
-    """One example as model input: ``tokens`` (real tokens only) and padded int lists."""
+    """One example as model input: ``tokens`` (real tokens only) and padded int lists.
+
+    Args:
+        unique_id: the example's ``unique_id``.
+        tokens: ``[CLS] a [SEP] (b [SEP])``, unpadded.
+        input_ids: [seq_length] token ids, 0-padded.
+        input_mask: [seq_length], 1 on real tokens.
+        input_type_ids: [seq_length] segment ids.
+    """
 
     unique_id: int
     tokens: List[str]
@@ -46,7 +61,17 @@ class InputFeatures:
 def read_examples(input_file: str) -> List[InputExample]:
     """Reads every line as one example. The text must be UTF-8: the original (Python 3) stops
     with a ``UnicodeDecodeError`` traceback on other bytes; here it is a ``SentenceFileError``
-    naming the file and line."""
+    naming the file and line.
+
+    Args:
+        input_file: the text file (local or URL), one example per line.
+
+    Returns:
+        The examples, in file order.
+
+    Raises:
+        SentenceFileError: the file is missing or not UTF-8.
+    """
     text = files.read_utf8(input_file, SentenceFileError, strip_bom=False)
     lines = text.split("\n")  # lines end at "\n" only, as the original's readline
     if lines[-1] == "":
@@ -63,7 +88,16 @@ def read_examples(input_file: str) -> List[InputExample]:
 
 def convert_examples_to_features(examples: List[InputExample], seq_length: int,
                                  tokenizer) -> Iterator[InputFeatures]:
-    """Yields one ``InputFeatures`` per example (see the module docstring)."""
+    """Yields one ``InputFeatures`` per example (see the module docstring).
+
+    Args:
+        examples: the examples.
+        seq_length: S, the padded length.
+        tokenizer: a ``FullTokenizer`` / ``FastFullTokenizer``.
+
+    Yields:
+        ``InputFeatures``, in example order.
+    """
     for example in examples:
         tokens_a = tokenizer.tokenize(example.text_a)
         tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None

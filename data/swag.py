@@ -46,7 +46,16 @@ class SwagDataError(ClassifierDataError):
 @dataclasses.dataclass
 class SwagExample:
     """One SWAG question: ``context_sentence`` (sent1), ``start_ending`` (sent2), the 4
-    ``endings`` and ``label`` (index of the right ending; None when unlabelled)."""
+    ``endings`` and ``label`` (index of the right ending; None when unlabelled).
+
+    Args:
+        swag_id: the example's id (``swag-<n>``).
+        context_sentence: sent1.
+        start_ending: sent2, the start shared by every ending.
+        endings: the 4 candidate endings.
+        label: the right ending's index, or None.
+        origin: ``path:line`` of the example, for messages.
+    """
 
     swag_id: str
     context_sentence: str
@@ -58,7 +67,16 @@ class SwagExample:
 
 @dataclasses.dataclass
 class SwagFeatures:
-    """int lists [NUM_CHOICES][max_seq_length] and the label (0 when unknown)."""
+    """int lists [NUM_CHOICES][max_seq_length] and the label (0 when unknown).
+
+    Args:
+        example_id: the example's ``swag_id``.
+        input_ids: [4][max_seq_length] token ids.
+        input_mask: [4][max_seq_length], 1 on real tokens.
+        segment_ids: [4][max_seq_length] segment ids.
+        label: the right ending's index (0 when unknown).
+        is_real_example: False for padding examples.
+    """
 
     example_id: str
     input_ids: List[List[int]]
@@ -99,7 +117,17 @@ def _read_text(path: str) -> str:
 
 
 def read_swag_csv(path: str) -> List[SwagExample]:
-    """The original swagaf CSV layout (see the module docstring)."""
+    """The original swagaf CSV layout (see the module docstring).
+
+    Args:
+        path: the CSV file (local or URL).
+
+    Returns:
+        The examples, in file order.
+
+    Raises:
+        SwagDataError: an unreadable file, header, row or field, naming the file and line.
+    """
     text = _read_text(path)
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
@@ -130,7 +158,17 @@ def read_swag_csv(path: str) -> List[SwagExample]:
 
 
 def read_swag_jsonl(path: str) -> List[SwagExample]:
-    """JSON lines (keys ``sent1``, ``sent2``, ``ending0..3``, optional ``label``)."""
+    """JSON lines (keys ``sent1``, ``sent2``, ``ending0..3``, optional ``label``).
+
+    Args:
+        path: the JSON-lines file (local or URL).
+
+    Returns:
+        The examples, in file order.
+
+    Raises:
+        SwagDataError: an unreadable file, line or field, naming the file and line.
+    """
     examples = []
     for line_index, line in enumerate(_read_text(path).split("\n")):
         if not line.strip():
@@ -147,7 +185,17 @@ def read_swag_jsonl(path: str) -> List[SwagExample]:
 
 
 def read_swag_examples(path: str) -> List[SwagExample]:
-    """Reads either layout (``.jsonl``/``.json`` -> JSON lines, else CSV); errors if empty."""
+    """Reads either layout (``.jsonl``/``.json`` -> JSON lines, else CSV); errors if empty.
+
+    Args:
+        path: a ``.jsonl``/``.json`` or CSV file.
+
+    Returns:
+        The examples, in file order.
+
+    Raises:
+        SwagDataError: the file cannot be read or holds no example.
+    """
     if path.endswith((".jsonl", ".json")):
         examples = read_swag_jsonl(path)
     else:
@@ -158,7 +206,16 @@ def read_swag_examples(path: str) -> List[SwagExample]:
 
 
 def convert_example(example: SwagExample, max_seq_length: int, tokenizer) -> SwagFeatures:
-    """One example -> ``SwagFeatures`` (see the module docstring for the layout)."""
+    """One example -> ``SwagFeatures`` (see the module docstring for the layout).
+
+    Args:
+        example: the example.
+        max_seq_length: S, per choice.
+        tokenizer: a ``FullTokenizer`` / ``FastFullTokenizer``.
+
+    Returns:
+        Its ``SwagFeatures``.
+    """
     context_tokens = tokenizer.tokenize(example.context_sentence)
     input_ids, input_mask, segment_ids = [], [], []
     for ending in example.endings:
@@ -174,6 +231,14 @@ def convert_example(example: SwagExample, max_seq_length: int, tokenizer) -> Swa
 
 
 def features_to_tf_example(features: SwagFeatures) -> "tf.train.Example":
+    """A ``tf.train.Example`` of ``features`` (ids flattened to [4 * S]).
+
+    Args:
+        features: one example's features.
+
+    Returns:
+        The ``tf.train.Example``.
+    """
     import tensorflow as tf
 
     def flat(rows):
@@ -191,7 +256,17 @@ def features_to_tf_example(features: SwagFeatures) -> "tf.train.Example":
 def write_tf_records(examples: List[SwagExample], max_seq_length: int, tokenizer,
                      output_file: str) -> int:
     """One record per example, in order; the file appears only when all converted. Progress
-    goes to the log as for the classifier's records."""
+    goes to the log as for the classifier's records.
+
+    Args:
+        examples: the examples.
+        max_seq_length: S, per choice.
+        tokenizer: a ``FullTokenizer`` / ``FastFullTokenizer``.
+        output_file: the TFRecord file.
+
+    Returns:
+        The number of records written.
+    """
     progress = cf.writing_progress(output_file, len(examples))
     with AtomicTFRecordWriters([output_file]) as writer:
         for i, example in enumerate(examples):
@@ -203,7 +278,14 @@ def write_tf_records(examples: List[SwagExample], max_seq_length: int, tokenizer
 
 
 def name_to_features(max_seq_length: int) -> Dict[str, object]:
-    """The parse spec of the records above (flat [4 * S] id features)."""
+    """The parse spec of the records above (flat [4 * S] id features).
+
+    Args:
+        max_seq_length: S, per choice.
+
+    Returns:
+        Feature name -> ``tf.io.FixedLenFeature``.
+    """
     import tensorflow as tf
 
     n = NUM_CHOICES * max_seq_length
@@ -217,7 +299,15 @@ def name_to_features(max_seq_length: int) -> Dict[str, object]:
 
 
 def parse_example(record, max_seq_length: int) -> Dict[str, object]:
-    """A serialized record -> dict of int32 tensors: ids/mask/segments [4, S], labels []."""
+    """A serialized record -> dict of int32 tensors: ids/mask/segments [4, S], labels [].
+
+    Args:
+        record: a serialized ``tf.train.Example`` (string scalar).
+        max_seq_length: S, per choice.
+
+    Returns:
+        Feature name -> int32 tensor.
+    """
     import tensorflow as tf
 
     parsed = tf.io.parse_single_example(record, name_to_features(max_seq_length))

@@ -55,12 +55,31 @@ class Pooler(keras.layers.Layer):
                                         kernel_initializer=truncated_normal(initializer_range))
 
     def build(self, input_shape):
+        """Builds the dense layer.
+
+        Args:
+            input_shape: the sequence output's shape [B, S, H].
+        """
         self.dense.build((input_shape[0], input_shape[-1]))
 
     def call(self, sequence_output):
+        """The pooled output: tanh(dense(first token)).
+
+        Args:
+            sequence_output: [B, S, H].
+
+        Returns:
+            [B, H].
+        """
         return self.dense(sequence_output[:, 0, :])  # [B, H]
 
     def compute_output_shape(self, input_shape):
+        """Args:
+            input_shape: [B, S, H].
+
+        Returns:
+            ``(B, H)``.
+        """
         return (input_shape[0], self.hidden_size)
 
     def get_config(self):
@@ -320,4 +339,13 @@ class BertModel(FlatExportMixin, keras.Model):
 
     @classmethod
     def from_config(cls, config, custom_objects=None):
+        """Rebuilds a ``BertModel`` from ``get_config``'s dict.
+
+        Args:
+            config: the ``get_config`` dict.
+            custom_objects: unused (Keras' signature).
+
+        Returns:
+            A ``BertModel``.
+        """
         return cls(**deserialize_dtype(config))

@@ -56,6 +56,16 @@ def pack_rows(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor], max_seq_
     single sentence cut to ``max_seq_length - 2`` ids; other rows are pairs cut to
     ``max_seq_length - 3`` by the original's rule. Positions past a row's end are 0 in all
     three outputs.
+
+    Args:
+        ids_a: the first texts' word-piece ids, ragged [B, (Na)].
+        ids_b: the second texts' ids, ragged [B, (Nb)], or None (single texts).
+        max_seq_length: the longest packed row.
+        cls_id: the ``[CLS]`` id.
+        sep_id: the ``[SEP]`` id.
+
+    Returns:
+        ``{"input_ids", "input_mask", "segment_ids"}``, int32 [B, L] each.
     """
     from data.tokenization import graph as graph_tokenization
 
@@ -64,7 +74,16 @@ def pack_rows(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor], max_seq_
 
 
 class ClassifierServingModule(tf.Module):
-    """Serving wrapper around a classifier model (dict inputs -> ``logits``)."""
+    """Serving wrapper around a classifier model (dict inputs -> ``logits``).
+
+    Args:
+        model: the trained ``BertClassifier``.
+        vocab_file: the WordPiece vocab the model was trained with.
+        do_lower_case: lower-case and strip accents before tokenizing.
+        max_seq_length: the longest packed row of the text signatures.
+        label_list: the label names, by label id (the ``label`` output).
+        regression: a regression model (a ``predictions`` output, no labels).
+    """
 
     def __init__(self, model: BertClassifier, vocab_file: str, do_lower_case: bool,
                  max_seq_length: int, label_list: Sequence[str], regression: bool = False):
@@ -95,12 +114,32 @@ class ClassifierServingModule(tf.Module):
                 "label_id": label_id, "label": tf.gather(self.label_names, label_id)}
 
     def pack(self, text_a: tf.Tensor, text_b: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
+        """Tokenizes and packs the texts (``pack_rows``).
+
+        Args:
+            text_a: string [B].
+            text_b: string [B], or None (single texts).
+
+        Returns:
+            The model inputs, int32 [B, L] each.
+        """
         ids_b = self.tokenizer.tokenize(text_b) if text_b is not None else None
         return pack_rows(self.tokenizer.tokenize(text_a), ids_b, self.max_seq_length,
                          self._cls_id, self._sep_id)
 
     @tf.function(input_signature=_IDS_SPEC)
     def serve_ids(self, input_ids, input_mask, segment_ids):
+        """The ``serving_default`` signature: packed ids -> outputs.
+
+        Args:
+            input_ids: int32 [B, S].
+            input_mask: int32 [B, S].
+            segment_ids: int32 [B, S].
+
+        Returns:
+            ``probabilities`` [B, K], ``logits`` [B, K], ``label_id`` [B] and ``label`` [B]
+            (a regression model: ``predictions``).
+        """
         inputs, _ = serving_inputs.check_id_inputs(
             {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
             **self._sizes)
@@ -108,11 +147,28 @@ class ClassifierServingModule(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a")])
     def serve_text(self, text_a):
+        """The ``text`` signature: single texts -> outputs.
+
+        Args:
+            text_a: string [B].
+
+        Returns:
+            The outputs of ``serve_ids``.
+        """
         return self._outputs(self.pack(text_a))
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
                                   tf.TensorSpec([None], tf.string, name="text_b")])
     def serve_text_pair(self, text_a, text_b):
+        """The ``text_pair`` signature: text pairs -> outputs.
+
+        Args:
+            text_a: string [B].
+            text_b: string [B] (an empty one: a single text).
+
+        Returns:
+            The outputs of ``serve_ids``.
+        """
         return self._outputs(self.pack(text_a, text_b))
 
     def signatures(self) -> Dict[str, object]:
@@ -130,7 +186,23 @@ def export_saved_model(model: BertClassifier, export_dir: str, vocab_file: str, 
                        regression: bool = False) -> ClassifierServingModule:
     """Writes the SavedModel (signatures ``SIGNATURES``) to folder ``export_dir``: staged under
     a hidden name beside it, then renamed into place (``saved_model.save_saved_model``: an
-    existing SavedModel there is replaced, anything else is refused)."""
+    existing SavedModel there is replaced, anything else is refused).
+
+    Args:
+        model: the trained ``BertClassifier``.
+        export_dir: the SavedModel folder.
+        vocab_file: the WordPiece vocab.
+        do_lower_case: the tokenizer's casing.
+        max_seq_length: the longest packed row.
+        label_list: the label names.
+        regression: a regression model.
+
+    Returns:
+        The ``ClassifierServingModule`` saved.
+
+    Raises:
+        InputError: ``export_dir`` exists and is not a SavedModel or an empty folder.
+    """
     module = ClassifierServingModule(model, vocab_file, do_lower_case, max_seq_length,
                                      label_list, regression)
     saved_model.save_saved_model(module, export_dir, module.signatures)
@@ -143,7 +215,24 @@ def export_version(model: BertClassifier, base_dir: str, vocab_file: str, do_low
     """Writes the SavedModel as the next version of TF Serving model base path ``base_dir``
     (``<base_dir>/1``, then ``2``, ...; ``saved_model.save_saved_model_version``: a base holding
     anything else is refused with an ``InputError`` naming ``flag``); returns the version
-    folder."""
+    folder.
+
+    Args:
+        model: the trained ``BertClassifier``.
+        base_dir: the TF Serving model base path.
+        vocab_file: the WordPiece vocab.
+        do_lower_case: the tokenizer's casing.
+        max_seq_length: the longest packed row.
+        label_list: the label names.
+        regression: a regression model.
+        flag: the flag named in error messages.
+
+    Returns:
+        The version folder ``<base_dir>/<version>``.
+
+    Raises:
+        InputError: ``base_dir`` holds something other than versions.
+    """
     module = ClassifierServingModule(model, vocab_file, do_lower_case, max_seq_length,
                                      label_list, regression)
     return saved_model.save_saved_model_version(module, base_dir, module.signatures, flag)

@@ -46,7 +46,14 @@ CONFIG_NAME = "bert_config.json"
 def check_input(input_path: str) -> None:
     """``CheckpointError`` naming what ``input_path`` lacks when it is no checkpoint at all: no
     such path, or a folder without a TF1 checkpoint or Hugging Face weights (an empty folder is
-    reported as such, not as a missing config)."""
+    reported as such, not as a missing config).
+
+    Args:
+        input_path: the checkpoint, file or folder to convert.
+
+    Raises:
+        CheckpointError: it is no checkpoint.
+    """
     if not files.exists(input_path) and not files.exists(input_path + ".index"):
         raise checkpoints.CheckpointError("%s: no such file, folder or checkpoint" % input_path)
     if files.isdir(input_path) and not hf_import.is_hf_checkpoint(input_path):
@@ -59,7 +66,19 @@ def config_for(input_path: str, config_file: Optional[str],
                hidden_act: Optional[str] = None) -> BertConfig:
     """``config_file`` (Google's or HF's), else the ``config.json`` of an HF input, else the
     ``bert_config.json`` beside the checkpoint (a Google release folder). The input is checked
-    first (``check_input``)."""
+    first (``check_input``).
+
+    Args:
+        input_path: the checkpoint to convert.
+        config_file: an explicit config (Google's or HF's), or None.
+        hidden_act: overrides the config's ``hidden_act`` when given.
+
+    Returns:
+        The ``BertConfig``.
+
+    Raises:
+        CheckpointError: the input is no checkpoint, or no config is found.
+    """
     check_input(input_path)
     if not config_file and not hf_import.is_hf_checkpoint(input_path):
         beside = os.path.join(input_folder(input_path), CONFIG_NAME)
@@ -76,12 +95,26 @@ def config_for(input_path: str, config_file: Optional[str],
 
 
 def input_folder(input_path: str) -> str:
-    """The folder of a checkpoint: the path itself if a folder, else the prefix's/file's."""
+    """The folder of a checkpoint: the path itself if a folder, else the prefix's/file's.
+
+    Args:
+        input_path: a checkpoint prefix, file or folder.
+
+    Returns:
+        The folder path.
+    """
     return input_path if files.isdir(input_path) else os.path.dirname(files.abspath(input_path))
 
 
 def default_vocab_file(input_path: str) -> Optional[str]:
-    """``vocab.txt`` in the input's folder (Google release and HF folders carry one), or None."""
+    """``vocab.txt`` in the input's folder (Google release and HF folders carry one), or None.
+
+    Args:
+        input_path: a checkpoint prefix, file or folder.
+
+    Returns:
+        The ``vocab.txt`` path, or None.
+    """
     vocab = os.path.join(input_folder(input_path), hf_import.VOCAB_NAME)
     return vocab if files.isfile(vocab) else None
 
@@ -96,6 +129,26 @@ def convert(input_path: str, output: str, config_file: Optional[str] = None,
 
     ``vocab_file`` (default: the input folder's ``vocab.txt``) and ``do_lower_case`` go into
     an HF folder; ``labels`` / ``regression`` name a classifier's outputs.
+
+    Args:
+        input_path: the source: a TF1 checkpoint, a trainer checkpoint, a ``.keras`` or
+            ``.weights.h5`` file, or HF weights.
+        output: the output path (a TF1 prefix, a ``.keras`` file or an HF folder).
+        config_file: the model's config; None: found beside the input (``config_for``).
+        model_kind: one of ``MODEL_KINDS`` (``auto``: from the source's head tensors).
+        hidden_act: overrides the config's ``hidden_act``.
+        output_format: one of ``OUTPUT_FORMATS`` (``auto``: by ``output``'s name).
+        vocab_file: the vocab for an HF folder (or copied beside a TF1 output).
+        do_lower_case: the casing written to an HF folder.
+        labels: a classifier's label names.
+        regression: a regression classifier.
+
+    Returns:
+        A one-line summary.
+
+    Raises:
+        ValueError: an unknown ``output_format`` or ``model_kind``.
+        CheckpointError: bad input or output (nothing written).
     """
     if output_format not in OUTPUT_FORMATS or model_kind not in MODEL_KINDS:
         raise ValueError("output_format %r / model_kind %r" % (output_format, model_kind))
@@ -222,7 +275,15 @@ _OUTPUTS = ("a TF1 checkpoint prefix (e.g. out/bert_model.ckpt: --output_format=
 def check_output_name(output: str, output_format: str) -> None:
     """``CheckpointError`` for an output name the format cannot write: a tf1 prefix ending in a
     file extension (``out.h5`` would become ``out.h5.index``), a keras output not ending in
-    ``.keras``."""
+    ``.keras``.
+
+    Args:
+        output: the output path.
+        output_format: ``"tf1"``, ``"keras"`` or ``"hf"``.
+
+    Raises:
+        CheckpointError: a name the format cannot write.
+    """
     name = os.path.basename(output.rstrip("/"))
     ending = os.path.splitext(name)[1].lower()
     if output_format == "tf1" and (ending in FILE_EXTENSIONS or ".data-" in name):
@@ -253,7 +314,16 @@ def check_google_folder_files(config: BertConfig, vocab_file: Optional[str],
                               folder: str) -> None:
     """``CheckpointError`` (before anything is written) when ``folder`` already holds a
     ``bert_config.json`` of another model, or a ``vocab.txt`` other than ``vocab_file``: a TF1
-    output never overwrites them (an identical one stays as it is)."""
+    output never overwrites them (an identical one stays as it is).
+
+    Args:
+        config: the model's ``BertConfig``.
+        vocab_file: the vocab to copy beside the output, or None.
+        folder: the TF1 output's folder.
+
+    Raises:
+        CheckpointError: a conflicting ``bert_config.json`` or ``vocab.txt`` is there.
+    """
     existing = os.path.join(folder, CONFIG_NAME)
     if files.exists(existing) and not _same_config(existing, config):
         raise checkpoints.CheckpointError(

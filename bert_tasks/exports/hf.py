@@ -36,7 +36,14 @@ _EXPORT_HEADS = {"output_": "classifier.", "cls/squad/output_": "qa_outputs.",
 def hf_architecture(tf1_names) -> str:
     """``"BertForPreTraining"`` (MLM + NSP heads), ``"BertForSequenceClassification"``
     (run_classifier's ``output_weights``), ``"BertForQuestionAnswering"`` (``cls/squad``) or
-    ``"BertModel"`` (encoder and pooler only)."""
+    ``"BertModel"`` (encoder and pooler only).
+
+    Args:
+        tf1_names: the TF1 variable names of the model (an iterable).
+
+    Returns:
+        The HF architecture name.
+    """
     names = set(tf1_names)
     for head, architecture in _ARCHITECTURES:
         if head in names:
@@ -47,7 +54,15 @@ def hf_architecture(tf1_names) -> str:
 def tf1_to_hf_name(tf1_name: str, prefix: str = "") -> Optional[Tuple[str, bool]]:
     """TF1 name -> (HF tensor name, transpose) or None; ``prefix`` (``"bert."`` for the task
     classes, ``""`` for ``BertModel``) goes before the encoder's names. The inverse of
-    ``hf_to_tf1_name``, and checked against it."""
+    ``hf_to_tf1_name``, and checked against it.
+
+    Args:
+        tf1_name: a TF1 variable name.
+        prefix: the HF prefix of the encoder's names.
+
+    Returns:
+        ``(hf_name, transpose)``, or None.
+    """
     if tf1_name == "cls/predictions/output_bias":
         hf_name = "cls.predictions.bias"
     elif any(tf1_name.startswith(h) for h in _EXPORT_HEADS):
@@ -83,7 +98,18 @@ def hf_config_dict(config: BertConfig, architecture: str,
     """The ``config.json`` of an exported folder: ``base`` (the source folder's config, so
     keys this project does not model are kept), the config's values (``to_hf_dict``), the
     architecture and, for a classifier, ``id2label``/``label2id`` (``regression``: one output,
-    ``problem_type`` ``"regression"``)."""
+    ``problem_type`` ``"regression"``).
+
+    Args:
+        config: the model's ``BertConfig``.
+        architecture: the HF architecture (``hf_architecture``).
+        labels: a classifier's label names, or None.
+        regression: a regression classifier.
+        base: the source folder's ``config.json``, or None.
+
+    Returns:
+        The ``config.json`` dict.
+    """
     out = dict(base or {})
     out.update(config.to_hf_dict())
     out["architectures"] = [architecture]
@@ -99,7 +125,15 @@ def hf_config_dict(config: BertConfig, architecture: str,
 
 def tokenizer_config_dict(do_lower_case: bool, model_max_length: int) -> Dict[str, Any]:
     """``tokenizer_config.json`` for ``transformers``' ``BertTokenizer``: the casing (which
-    also strips accents, as the original ``BasicTokenizer``) and Google's special tokens."""
+    also strips accents, as the original ``BasicTokenizer``) and Google's special tokens.
+
+    Args:
+        do_lower_case: the tokenizer's casing.
+        model_max_length: the longest input (``max_position_embeddings``).
+
+    Returns:
+        The ``tokenizer_config.json`` dict.
+    """
     return {"tokenizer_class": "BertTokenizer", "do_lower_case": bool(do_lower_case),
             "do_basic_tokenize": True, "tokenize_chinese_chars": True, "strip_accents": None,
             "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
@@ -118,6 +152,22 @@ def write_hf_folder(arrays: Mapping[str, np.ndarray], config: BertConfig, output
     ``tokenizer_config.json``; other files in the folder are left alone. The four files are
     staged and renamed in only when all are written. Raises ``CheckpointError`` for a tensor
     without an HF name or a vocab whose size differs from the config's.
+
+    Args:
+        arrays: TF1 variable name -> array.
+        config: the model's ``BertConfig``.
+        output_dir: the HF folder (created if missing).
+        vocab_file: the vocab copied in as ``vocab.txt``.
+        do_lower_case: the tokenizer's casing.
+        labels: a classifier's label names, or None.
+        regression: a regression classifier.
+        base_config: the source's ``config.json`` to keep keys of, or None.
+
+    Returns:
+        A one-line summary.
+
+    Raises:
+        CheckpointError: a tensor without an HF name, or a vocab of the wrong size.
     """
     from safetensors.numpy import save
 
@@ -165,7 +215,23 @@ def export_hf_model(model, config: BertConfig, output_dir: str, vocab_file: str,
                     do_lower_case: bool, *, labels: Optional[Sequence[str]] = None,
                     regression: bool = False) -> str:
     """``write_hf_folder`` of a Keras model's variables (encoder, pre-training or fine-tuning
-    heads, under their TF1 names): the fine-tuning tools' ``--export_hf_dir``."""
+    heads, under their TF1 names): the fine-tuning tools' ``--export_hf_dir``.
+
+    Args:
+        model: a Keras model of this project (encoder, pre-training or a task model).
+        config: its ``BertConfig``.
+        output_dir: the HF folder.
+        vocab_file: the vocab copied in.
+        do_lower_case: the tokenizer's casing.
+        labels: a classifier's label names, or None.
+        regression: a regression classifier.
+
+    Returns:
+        A one-line summary.
+
+    Raises:
+        CheckpointError: as ``write_hf_folder``.
+    """
     from modeling.checkpoints.tf1 import model_tf1_arrays
 
     return write_hf_folder(model_tf1_arrays(model), config, output_dir, vocab_file,

@@ -117,7 +117,16 @@ class HubEncoder(tf.Module):
 
     @tf.function(input_signature=list(_input_specs().values()), autograph=False)
     def serve(self, input_word_ids, input_mask, input_type_ids):
-        """The ``serving_default`` signature: three int32 [B, S] tensors -> flat outputs."""
+        """The ``serving_default`` signature: three int32 [B, S] tensors -> flat outputs.
+
+        Args:
+            input_word_ids: int32 [B, S].
+            input_mask: int32 [B, S].
+            input_type_ids: int32 [B, S].
+
+        Returns:
+            The outputs flattened (``flat_outputs``).
+        """
         return flat_outputs(self._outputs({"input_word_ids": input_word_ids,
                                            "input_mask": input_mask,
                                            "input_type_ids": input_type_ids}, False))
@@ -137,6 +146,18 @@ def export_encoder(encoder: BertModel, export_dir: str, vocab_file: str,
     Written under a temporary name beside ``export_dir``, then renamed into place (an existing
     SavedModel ``export_dir`` is replaced; anything else there is refused with ``InputError``;
     its parent folder is created: ``saved_model.save_saved_model``). Returns the ``HubEncoder``.
+
+    Args:
+        encoder: the ``BertModel``.
+        export_dir: the SavedModel folder.
+        vocab_file: the vocab saved as an asset.
+        do_lower_case: the tokenizer's casing, saved with it.
+
+    Returns:
+        The ``HubEncoder`` saved.
+
+    Raises:
+        InputError: ``export_dir`` exists and is not a SavedModel or an empty folder.
     """
     if not files.isfile(vocab_file):  # a clear error before tracing
         raise InputError("vocab file %s: no such file" % vocab_file)

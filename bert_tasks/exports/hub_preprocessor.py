@@ -75,6 +75,19 @@ def pack_segments(segments: Sequence[tf.RaggedTensor], seq_length, cls_id: int,
     segment is empty is a single text); 3, or any count with ``keep_empty_segments``:
     round-robin trimming to ``seq_length - (segments + 1)`` ids and TensorFlow Text's
     packing, exactly as TF Hub (each segment, empty or not, followed by ``[SEP]``).
+
+    Args:
+        segments: 1-3 ragged id tensors [B, (words), (wordpieces)] or [B, (ids)].
+        seq_length: the packed length.
+        cls_id: the ``[CLS]`` id.
+        sep_id: the ``[SEP]`` id.
+        keep_empty_segments: keep an empty segment's ``[SEP]`` (TF Hub's packing).
+
+    Returns:
+        ``{"input_word_ids", "input_mask", "input_type_ids"}``, int32 [B, seq_length] each.
+
+    Raises:
+        ValueError: no segments or more than 3.
     """
     pieces = [_pieces(s) for s in segments]
     if not 1 <= len(pieces) <= MAX_SEGMENTS:
@@ -100,7 +113,12 @@ def pack_segments(segments: Sequence[tf.RaggedTensor], seq_length, cls_id: int,
 
 
 class HubTokenize(tf.Module):
-    """``preprocessor.tokenize``: string [B] -> int32 ragged [B, (words), (wordpieces)]."""
+    """``preprocessor.tokenize``: string [B] -> int32 ragged [B, (words), (wordpieces)].
+
+    Args:
+        tokenizer: the graph WordPiece tokenizer.
+        special_ids: the special token name -> id map (``get_special_tokens_dict``).
+    """
 
     def __init__(self, tokenizer: graph_tokenization.BertGraphTokenizer,
                  special_ids: Dict[str, int]):
@@ -109,6 +127,12 @@ class HubTokenize(tf.Module):
         self._special_ids = dict(special_ids)
 
     def ids(self, text: tf.Tensor) -> tf.RaggedTensor:
+        """Args:
+            text: string [B].
+
+        Returns:
+            int32 ragged [B, (words), (wordpieces)].
+        """
         return tf.cast(self._tokenizer.tokenize_words(text), tf.int32)
 
     @tf.function(input_signature=[_TEXT], autograph=False)
@@ -122,7 +146,14 @@ class HubTokenize(tf.Module):
 
 
 class HubBertPackInputs(tf.Module):
-    """``preprocessor.bert_pack_inputs(segments, seq_length=None)`` (see ``pack_segments``)."""
+    """``preprocessor.bert_pack_inputs(segments, seq_length=None)`` (see ``pack_segments``).
+
+    Args:
+        cls_id: the ``[CLS]`` id.
+        sep_id: the ``[SEP]`` id.
+        default_seq_length: the packed length when a call gives none.
+        keep_empty_segments: see ``pack_segments``.
+    """
 
     def __init__(self, cls_id: int, sep_id: int, default_seq_length: int,
                  keep_empty_segments: bool = False):
@@ -133,6 +164,13 @@ class HubBertPackInputs(tf.Module):
         self._keep_empty_segments = bool(keep_empty_segments)
 
     def pack(self, segments, seq_length=None) -> Dict[str, tf.Tensor]:
+        """Args:
+            segments: 1-3 ragged id tensors.
+            seq_length: the packed length; None: ``default_seq_length``.
+
+        Returns:
+            dict of int32 [B, seq_length] (see ``pack_segments``).
+        """
         if seq_length is None:
             seq_length = self._default_seq_length
         return pack_segments(list(segments), seq_length, self._cls_id, self._sep_id,
@@ -204,7 +242,15 @@ class HubPreprocessor(tf.Module):
                  autograph=False)
     def text_pair(self, text_a, text_b):
         """string [B] pairs -> dict of int32 [B, seq_length]: ``[CLS] a [SEP] b [SEP]`` (a
-        row with an empty ``text_b`` is a single text, as run_classifier)."""
+        row with an empty ``text_b`` is a single text, as run_classifier).
+
+        Args:
+            text_a: string [B].
+            text_b: string [B].
+
+        Returns:
+            ``{"input_word_ids", "input_mask", "input_type_ids"}``.
+        """
         both = self.tokenize.ids(tf.concat([text_a, text_b], axis=0))  # [2B, (W), (P)]
         batch = tf.shape(text_a)[0]
         return self.bert_pack_inputs.pack([both[:batch], both[batch:]])
@@ -230,6 +276,20 @@ def export_preprocessor(export_dir: str, vocab_file: str, do_lower_case: bool = 
     its parent folder is created: ``saved_model.save_saved_model``). Load it with
     ``import tensorflow_text`` done first. Raises ``VocabError`` (an ``InputError``) for a
     missing or unusable vocab, ``InputError`` for a bad ``seq_length``.
+
+    Args:
+        export_dir: the SavedModel folder.
+        vocab_file: the WordPiece vocab.
+        do_lower_case: the tokenizer's casing.
+        seq_length: the default packed length.
+        keep_empty_segments: see ``pack_segments``.
+
+    Returns:
+        The ``HubPreprocessor`` saved.
+
+    Raises:
+        VocabError: a missing or unusable vocab.
+        InputError: a bad ``seq_length`` or ``export_dir``.
     """
     module = HubPreprocessor(vocab_file, do_lower_case, seq_length, keep_empty_segments)
     saved_model.save_saved_model(module, export_dir, module.trace)

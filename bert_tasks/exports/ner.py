@@ -37,7 +37,15 @@ SIGNATURES = ("serving_default", "text")
 
 
 class NerServingModule(tf.Module):
-    """Serving wrapper around a token classifier (dict inputs -> ``logits`` [B, S, K])."""
+    """Serving wrapper around a token classifier (dict inputs -> ``logits`` [B, S, K]).
+
+    Args:
+        model: the trained ``TokenClassifier``.
+        vocab_file: the WordPiece vocab.
+        do_lower_case: the tokenizer's casing.
+        max_seq_length: the longest packed row.
+        label_list: the tag names, by label id.
+    """
 
     def __init__(self, model: TokenClassifier, vocab_file: str, do_lower_case: bool,
                  max_seq_length: int, label_list: Sequence[str]):
@@ -84,7 +92,14 @@ class NerServingModule(tf.Module):
         return ids, first_window, start, half, single
 
     def tag(self, words: tf.RaggedTensor) -> Dict[str, tf.Tensor]:
-        """Words [B, (W)] -> the signatures' outputs (see the module)."""
+        """Words [B, (W)] -> the signatures' outputs (see the module).
+
+        Args:
+            words: string ragged [B, (W)].
+
+        Returns:
+            ``tags``/``label_ids`` [B, W] and ``num_words`` [B], among others.
+        """
         flat_words = words.flat_values  # [N]
         pieces = self.tokenizer.tokenize(flat_words)  # [N, (P)]
         empty = tf.equal(pieces.row_lengths(), 0)
@@ -122,10 +137,26 @@ class NerServingModule(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.string, name="words")])
     def serve_words(self, words):
+        """The ``serving_default`` signature: padded words -> tags.
+
+        Args:
+            words: string [B, W], padded with ``""``.
+
+        Returns:
+            The outputs of ``tag``.
+        """
         return self.tag(tf.RaggedTensor.from_tensor(words, padding=""))
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def serve_text(self, text):
+        """The ``text`` signature: whitespace-split texts -> tags.
+
+        Args:
+            text: string [B].
+
+        Returns:
+            The outputs of ``tag``.
+        """
         return self.tag(tf.strings.split(text))
 
     def signatures(self) -> Dict[str, object]:
@@ -143,7 +174,22 @@ def export_saved_model(model: TokenClassifier, export_dir: str, vocab_file: str,
                        do_lower_case: bool, max_seq_length: int, label_list: Sequence[str]) -> NerServingModule:
     """Writes the SavedModel (signatures ``SIGNATURES``) to folder ``export_dir``: staged under
     a hidden name beside it, then renamed into place (``saved_model.save_saved_model``: an
-    existing SavedModel there is replaced, anything else is refused)."""
+    existing SavedModel there is replaced, anything else is refused).
+
+    Args:
+        model: the trained ``TokenClassifier``.
+        export_dir: the SavedModel folder.
+        vocab_file: the WordPiece vocab.
+        do_lower_case: the tokenizer's casing.
+        max_seq_length: the longest packed row.
+        label_list: the tag names.
+
+    Returns:
+        The ``NerServingModule`` saved.
+
+    Raises:
+        InputError: ``export_dir`` exists and is not a SavedModel or an empty folder.
+    """
     module = NerServingModule(model, vocab_file, do_lower_case, max_seq_length, label_list)
     saved_model.save_saved_model(module, export_dir, module.signatures)
     return module
@@ -155,6 +201,22 @@ def export_version(model: TokenClassifier, base_dir: str, vocab_file: str, do_lo
     """Writes the SavedModel as the next version of TF Serving model base path ``base_dir``
     (``<base_dir>/1``, then ``2``, ...; ``saved_model.save_saved_model_version``: a base holding
     anything else is refused with an ``InputError`` naming ``flag``); returns the version
-    folder."""
+    folder.
+
+    Args:
+        model: the trained ``TokenClassifier``.
+        base_dir: the TF Serving model base path.
+        vocab_file: the WordPiece vocab.
+        do_lower_case: the tokenizer's casing.
+        max_seq_length: the longest packed row.
+        label_list: the tag names.
+        flag: the flag named in error messages.
+
+    Returns:
+        The version folder ``<base_dir>/<version>``.
+
+    Raises:
+        InputError: ``base_dir`` holds something other than versions.
+    """
     module = NerServingModule(model, vocab_file, do_lower_case, max_seq_length, label_list)
     return saved_model.save_saved_model_version(module, base_dir, module.signatures, flag)

@@ -28,7 +28,14 @@ _VERSION_RE = re.compile(r"^[0-9]+$")
 
 
 def is_saved_model(path: str) -> bool:
-    """Whether folder ``path`` holds a SavedModel (``saved_model.pb``)."""
+    """Whether folder ``path`` holds a SavedModel (``saved_model.pb``).
+
+    Args:
+        path: a folder path (local or remote).
+
+    Returns:
+        A bool.
+    """
     return files.isdir(path) and any(files.isfile(os.path.join(path, n))
                                      for n in SAVED_MODEL_FILES)
 
@@ -40,7 +47,15 @@ def _examples(names: Sequence[str], limit: int = 3) -> str:
 def check_saved_model_destination(path: str, flag: Optional[str] = None) -> None:
     """``InputError`` unless ``save_saved_model`` may write ``path``: it does not exist, is an
     empty folder, or is a SavedModel (which it replaces). A file, or a folder holding anything
-    but a SavedModel, is never replaced; ``flag`` (e.g. ``"--output"``) is named in the message."""
+    but a SavedModel, is never replaced; ``flag`` (e.g. ``"--output"``) is named in the message.
+
+    Args:
+        path: the SavedModel folder to write.
+        flag: the flag named in the message, or None.
+
+    Raises:
+        InputError: ``path`` may not be written.
+    """
     if not (files.exists(path) if files.is_url(path) else os.path.lexists(path)):
         return
     hint = " (choose another %s or remove it)" % flag if flag else ""
@@ -66,6 +81,17 @@ def save_saved_models(exports: Sequence[Any]) -> List[str]:
     with ``InputError`` before anything is written (``check_saved_model_destination``).
     ``signatures`` is called inside the guarded block, so a tracing error also removes the
     staging folders; the parent folders are created if needed. Returns the ``export_dir``s.
+
+    Args:
+        exports: ``(module, export_dir, signatures)`` triples; ``signatures`` is a
+            zero-argument callable returning the signatures dict.
+
+    Returns:
+        The ``export_dir``s.
+
+    Raises:
+        InputError: an ``export_dir`` that may not be written.
+        ValueError: two exports to the same folder.
     """
     import tensorflow as tf
 
@@ -107,6 +133,17 @@ def save_saved_model(module: Any, export_dir: str, signatures: Callable[[], Dict
     block, so a tracing error also removes the staging folder; the parent folder of
     ``export_dir`` is created if needed. For TF Serving's versioned layout (a base path whose
     versions are never replaced) use ``save_saved_model_version``.
+
+    Args:
+        module: the ``tf.Module`` to save.
+        export_dir: the SavedModel folder.
+        signatures: a zero-argument callable returning the signatures dict.
+
+    Returns:
+        ``export_dir``.
+
+    Raises:
+        InputError: ``export_dir`` may not be written.
     """
     return save_saved_models([(module, export_dir, signatures)])[0]
 
@@ -116,7 +153,14 @@ def save_saved_model(module: Any, export_dir: str, signatures: Callable[[], Dict
 
 def saved_model_versions(base: str) -> List[int]:
     """The versions in TF Serving model base path ``base``: its all-digit sub-folders, as
-    integers, sorted ([] for a missing folder)."""
+    integers, sorted ([] for a missing folder).
+
+    Args:
+        base: the model base path.
+
+    Returns:
+        The sorted version numbers.
+    """
     if not files.isdir(base):
         return []
     return sorted(int(name) for name in files.listdir(base)
@@ -135,7 +179,16 @@ def check_export_base(path: str, flag: str = "--export_dir",
     holding only version folders (all-digit names) and this layer's own hidden temporaries
     (``.<name>.<host>-<pid>.<random>.tmp``). ``others``: ``{flag: path}`` of the run's other
     outputs (``--output_dir``), which must not be ``path`` nor lie inside it. Tools call it
-    when they check their flags (before any work) and again when they export."""
+    when they check their flags (before any work) and again when they export.
+
+    Args:
+        path: the model base path.
+        flag: the flag named in the message.
+        others: ``{flag: path}`` of the run's other outputs, or None.
+
+    Raises:
+        InputError: ``path`` cannot be a model base path for this run.
+    """
     for other_flag, other in (others or {}).items():
         if other and _is_within(other, path):
             raise InputError("%s=%s is %s=%s or holds it: the export needs a folder of its own "
@@ -208,6 +261,19 @@ def save_saved_model_version(module: Any, base: str, signatures: Callable[[], Di
     ``flag`` for a folder holding anything else); staging folders of killed exports are
     removed. A failure at any step leaves ``base`` as it was. On an object store (no atomic
     rename) two exports racing for the same version are not detected.
+
+    Args:
+        module: the ``tf.Module`` to save.
+        base: the TF Serving model base path.
+        signatures: a zero-argument callable returning the signatures dict.
+        flag: the flag named in error messages.
+
+    Returns:
+        The version folder ``<base>/<version>``.
+
+    Raises:
+        InputError: ``base`` holds something other than versions.
+        OSError: no free version folder after 1000 tries.
     """
     import tensorflow as tf
 

@@ -44,7 +44,18 @@ _SPLIT_PATTERN = "[ \t\r\n\u202f]+"
 
 
 class SquadServingModule(tf.Module):
-    """Wraps a SQuAD model (dict inputs -> ``start_logits``/``end_logits``) for raw text."""
+    """Wraps a SQuAD model (dict inputs -> ``start_logits``/``end_logits``) for raw text.
+
+    Args:
+        model: the trained ``BertSpanLabeler``.
+        vocab_file: the WordPiece vocab.
+        do_lower_case: the tokenizer's casing.
+        max_seq_length: the longest packed row (question + context window).
+        max_query_length: the most question tokens kept.
+        max_answer_length: the longest answer span, in tokens.
+        version_2_with_negative: SQuAD 2.0: the answer may be "no answer".
+        null_score_diff_threshold: "no answer" when the null score beats the best span's by more.
+    """
 
     def __init__(self, model: BertSpanLabeler, vocab_file: str, do_lower_case: bool = True,
                  max_seq_length: int = 384, max_query_length: int = 64, max_answer_length: int = 30,
@@ -72,7 +83,16 @@ class SquadServingModule(tf.Module):
         return tf.cast(self.tokenizer.tokenize(strings), tf.int32)
 
     def features(self, question: tf.Tensor, context: tf.Tensor) -> Dict[str, tf.Tensor]:
-        """Model inputs [B, S] plus the doc-token -> word map and word byte offsets."""
+        """Model inputs [B, S] plus the doc-token -> word map and word byte offsets.
+
+        Args:
+            question: string [B].
+            context: string [B].
+
+        Returns:
+            ``input_ids``/``input_mask``/``segment_ids`` [B, S], ``in_doc`` bool [B, S], and the
+            token -> word and word byte-offset maps.
+        """
         import tensorflow_text as tf_text
 
         S = self.max_seq_length
@@ -109,7 +129,16 @@ class SquadServingModule(tf.Module):
         }
 
     def best_span(self, start_logits: tf.Tensor, end_logits: tf.Tensor, in_doc: tf.Tensor):
-        """(start, end, score) [B] of the best valid span; logits [B, S] float32, in_doc [B, S] bool."""
+        """(start, end, score) [B] of the best valid span; logits [B, S] float32, in_doc [B, S] bool.
+
+        Args:
+            start_logits: float32 [B, S].
+            end_logits: float32 [B, S].
+            in_doc: bool [B, S], the context tokens.
+
+        Returns:
+            ``(start, end, score)``, [B] each.
+        """
         S = self.max_seq_length
         scores = start_logits[:, :, None] + end_logits[:, None, :]  # [B, S, S]
         i = tf.range(S)[:, None]
@@ -125,6 +154,16 @@ class SquadServingModule(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="question"),
                                   tf.TensorSpec([None], tf.string, name="context")])
     def serve(self, question, context):
+        """The ``serving_default`` signature: question and context -> the best answer.
+
+        Args:
+            question: string [B].
+            context: string [B].
+
+        Returns:
+            ``answer_text`` string [B], ``answer_start``/``answer_end`` int32 [B] (character
+            offsets into ``context``; -1 for no answer) and ``score`` float32 [B].
+        """
         f = self.features(question, context)
         out = self._run_model({k: f[k] for k in ("input_ids", "input_mask", "segment_ids")})
         start_logits = tf.cast(out["start_logits"], tf.float32)  # [B, S]
@@ -162,6 +201,18 @@ def export_saved_model(model: BertSpanLabeler, export_dir: str, vocab_file: str,
     ``kwargs`` go to ``SquadServingModule``. The folder is staged under a hidden name beside
     ``export_dir`` and renamed into place (``saved_model.save_saved_model``: an existing
     SavedModel there is replaced, anything else is refused).
+
+    Args:
+        model: the trained ``BertSpanLabeler``.
+        export_dir: the SavedModel folder.
+        vocab_file: the WordPiece vocab.
+        **kwargs: ``SquadServingModule`` arguments.
+
+    Returns:
+        The ``SquadServingModule`` saved.
+
+    Raises:
+        InputError: ``export_dir`` exists and is not a SavedModel or an empty folder.
     """
     module = SquadServingModule(model, vocab_file, **kwargs)
     saved_model.save_saved_model(module, export_dir, module.signatures)
@@ -173,6 +224,20 @@ def export_version(model: BertSpanLabeler, base_dir: str, vocab_file: str, flag:
     """Writes the SavedModel as the next version of TF Serving model base path ``base_dir``
     (``<base_dir>/1``, then ``2``, ...; ``saved_model.save_saved_model_version``: a base holding
     anything else is refused with an ``InputError`` naming ``flag``); returns the version
-    folder. ``kwargs`` go to ``SquadServingModule``."""
+    folder. ``kwargs`` go to ``SquadServingModule``.
+
+    Args:
+        model: the trained ``BertSpanLabeler``.
+        base_dir: the TF Serving model base path.
+        vocab_file: the WordPiece vocab.
+        flag: the flag named in error messages.
+        **kwargs: ``SquadServingModule`` arguments.
+
+    Returns:
+        The version folder ``<base_dir>/<version>``.
+
+    Raises:
+        InputError: ``base_dir`` holds something other than versions.
+    """
     module = SquadServingModule(model, vocab_file, **kwargs)
     return saved_model.save_saved_model_version(module, base_dir, module.signatures, flag)

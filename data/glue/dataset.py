@@ -209,6 +209,9 @@ def restore_order(example_indices: np.ndarray, values: np.ndarray) -> np.ndarray
 
     Returns:
         [N, ...] in file order.
+
+    Raises:
+        ValueError: the indices are not a permutation.
     """
     example_indices = np.asarray(example_indices).reshape(-1)
     out = np.empty_like(values)

@@ -203,6 +203,10 @@ def convert_example_with_tokens(example, label_list: Sequence[str], max_seq_leng
         label_list: the task's labels.
         max_seq_length: S.
         tokenizer: the tokenizer.
+
+    Returns:
+        ``(features, tokens, truncated)``: the ``InputFeatures``, the unpadded tokens and
+        whether truncation shortened the example.
     """
     if isinstance(example, PaddingInputExample):
         return padding_features(max_seq_length, regression=not label_list), [], False
@@ -263,6 +267,9 @@ def file_based_convert_examples_to_features(examples: Sequence, label_list: Sequ
         max_seq_length: S.
         tokenizer: the tokenizer.
         output_file: the TFRecord file (local or ``gs://``).
+
+    Returns:
+        The number of records written.
     """
     progress = writing_progress(output_file, len(examples))
     with AtomicTFRecordWriters([output_file]) as writer:

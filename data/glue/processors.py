@@ -118,6 +118,9 @@ def read_tsv_rows(input_file: str, quotechar: Optional[str] = None) -> List[List
 
     Returns:
         The rows, each a list of column strings.
+
+    Raises:
+        ClassifierDataError: a missing, unreadable, non-UTF-8 or empty file.
     """
     text = files.read_utf8(input_file, ClassifierDataError, strip_bom=False)
     if not text.strip():
@@ -193,6 +196,9 @@ class DataProcessor:
 
         Args:
             data_dir: the task's folder.
+
+        Returns:
+            The examples, in file order.
         """
         return self._split_examples(data_dir, "dev")
 
@@ -201,6 +207,9 @@ class DataProcessor:
 
         Args:
             data_dir: the task's folder.
+
+        Returns:
+            The examples, in file order.
         """
         return self._split_examples(data_dir, "test")
 
@@ -257,6 +266,14 @@ class XnliProcessor(DataProcessor):
         self.language = language
 
     def get_train_examples(self, data_dir: str) -> List[InputExample]:
+        """The training examples of ``self.language``.
+
+        Args:
+            data_dir: the XNLI folder (holding ``multinli/``).
+
+        Returns:
+            The examples, in file order.
+        """
         path = self._split_file(data_dir, os.path.join(
             "multinli", "multinli.train.%s.tsv" % self.language), "train")
         examples = []
@@ -621,6 +638,9 @@ def canonical_task_name(task_name: str) -> str:
 
     Returns:
         The ``PROCESSORS`` key.
+
+    Raises:
+        ClassifierDataError: an unknown task.
     """
     name = task_name.strip().lower()
     name = _ALIASES.get(name, name)

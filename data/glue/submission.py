@@ -24,7 +24,12 @@ def _probability_lines(probabilities) -> Iterator[str]:
 
 
 def write_probabilities(path: str, probabilities) -> None:
-    """One line of tab-separated float32 probabilities per row of ``probabilities`` [N, K]."""
+    """One line of tab-separated float32 probabilities per row of ``probabilities`` [N, K].
+
+    Args:
+        path: the output file.
+        probabilities: float [N, K].
+    """
     with atomic_open(path) as writer:
         writer.writelines(_probability_lines(probabilities))
 
@@ -34,7 +39,20 @@ def write_test_results(output_dir: str, processor, examples: List, result: Dict[
     """``test_results.tsv`` and the submission TSV of ``examples`` (``result``: the model's
     ``probabilities`` [N, K] or ``predictions`` [N], in example order); returns their paths.
 
-    The two appear together (``atomic_paths``): a failure leaves both previous files."""
+    The two appear together (``atomic_paths``): a failure leaves both previous files.
+
+    Args:
+        output_dir: the folder of both files.
+        processor: the task's ``DataProcessor`` (names the submission file and its format).
+        examples: the test examples, in order.
+        result: the model's outputs, ``probabilities`` [N, K] or ``predictions`` [N].
+        label_list: the task's labels (empty for regression).
+        regression: whether the task is a regression (STS-B).
+        task: the task name.
+
+    Returns:
+        The paths written.
+    """
     results_path = os.path.join(output_dir, "test_results.tsv")
     name = processor.submission_name or ("XNLI" if task == "xnli" else "predictions")
     submission_path = os.path.join(output_dir, name + ".tsv")

@@ -44,6 +44,15 @@ class Sentence:
     ``lines`` [W]: the file's lines (columns joined by one space), for the predictions file;
     ``line_numbers`` [W] (1-based); ``document``: index of its document in the file;
     ``starts_document``: the ``-DOCSTART-`` line before it, if there is one.
+
+    Args:
+        words: [W] the words.
+        tags: [W] the tags, or None.
+        lines: [W] the file's lines.
+        line_numbers: [W] their 1-based line numbers.
+        document: the index of its document.
+        path: the file it was read from.
+        starts_document: the ``-DOCSTART-`` line before it, or None.
     """
 
     words: List[str]
@@ -69,6 +78,9 @@ def split_tag(tag: str):
 
     Args:
         tag: an IOB tag.
+
+    Returns:
+        ``(prefix, type)``.
     """
     prefix, _, kind = tag.partition("-")
     return prefix, kind
@@ -80,6 +92,9 @@ def check_tag(tag: str, where: str) -> None:
     Args:
         tag: the tag.
         where: ``"path:line"``, for the message.
+
+    Raises:
+        NerDataError: not an IOB tag.
     """
     prefix, kind = split_tag(tag)
     if tag == OUTSIDE or (prefix in ("B", "I") and kind):
@@ -133,6 +148,9 @@ def read_conll(path: str, labelled: bool = True) -> List[Sentence]:
 
     Returns:
         The ``Sentence`` s.
+
+    Raises:
+        NerDataError: as above.
     """
     sentences: List[Sentence] = []
     columns = None
@@ -189,6 +207,9 @@ def documents(sentences: Sequence[Sentence]) -> List[List[int]]:
 
     Args:
         sentences: the file's sentences.
+
+    Returns:
+        Per document, the indexes of its sentences.
     """
     groups: Dict[int, List[int]] = {}
     for index, sentence in enumerate(sentences):
@@ -202,6 +223,9 @@ def label_list(sentences: Iterable[Sentence]) -> List[str]:
 
     Args:
         sentences: the training sentences.
+
+    Returns:
+        The labels, ``O`` first.
     """
     kinds = set()
     for sentence in sentences:
@@ -218,6 +242,9 @@ def check_labels(sentences: Sequence[Sentence], labels: Sequence[str], flag_hint
         sentences: the sentences to check.
         labels: the model's label list.
         flag_hint: what to name in the message (the flag giving the labels).
+
+    Raises:
+        NerDataError: a tag outside ``labels``.
     """
     known = set(labels)
     for sentence in sentences:
@@ -238,6 +265,12 @@ def prediction_lines(sentences: Sequence[Sentence],
     Args:
         sentences: the file's sentences.
         predictions: one predicted tag per word, per sentence.
+
+    Returns:
+        The lines, without newlines.
+
+    Raises:
+        ValueError: a sentence whose number of predictions differs from its words.
     """
     for sentence, tags in zip(sentences, predictions):
         if len(tags) != len(sentence.words):

@@ -100,7 +100,18 @@ class ConllEvalResult:
     """The script's counters; scores and the report are derived from them.
 
     Per-type dicts are keyed by chunk type (``""`` for chunks of tags without a type, such as a
-    bare ``B``); a type absent from a dict has count 0."""
+    bare ``B``); a type absent from a dict has count 0.
+
+    Args:
+        tokens: scored lines (sentence boundaries excluded).
+        correct_tags: tokens whose correct and guessed tags agree.
+        found_correct: chunks in the correct tags.
+        found_guessed: chunks in the guessed tags.
+        correct_chunks: guessed chunks that match a correct one exactly.
+        found_correct_by_type: ``found_correct`` per chunk type.
+        found_guessed_by_type: ``found_guessed`` per chunk type.
+        correct_chunks_by_type: ``correct_chunks`` per chunk type.
+    """
 
     tokens: int = 0  # scored lines (sentence boundaries excluded)
     correct_tags: int = 0  # tokens whose correct and guessed tags agree
@@ -143,6 +154,9 @@ class ConllEvalResult:
 
         Args:
             chunk_type: the entity type (``"PER"``).
+
+        Returns:
+            ``(precision, recall, FB1, guessed)``.
         """
         guessed = self.found_guessed_by_type.get(chunk_type, 0)
         precision, recall, f1 = _scores(
@@ -300,6 +314,9 @@ def evaluate_lines(lines: Iterable[str], *, source: str = "<lines>") -> ConllEva
 
     Returns:
         The ``ConllEvalResult``.
+
+    Raises:
+        ValueError: a line with too few or an unexpected number of columns.
     """
     if isinstance(lines, str):
         lines = _text_lines(lines)
@@ -367,6 +384,9 @@ def evaluate_tags(
 
     Returns:
         The ``ConllEvalResult``.
+
+    Raises:
+        ValueError: sentences or tags that do not pair up, or a malformed tag.
     """
     if len(gold) != len(guessed):
         raise ValueError(f"{len(gold)} gold sentences but {len(guessed)} guessed sentences")
@@ -399,6 +419,9 @@ def chunks(tags: Sequence[str]) -> List[Tuple[str, int, int]]:
 
     Args:
         tags: one sentence's tags.
+
+    Returns:
+        The ``(type, start, end)`` chunks, in order.
     """
     found: List[Tuple[str, int, int]] = []
     prev_tag, prev_type = OUTSIDE, ""

@@ -49,7 +49,18 @@ SEQUENCE_FEATURES = (cf.INPUT_IDS, cf.INPUT_MASK, cf.SEGMENT_IDS, cf.LABEL_IDS, 
 class NerWindow:
     """One model input. ``sentence``: index of the target sentence; ``words`` [T]: indexes (in
     that sentence) of the words it predicts; ``positions`` [T]: their first sub-tokens'
-    positions in the sequence. The lists below are [max_seq_length]."""
+    positions in the sequence. The lists below are [max_seq_length].
+
+    Args:
+        sentence: the target sentence's index.
+        words: [T] the predicted words' indexes in that sentence.
+        positions: [T] their first sub-tokens' sequence positions.
+        input_ids: [max_seq_length] token ids.
+        input_mask: [max_seq_length], 1 on real tokens.
+        segment_ids: [max_seq_length] segment ids.
+        label_ids: [max_seq_length] tag ids.
+        label_weights: [max_seq_length], 1.0 where a word's tag is predicted.
+    """
 
     sentence: int
     words: List[int]
@@ -135,6 +146,9 @@ def convert_document(sentences: Sequence[Sentence], indexes: Sequence[int],
 
     Returns:
         The document's ``NerWindow`` s.
+
+    Raises:
+        ValueError: ``max_seq_length`` below 3.
     """
     if max_seq_length < 3:
         raise ValueError("max_seq_length must be at least 3, got %d" % max_seq_length)
@@ -255,6 +269,9 @@ def name_to_features(max_seq_length: int) -> Dict[str, object]:
 
     Args:
         max_seq_length: S.
+
+    Returns:
+        Feature name -> ``tf.io.FixedLenFeature``.
     """
     import tensorflow as tf
 
@@ -270,6 +287,9 @@ def parse_example(record, max_seq_length: int) -> Dict[str, object]:
     Args:
         record: a serialized ``tf.train.Example``.
         max_seq_length: S of the records.
+
+    Returns:
+        Feature name -> [S] tensor.
     """
     import tensorflow as tf
 

@@ -89,7 +89,21 @@ def _make_generate_fn(beam, prefix: str, num_shards: int, settings: Dict, vocab_
 def build_pipeline(pipeline, runs: List, todo: Sequence[int], prefix: str, num_shards: int,
                    settings: Dict, vocab_file: str, do_lower_case: bool):
     """Adds the steps that make shards ``todo`` from ``runs`` (``sharded.split_runs``) to
-    ``pipeline``; returns the PCollection of the shards' counts."""
+    ``pipeline``; returns the PCollection of the shards' counts.
+
+    Args:
+        pipeline: the ``beam.Pipeline``.
+        runs: the split runs (``sharded.split_runs``).
+        todo: the indexes of the shards to make.
+        prefix: the output prefix.
+        num_shards: the total number of shards.
+        settings: the generation settings.
+        vocab_file: the WordPiece vocab.
+        do_lower_case: lower-case and strip accents.
+
+    Returns:
+        The PCollection of per-shard counts.
+    """
     beam = import_beam()
     wanted = frozenset(todo)
     documents = (pipeline
@@ -106,7 +120,14 @@ def build_pipeline(pipeline, runs: List, todo: Sequence[int], prefix: str, num_s
 
 def pipeline_options(options: str):
     """``--beam_options`` -> ``PipelineOptions`` (``DirectRunner`` when no runner is named:
-    Beam's newer local default may fetch a runner binary, which needs the network)."""
+    Beam's newer local default may fetch a runner binary, which needs the network).
+
+    Args:
+        options: the ``--beam_options`` string (command-line style flags).
+
+    Returns:
+        The ``PipelineOptions``.
+    """
     import_beam()  # one line saying how to install it, not an ImportError
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -124,7 +145,22 @@ def run_beam(input_files: Sequence[str], prefix: str, num_shards: int,
              settings: Dict, options: str, parts: int = 1) -> sharded.ShardedSummary:
     """The missing shards of ``shard_range`` made by a Beam pipeline with ``options``; the
     same files, bytes and checks as ``sharded.run_sharded``. ``parts``: the least number of
-    split runs (more spreads small inputs over more workers)."""
+    split runs (more spreads small inputs over more workers).
+
+    Args:
+        input_files: the corpus files.
+        prefix: the output prefix.
+        num_shards: the total number of shards.
+        shard_range: ``(first, end)`` of the shards this run makes.
+        vocab_file: the WordPiece vocab.
+        do_lower_case: lower-case and strip accents.
+        settings: the generation settings.
+        options: the ``--beam_options`` string.
+        parts: the least number of split runs.
+
+    Returns:
+        The run's ``sharded.ShardedSummary``.
+    """
     beam = import_beam()
     from apache_beam.metrics.metric import MetricsFilter
 

@@ -41,6 +41,11 @@ class CorpusError(InputError):
 class Corpus:
     """Documents of sentences of token ids, flattened.
 
+    Args:
+      tokens: int32 [T] token ids.
+      sentence_starts: int64 [S + 1] sentence offsets.
+      document_starts: int64 [D + 1] document offsets.
+
     Attributes:
       tokens: int32 [T], every token id, documents and sentences in reading order.
       sentence_starts: int64 [S + 1], offset in ``tokens`` of each sentence (last = T).
@@ -81,7 +86,14 @@ class Corpus:
 
     @classmethod
     def from_documents(cls, documents: Sequence[Sequence[Sequence[int]]]) -> "Corpus":
-        """Builds a corpus from nested lists, dropping empty sentences and documents."""
+        """Builds a corpus from nested lists, dropping empty sentences and documents.
+
+        Args:
+          documents: documents of sentences of token ids.
+
+        Returns:
+          The ``Corpus``.
+        """
         tokens: List[int] = []
         sentence_starts = [0]
         document_starts = [0]
@@ -107,6 +119,16 @@ def expand_input_patterns(patterns: Union[str, Sequence[str]], sort: bool = Fals
     ``sort``: each pattern's matches sorted by name, not in directory order (which differs
     between machines). Raises CorpusError naming the pattern when one matches nothing or
     matches a folder.
+
+    Args:
+      patterns: comma-separated glob patterns, or a list of them.
+      sort: sort each pattern's matches by name.
+
+    Returns:
+      The files, in pattern order.
+
+    Raises:
+      CorpusError: a pattern matches nothing or a folder.
     """
     if isinstance(patterns, str):
         patterns = patterns.split(",")
@@ -131,13 +153,28 @@ def expand_input_patterns(patterns: Union[str, Sequence[str]], sort: bool = Fals
 
 
 def no_text_error(input_files: Sequence[str]) -> CorpusError:
-    """The error of a corpus without a line that gives a token (the one wording)."""
+    """The error of a corpus without a line that gives a token (the one wording).
+
+    Args:
+      input_files: the corpus files.
+
+    Returns:
+      The ``CorpusError``.
+    """
     return CorpusError("the input files have no text (no line with a token): %s: nothing to "
                        "write" % name_files(input_files))
 
 
 def name_files(files: Sequence[str], most: int = 3) -> str:
-    """``files`` for a message: ``a, b, c`` or ``a, b, c and 7 more``."""
+    """``files`` for a message: ``a, b, c`` or ``a, b, c and 7 more``.
+
+    Args:
+      files: the paths.
+      most: the most paths named.
+
+    Returns:
+      The text.
+    """
     shown = ", ".join(files[:most])
     return shown if len(files) <= most else "%s and %d more" % (shown, len(files) - most)
 
@@ -162,6 +199,17 @@ def iter_lines(path: str, start: int = 0, stop: Optional[int] = None) -> Iterato
     ``start``/``stop`` restrict it to the lines that start in bytes ``[start, stop)``
     (``start`` must be a line start). Raises CorpusError naming the file and line for invalid
     UTF-8 or an unreadable file.
+
+    Args:
+      path: the text file (local or URL).
+      start: the first byte (a line start).
+      stop: the end byte, or None for the end of the file.
+
+    Yields:
+      The lines, as str.
+
+    Raises:
+      CorpusError: invalid UTF-8 or an unreadable file.
     """
     try:
         f = files.open(path, "rb")
@@ -212,6 +260,14 @@ def read_corpus(input_files: Sequence[Union[str, Piece]], tokenizer,
     start, ``stop`` None for the end); pieces are how a corpus is split across workers.
     ``tokenizer`` needs ``tokenize_to_ids`` (``FastFullTokenizer``) or ``tokenize`` +
     ``convert_tokens_to_ids``.
+
+    Args:
+      input_files: paths or ``(path, start, stop)`` pieces.
+      tokenizer: the tokenizer (above).
+      show_progress: report progress on stderr.
+
+    Returns:
+      The ``Corpus``.
     """
     to_ids = _ids_function(tokenizer)
     pieces: List[Piece] = [(p, 0, None) if isinstance(p, str) else tuple(p)
@@ -258,6 +314,15 @@ def iter_documents(input_files: Sequence[Union[str, Piece]]) -> Iterator[List[st
     continue across files and pieces; a line that will give no token is still kept here).
 
     Raises CorpusError naming the file and line for invalid UTF-8 or an unreadable file.
+
+    Args:
+      input_files: paths or ``(path, start, stop)`` pieces.
+
+    Yields:
+      Each document's lines.
+
+    Raises:
+      CorpusError: invalid UTF-8 or an unreadable file.
     """
     document: List[str] = []
     for entry in input_files:
@@ -276,7 +341,15 @@ def iter_documents(input_files: Sequence[Union[str, Piece]]) -> Iterator[List[st
 def tokenize_documents(documents: Iterable[Sequence[str]], tokenizer) -> Corpus:
     """A ``Corpus`` of documents given as lists of lines (``iter_documents``): each line one
     sentence; lines without a token and then documents without a sentence are dropped, as
-    ``read_corpus`` drops them."""
+    ``read_corpus`` drops them.
+
+    Args:
+      documents: the documents, as lists of lines.
+      tokenizer: the tokenizer (as ``read_corpus``).
+
+    Returns:
+      The ``Corpus``.
+    """
     to_ids = _ids_function(tokenizer)
     tokens = array.array("i")
     sentence_starts = array.array("q", [0])
@@ -296,7 +369,14 @@ def tokenize_documents(documents: Iterable[Sequence[str]], tokenizer) -> Corpus:
 
 
 def concatenate(corpora: Sequence[Corpus]) -> Corpus:
-    """The documents of ``corpora``, one after the other."""
+    """The documents of ``corpora``, one after the other.
+
+    Args:
+      corpora: the corpora, in order.
+
+    Returns:
+      One ``Corpus``.
+    """
     tokens, sentences, documents = [], [np.zeros(1, np.int64)], [np.zeros(1, np.int64)]
     n_tok = n_sent = 0
     for c in corpora:
@@ -315,6 +395,13 @@ def split_at_documents(input_files: Sequence[str], parts: int) -> List[List[Piec
 
     A run may span files (documents continue across files). Fewer runs come back when the
     text has fewer document boundaries than needed.
+
+    Args:
+      input_files: the corpus files, in order.
+      parts: the most runs.
+
+    Returns:
+      The runs, each a list of ``(path, start, stop)`` pieces.
     """
     sizes = [files.getsize(p) for p in input_files]
     total = sum(sizes)

@@ -45,7 +45,17 @@ RECORD_SHUFFLE_BUFFER = 100
 
 def input_files(pattern_list: str) -> List[str]:
     """``--input_file``: comma-separated globs -> files (sorted per glob, in flag order);
-    a glob skips the shards' manifest (``PREFIX.shards.json`` of create_pretraining_data)."""
+    a glob skips the shards' manifest (``PREFIX.shards.json`` of create_pretraining_data).
+
+    Args:
+        pattern_list: comma-separated glob patterns.
+
+    Returns:
+        The matching files.
+
+    Raises:
+        PretrainingDataError: no file matched.
+    """
     from data.pretraining.sharded import MANIFEST_SUFFIX
 
     files: List[str] = []
@@ -63,7 +73,14 @@ def input_files(pattern_list: str) -> List[str]:
 
 def op_error_reason(error: Exception) -> str:
     """The reader's own words in a ``tf.errors.OpError`` (``corrupted record at 0``,
-    ``truncated record at 123``), without TensorFlow's op and function names."""
+    ``truncated record at 123``), without TensorFlow's op and function names.
+
+    Args:
+        error: the exception (an ``OpError`` or any other).
+
+    Returns:
+        One line of reason.
+    """
     text = getattr(error, "message", None) or str(error)
     match = re.search(r"(corrupted|truncated) record at \d+", text)
     if match:
@@ -75,7 +92,15 @@ def op_error_reason(error: Exception) -> str:
 def damaged_record_error(files: Sequence[str], error: Exception) -> PretrainingDataError:
     """The error for a ``DataLossError`` met while reading ``files`` (a record file truncated
     or corrupted part-way is only found when the reader gets there): the files are read
-    through, in order, to name the first damaged one and where."""
+    through, in order, to name the first damaged one and where.
+
+    Args:
+        files: the input files, in reading order.
+        error: the ``DataLossError`` met.
+
+    Returns:
+        A ``PretrainingDataError`` naming the damaged file.
+    """
     import numpy as np
 
     for path in files:
@@ -108,7 +133,15 @@ CHECK_THREADS = 16  # read at once: on an object store each read is a round trip
 
 def check_sample(files: Sequence[str], sample: Optional[int] = CHECK_SAMPLE) -> List[str]:
     """The files ``check_input_files`` reads: all of them when there are at most ``sample``
-    (or ``sample`` is None), else ``sample`` evenly spaced ones, the first and last included."""
+    (or ``sample`` is None), else ``sample`` evenly spaced ones, the first and last included.
+
+    Args:
+        files: the input files.
+        sample: the most files to read, or None for all.
+
+    Returns:
+        The files to check, in order.
+    """
     files = list(files)
     if sample is None or len(files) <= sample:
         return files
@@ -153,6 +186,15 @@ def check_input_files(files: Sequence[str], max_seq_length: int,
     grow with the number of files; the first bad file in ``files``' order is the error. When
     none of them holds a record, the other files are checked too. A bad file outside the
     sample is found when the input reaches it (``find_bad_file``).
+
+    Args:
+        files: the input files.
+        max_seq_length: S.
+        max_predictions_per_seq: P.
+        sample: the most files to read, or None for all.
+
+    Raises:
+        PretrainingDataError: a bad file, or no file holds a record.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -195,7 +237,17 @@ def find_bad_file(files: Sequence[str], max_seq_length: int, max_predictions_per
                   error: Exception) -> Exception:
     """The error to report for ``error`` (an ``InvalidArgumentError`` met while the input was
     read, e.g. a record of other lengths in a file the sample left out): the one line naming
-    the first file whose first record is bad, all files checked; else ``error`` itself."""
+    the first file whose first record is bad, all files checked; else ``error`` itself.
+
+    Args:
+        files: the input files.
+        max_seq_length: S.
+        max_predictions_per_seq: P.
+        error: the ``InvalidArgumentError`` met.
+
+    Returns:
+        The exception to raise.
+    """
     try:
         check_input_files(files, max_seq_length, max_predictions_per_seq, sample=None)
     except PretrainingDataError as found:
@@ -222,6 +274,23 @@ def pretraining_dataset(files: Sequence[str], max_seq_length: int, max_predictio
     each reads only its share of the files (``files[pipeline_id::num_pipelines]``; by record
     when there are fewer files than pipelines). One pipeline sees the records of the global
     stream in the same order, so the global batches do not change.
+
+    Args:
+        files: the input TFRecord files.
+        max_seq_length: S.
+        max_predictions_per_seq: P.
+        batch_size: B, the global batch size.
+        is_training: shuffle (unless ``deterministic``).
+        deterministic: read in file order without shuffling.
+        seed: the shuffle seed, or None.
+        input_context: the per-host input context, or None.
+
+    Returns:
+        A repeating ``tf.data.Dataset`` of feature dicts ([B, S], [B, P], [B, 1]).
+
+    Raises:
+        PretrainingDataError: a batch size that is not positive.
+        ValueError: ``input_context`` without shuffled training.
     """
     if batch_size <= 0:
         raise PretrainingDataError("batch size must be positive, got %d" % batch_size)

@@ -63,7 +63,21 @@ def _instance_counts(progress: Progress, dupe: int, dupes: int, doc: int, docs: 
 
 
 class FastGenerator:
-    """One faithful stream of pre-training records (see the module docstring)."""
+    """One faithful stream of pre-training records (see the module docstring).
+
+    Args:
+        corpus: the tokenized corpus.
+        vocab: the vocab (ids and word starts).
+        max_seq_length: S.
+        max_predictions_per_seq: P.
+        masked_lm_prob: the share of tokens masked.
+        short_seq_prob: the probability of a shorter target length.
+        dupe_factor: the number of passes over the corpus.
+        random_seed: the seed (or a ``random.Random``) of the original's generator.
+        do_whole_word_mask: mask whole words.
+        batch_size: the instances built per batch in phase 2.
+        show_progress: report progress on stderr.
+    """
 
     def __init__(self, corpus: Corpus, vocab: pretraining.PretrainingVocab, max_seq_length: int,
                  max_predictions_per_seq: int, masked_lm_prob: float, short_seq_prob: float,
@@ -513,7 +527,15 @@ class FastGenerator:
     def run_and_write(self, output_files: Sequence[str], helper: bool = True) -> int:
         """Generates the records and writes them in the original's order, round-robin over
         ``output_files`` (atomically). With ``helper``, records are built and written by a
-        forked helper process while this one goes on with phase 1 (2+ CPUs)."""
+        forked helper process while this one goes on with phase 1 (2+ CPUs).
+
+        Args:
+            output_files: the TFRecord files.
+            helper: build and write in a forked helper process.
+
+        Returns:
+            The number of records written.
+        """
         self._prepare()
         sink = _HelperSink(self) if helper else _LocalSink(self)
         try:
@@ -637,7 +659,23 @@ def generate_records(corpus: Corpus, vocab: pretraining.PretrainingVocab, max_se
                      dupe_factor: int, random_seed, do_whole_word_mask: bool = False,
                      show_progress: bool = False) -> Tuple[FramedRecords, List[int]]:
     """``(records, order)``: the records in creation order, and the original's final shuffle
-    (write ``records`` in ``order``)."""
+    (write ``records`` in ``order``).
+
+    Args:
+        corpus: the tokenized corpus.
+        vocab: the vocab.
+        max_seq_length: S.
+        max_predictions_per_seq: P.
+        masked_lm_prob: the share of tokens masked.
+        short_seq_prob: the probability of a shorter target length.
+        dupe_factor: the number of passes over the corpus.
+        random_seed: the seed of the original's generator.
+        do_whole_word_mask: mask whole words.
+        show_progress: report progress on stderr.
+
+    Returns:
+        ``(records, order)`` as above.
+    """
     gen = FastGenerator(corpus, vocab, max_seq_length, max_predictions_per_seq, masked_lm_prob,
                         short_seq_prob, dupe_factor, random_seed, do_whole_word_mask,
                         show_progress=show_progress)
@@ -656,6 +694,23 @@ def write_records(corpus: Corpus, vocab: pretraining.PretrainingVocab,
     not loaded) and a CPU is idle (load average at least one below the CPU count: on a busy
     machine the helper only adds work); ``helper=True`` forks regardless.
     Returns the number of records.
+
+    Args:
+        corpus: the tokenized corpus.
+        vocab: the vocab.
+        output_files: the TFRecord files.
+        max_seq_length: S.
+        max_predictions_per_seq: P.
+        masked_lm_prob: the share of tokens masked.
+        short_seq_prob: the probability of a shorter target length.
+        dupe_factor: the number of passes over the corpus.
+        random_seed: the seed of the original's generator.
+        do_whole_word_mask: mask whole words.
+        show_progress: report progress on stderr.
+        helper: see above; None for the default.
+
+    Returns:
+        The number of records written.
     """
     import os
 

@@ -57,6 +57,13 @@ class TrainingInstance:
     ``segment_ids``: 0 for [CLS] A [SEP], 1 for B [SEP]; ``masked_lm_positions``: ascending
     positions of the predictions; ``masked_lm_labels``: the original ids there;
     ``is_random_next``: True when B is from a random document (label 1).
+
+    Args:
+        tokens: the token ids, after masking.
+        segment_ids: the segment ids, one per token.
+        masked_lm_positions: the predicted positions, ascending.
+        masked_lm_labels: the original ids at those positions.
+        is_random_next: B is from a random document.
     """
 
     tokens: List[int]
@@ -72,6 +79,13 @@ class PretrainingVocab:
     ``word_ids[k]`` is the id of the original's ``vocab_words[k]`` (``list(vocab.keys())``: the
     distinct tokens in file order; a token listed twice has its last index as id);
     ``is_subword[id]`` tells whether that token starts with ``##`` (whole-word masking).
+
+    Args:
+        vocab: token -> id, in file order.
+        vocab_file: the vocab's path, for messages.
+
+    Raises:
+        VocabError: the vocab lacks ``[CLS]``, ``[SEP]`` or ``[MASK]``.
     """
 
     def __init__(self, vocab: Mapping[str, int], vocab_file: str = "vocab"):
@@ -98,7 +112,18 @@ class PretrainingVocab:
 
 def check_settings(max_seq_length: int, max_predictions_per_seq: int, dupe_factor: int,
                    masked_lm_prob: float, short_seq_prob: float) -> None:
-    """Raises PretrainingDataError naming the flag for a value the original cannot work with."""
+    """Raises PretrainingDataError naming the flag for a value the original cannot work with.
+
+    Args:
+        max_seq_length: ``--max_seq_length``.
+        max_predictions_per_seq: ``--max_predictions_per_seq``.
+        dupe_factor: ``--dupe_factor``.
+        masked_lm_prob: ``--masked_lm_prob``.
+        short_seq_prob: ``--short_seq_prob``.
+
+    Raises:
+        PretrainingDataError: a value out of range.
+    """
     if max_seq_length < 5:
         raise PretrainingDataError(
             "--max_seq_length=%d is too small: [CLS] A [SEP] B [SEP] needs at least 5"
@@ -115,7 +140,16 @@ def check_settings(max_seq_length: int, max_predictions_per_seq: int, dupe_facto
 
 
 def num_to_predict(seq_len: int, masked_lm_prob: float, max_predictions_per_seq: int) -> int:
-    """``min(max_predictions_per_seq, max(1, int(round(seq_len * masked_lm_prob))))``."""
+    """``min(max_predictions_per_seq, max(1, int(round(seq_len * masked_lm_prob))))``.
+
+    Args:
+        seq_len: the number of tokens of the instance.
+        masked_lm_prob: the share of tokens masked.
+        max_predictions_per_seq: P.
+
+    Returns:
+        The number of masked positions.
+    """
     return min(max_predictions_per_seq, max(1, int(round(seq_len * masked_lm_prob))))
 
 
@@ -127,6 +161,20 @@ def create_training_instances(input_files: Sequence[str], tokenizer, max_seq_len
 
     ``tokenizer``: a ``FullTokenizer`` / ``FastFullTokenizer`` (its ``vocab`` gives the special
     ids and the random words).
+
+    Args:
+        input_files: the corpus files.
+        tokenizer: the tokenizer (above).
+        max_seq_length: S.
+        dupe_factor: the number of passes over the documents.
+        short_seq_prob: the probability of a shorter target length.
+        masked_lm_prob: the share of tokens masked.
+        max_predictions_per_seq: P.
+        rng: the ``random.Random`` (or ``WordStream``) of every draw.
+        do_whole_word_mask: mask whole words.
+
+    Returns:
+        The instances, shuffled.
     """
     from data.pretraining.corpus import read_corpus
 
@@ -144,7 +192,22 @@ def create_instances_from_documents(all_documents: List[List[List[int]]],
                                     do_whole_word_mask: bool = False) -> List[TrainingInstance]:
     """``create_training_instances`` after reading: ``all_documents`` (lists of sentences of
     ids, none empty, in reading order, as ``Corpus.documents()``) is shuffled in place, then
-    ``dupe_factor`` passes create the instances, which are shuffled together."""
+    ``dupe_factor`` passes create the instances, which are shuffled together.
+
+    Args:
+        all_documents: the documents (shuffled in place).
+        vocab: the ``PretrainingVocab``.
+        max_seq_length: S.
+        dupe_factor: the number of passes over the documents.
+        short_seq_prob: the probability of a shorter target length.
+        masked_lm_prob: the share of tokens masked.
+        max_predictions_per_seq: P.
+        rng: the ``random.Random`` (or ``WordStream``) of every draw.
+        do_whole_word_mask: mask whole words.
+
+    Returns:
+        The instances, shuffled.
+    """
     rng.shuffle(all_documents)
     instances: List[TrainingInstance] = []
     for _ in range(dupe_factor):
@@ -161,7 +224,22 @@ def create_instances_from_document(all_documents: List[List[List[int]]], documen
                                    masked_lm_prob: float, max_predictions_per_seq: int,
                                    vocab: PretrainingVocab, rng,
                                    do_whole_word_mask: bool = False) -> List[TrainingInstance]:
-    """The instances of one pass over ``all_documents[document_index]``."""
+    """The instances of one pass over ``all_documents[document_index]``.
+
+    Args:
+        all_documents: the documents (random next sentences come from others).
+        document_index: the index of the document.
+        max_seq_length: S.
+        short_seq_prob: the probability of a shorter target length.
+        masked_lm_prob: the share of tokens masked.
+        max_predictions_per_seq: P.
+        vocab: the ``PretrainingVocab``.
+        rng: the ``random.Random`` (or ``WordStream``) of every draw.
+        do_whole_word_mask: mask whole words.
+
+    Returns:
+        The document's instances, in order.
+    """
     document = all_documents[document_index]
     max_num_tokens = max_seq_length - 3  # [CLS] A [SEP] B [SEP]
     target_seq_length = max_num_tokens
@@ -218,6 +296,17 @@ def create_masked_lm_predictions(tokens: List[int], masked_lm_prob: float,
     """``(output_tokens, masked_lm_positions, masked_lm_labels)`` for ``[CLS] A [SEP] B [SEP]``.
 
     Positions come out ascending; labels are the ids at those positions before masking.
+
+    Args:
+        tokens: the instance's token ids.
+        masked_lm_prob: the share of tokens masked.
+        max_predictions_per_seq: P.
+        vocab: the ``PretrainingVocab``.
+        rng: the ``random.Random`` (or ``WordStream``) of every draw.
+        do_whole_word_mask: mask whole words.
+
+    Returns:
+        ``(output_tokens, masked_lm_positions, masked_lm_labels)``.
     """
     cand_indexes: List[List[int]] = []
     for i, token in enumerate(tokens):
@@ -257,7 +346,14 @@ def create_masked_lm_predictions(tokens: List[int], masked_lm_prob: float,
 
 def truncate_seq_pair(tokens_a: List, tokens_b: List, max_num_tokens: int, rng) -> None:
     """Trims the longer list (``tokens_b`` on a tie), front or back at random, in place, until
-    the two fit in ``max_num_tokens``."""
+    the two fit in ``max_num_tokens``.
+
+    Args:
+        tokens_a: the first segment (trimmed in place).
+        tokens_b: the second segment (trimmed in place).
+        max_num_tokens: the most tokens of the two together.
+        rng: the ``random.Random`` (or ``WordStream``) of the draws.
+    """
     while len(tokens_a) + len(tokens_b) > max_num_tokens:
         trunc_tokens = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
         if rng.random() < 0.5:
@@ -268,7 +364,19 @@ def truncate_seq_pair(tokens_a: List, tokens_b: List, max_num_tokens: int, rng) 
 
 def instance_features(instance: TrainingInstance, max_seq_length: int,
                       max_predictions_per_seq: int) -> Dict[str, List]:
-    """The 7 record features of one instance, zero-padded as the original writes them."""
+    """The 7 record features of one instance, zero-padded as the original writes them.
+
+    Args:
+        instance: the instance.
+        max_seq_length: S.
+        max_predictions_per_seq: P.
+
+    Returns:
+        Feature name -> list of values ([S], [P] or [1]).
+
+    Raises:
+        PretrainingDataError: the instance is longer than S.
+    """
     n = len(instance.tokens)
     if n > max_seq_length:
         raise PretrainingDataError("instance of %d tokens is longer than --max_seq_length=%d"
@@ -291,7 +399,17 @@ def write_instance_to_example_files(instances: Sequence[TrainingInstance], max_s
                                     max_predictions_per_seq: int,
                                     output_files: Sequence[str]) -> int:
     """Writes one ``tf.train.Example`` per instance, round-robin over ``output_files``
-    (atomically: the files appear complete or not at all). Returns the number written."""
+    (atomically: the files appear complete or not at all). Returns the number written.
+
+    Args:
+        instances: the instances, in order.
+        max_seq_length: S.
+        max_predictions_per_seq: P.
+        output_files: the TFRecord files.
+
+    Returns:
+        The number of records written.
+    """
     from data.pretraining import records as pretraining_records
 
     return pretraining_records.write_feature_dicts(

@@ -48,7 +48,15 @@ _TABLE_LIST = _TABLE.tolist()
 
 
 def crc32c(data: bytes, crc: int = 0) -> int:
-    """CRC-32C of ``data`` (byte at a time; for small inputs and tests)."""
+    """CRC-32C of ``data`` (byte at a time; for small inputs and tests).
+
+    Args:
+        data: the bytes.
+        crc: the CRC so far (to continue).
+
+    Returns:
+        The CRC-32C.
+    """
     reg = crc ^ 0xFFFFFFFF
     table = _TABLE_LIST
     for byte in data:
@@ -57,7 +65,14 @@ def crc32c(data: bytes, crc: int = 0) -> int:
 
 
 def mask_crc(crc):
-    """TFRecord's masked CRC (works on ints and uint32 arrays)."""
+    """TFRecord's masked CRC (works on ints and uint32 arrays).
+
+    Args:
+        crc: a CRC-32C (int or uint32 array).
+
+    Returns:
+        The masked CRC, of the same kind.
+    """
     if isinstance(crc, np.ndarray):
         crc = crc.astype(np.uint32)
         return ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(_MASK_DELTA)
@@ -65,7 +80,14 @@ def mask_crc(crc):
 
 
 def frame_record(data: bytes) -> bytes:
-    """One TFRecord frame around ``data`` (slow path, for tests and single records)."""
+    """One TFRecord frame around ``data`` (slow path, for tests and single records).
+
+    Args:
+        data: the payload.
+
+    Returns:
+        The framed record (length, its CRC, data, its CRC).
+    """
     header = len(data).to_bytes(8, "little")
     return (header + mask_crc(crc32c(header)).to_bytes(4, "little") + data
             + mask_crc(crc32c(data)).to_bytes(4, "little"))
@@ -130,7 +152,15 @@ _CRC = _CrcTables()
 
 
 def rows_crc32c(buf: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """CRC-32C of each row's right-aligned data (see ``_CrcTables.rows_crc``)."""
+    """CRC-32C of each row's right-aligned data (see ``_CrcTables.rows_crc``).
+
+    Args:
+        buf: uint8 [R, W] rows, data right-aligned (zeros before it).
+        lengths: [R] data lengths.
+
+    Returns:
+        uint32 [R] CRCs.
+    """
     return _CRC.rows_crc(np.ascontiguousarray(buf, np.uint8), np.asarray(lengths, np.int64))
 
 
@@ -140,7 +170,14 @@ def rows_crc32c(buf: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 def varint(n: int) -> bytes:
-    """Canonical protobuf varint of a non-negative int."""
+    """Canonical protobuf varint of a non-negative int.
+
+    Args:
+        n: the value (>= 0).
+
+    Returns:
+        The varint's bytes.
+    """
     out = bytearray()
     while True:
         byte = n & 0x7F
@@ -153,7 +190,14 @@ def varint(n: int) -> bytes:
 
 
 def varint_lengths(values: np.ndarray) -> np.ndarray:
-    """Bytes of each non-negative value's varint (int64 input, uint8 output)."""
+    """Bytes of each non-negative value's varint (int64 input, uint8 output).
+
+    Args:
+        values: int64 values (>= 0), any shape.
+
+    Returns:
+        uint8 lengths, same shape.
+    """
     v = values.astype(np.uint64, copy=False)
     n = np.ones(v.shape, np.uint8)
     for bits in (7, 14, 21, 28, 35, 42, 49, 56, 63):
@@ -163,7 +207,15 @@ def varint_lengths(values: np.ndarray) -> np.ndarray:
 
 def varint_lanes(values: np.ndarray, lanes: int) -> Tuple[np.ndarray, np.ndarray]:
     """Varint bytes of ``values`` [..., n] as uint8 [..., n * lanes] plus a keep-mask of the
-    same shape (True for the bytes that exist); ``lanes`` >= the longest varint."""
+    same shape (True for the bytes that exist); ``lanes`` >= the longest varint.
+
+    Args:
+        values: int values [..., n] (>= 0).
+        lanes: the bytes per value.
+
+    Returns:
+        ``(bytes, keep)``, each [..., n * lanes].
+    """
     v = values.astype(np.uint64, copy=False)
     lengths = varint_lengths(v)
     out = np.empty(v.shape + (lanes,), np.uint8)
@@ -177,7 +229,16 @@ def varint_lanes(values: np.ndarray, lanes: int) -> Tuple[np.ndarray, np.ndarray
 
 
 def entry_header(name: str, is_float: bool, payload_len: int) -> bytes:
-    """The bytes of one ``Features.feature`` map entry before its packed payload."""
+    """The bytes of one ``Features.feature`` map entry before its packed payload.
+
+    Args:
+        name: the feature name.
+        is_float: a ``float_list`` feature (else ``int64_list``).
+        payload_len: the packed payload's length in bytes.
+
+    Returns:
+        The header bytes.
+    """
     key = name.encode("ascii")
     packed = (b"\x0a" + varint(payload_len)) if payload_len else b""
     list_len = len(packed) + payload_len
@@ -200,6 +261,10 @@ class RecordEncoder:
     ``max_seq_length <= 128``, ``masked_lm_positions``) have the same byte length in every
     record: they go last, at the same columns of every row, and their CRC contributions come
     from prefix-XOR tables. ``input_ids`` and ``masked_lm_ids`` (varints of any size) go first.
+
+    Args:
+        max_seq_length: S.
+        max_predictions_per_seq: P.
     """
 
     def __init__(self, max_seq_length: int, max_predictions_per_seq: int):
@@ -262,6 +327,21 @@ class RecordEncoder:
         input_ids int [B, S] (zero-padded); seq_len, seg_start, num_masked, labels int [B];
         positions, masked_ids int [B, P] (zero-padded). Returns ``(buffer, starts, ends)``:
         record ``r`` is ``buffer[starts[r]:ends[r]]`` (buffer: uint8, rows with padding).
+
+        Args:
+            input_ids: int [B, S] token ids.
+            seq_len: int [B] sequence lengths.
+            seg_start: int [B] starts of segment B.
+            positions: int [B, P] masked positions.
+            masked_ids: int [B, P] their original ids.
+            num_masked: int [B] numbers of predictions.
+            labels: int [B] next-sentence labels.
+
+        Returns:
+            ``(buffer, starts, ends)`` as above.
+
+        Raises:
+            ValueError: a negative id or position.
         """
         b = len(input_ids)
         if b == 0:
@@ -369,7 +449,17 @@ class RecordEncoder:
 
     def encode_features(self, features: Mapping[str, np.ndarray]) -> Tuple[bytes, np.ndarray]:
         """``encode`` from the 7 padded feature arrays (as ``instance_features`` makes them);
-        ValueError when the masks/weights are not the runs the original writes."""
+        ValueError when the masks/weights are not the runs the original writes.
+
+        Args:
+            features: feature name -> [B, n] array.
+
+        Returns:
+            ``encode``'s ``(buffer, starts, ends)``.
+
+        Raises:
+            ValueError: as above.
+        """
         f = {name: np.asarray(features[name]) for name in pretraining_schema.FEATURE_NAMES}
         b = len(f["input_ids"])
         mask = f["input_mask"].reshape(b, -1)
@@ -392,7 +482,14 @@ class RecordEncoder:
 
 
 def feature_batch(dicts: Sequence[Mapping[str, Sequence]]) -> Dict[str, np.ndarray]:
-    """A list of per-record feature dicts -> name -> [B, n] arrays."""
+    """A list of per-record feature dicts -> name -> [B, n] arrays.
+
+    Args:
+        dicts: per-record feature dicts.
+
+    Returns:
+        Feature name -> [B, n] array (int64 or float32).
+    """
     out = {}
     for name in pretraining_schema.FEATURE_NAMES:
         dtype = np.float32 if pretraining_schema.is_float(name) else np.int64
@@ -419,6 +516,13 @@ class FramedRecords:
         return int(sum((e - s).sum() for s, e in zip(self._starts, self._ends)))
 
     def add(self, buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
+        """Adds a batch of framed records (``RecordEncoder.encode``'s result).
+
+        Args:
+            buffer: uint8 record rows.
+            starts: [R] start offsets of the records in ``buffer``.
+            ends: [R] end offsets.
+        """
         if len(starts):
             self._buffers.append(buffer)
             self._starts.append(np.asarray(starts, np.int64))
@@ -426,7 +530,14 @@ class FramedRecords:
             self._first.append(self._first[-1] + len(starts))
 
     def record(self, index: int) -> bytes:
-        """The framed bytes of record ``index`` (creation order)."""
+        """The framed bytes of record ``index`` (creation order).
+
+        Args:
+            index: the record's global index.
+
+        Returns:
+            Its framed bytes.
+        """
         batch = int(np.searchsorted(self._first[1:], index, side="right"))
         local = index - self._first[batch]
         return self._buffers[batch][self._starts[batch][local]:self._ends[batch][local]].tobytes()
@@ -434,7 +545,16 @@ class FramedRecords:
     def write(self, output_files: Sequence[str], order: Optional[Sequence[int]] = None,
               chunk: int = 4096) -> int:
         """Writes the records (in ``order``, default as added) round-robin over
-        ``output_files``, atomically. Returns the number written."""
+        ``output_files``, atomically. Returns the number written.
+
+        Args:
+            output_files: the TFRecord files.
+            order: record indexes in writing order, or None.
+            chunk: records per write call and file.
+
+        Returns:
+            The number of records written.
+        """
         n = len(self)
         order = np.arange(n) if order is None else np.asarray(order, np.int64)
         if n:
@@ -458,7 +578,21 @@ class FramedRecords:
 def write_feature_dicts(dicts: Iterable[Mapping[str, Sequence]], max_seq_length: int,
                         max_predictions_per_seq: int, output_files: Sequence[str],
                         batch_size: int = 4096) -> int:
-    """Encodes per-record feature dicts and writes them in order, round-robin, atomically."""
+    """Encodes per-record feature dicts and writes them in order, round-robin, atomically.
+
+    Args:
+        dicts: per-record feature dicts, in order.
+        max_seq_length: S.
+        max_predictions_per_seq: P.
+        output_files: the TFRecord files.
+        batch_size: records encoded at once.
+
+    Returns:
+        The number of records written.
+
+    Raises:
+        ValueError: a feature of the wrong length, or not a pre-training instance.
+    """
     lengths = pretraining_schema.feature_lengths(max_seq_length, max_predictions_per_seq)
     encoder = RecordEncoder(max_seq_length, max_predictions_per_seq)
     store = FramedRecords()
@@ -483,7 +617,17 @@ def write_feature_dicts(dicts: Iterable[Mapping[str, Sequence]], max_seq_length:
 
 
 def read_records(path: str) -> List[bytes]:
-    """The record payloads of a TFRecord file, CRCs checked (for tests and tools)."""
+    """The record payloads of a TFRecord file, CRCs checked (for tests and tools).
+
+    Args:
+        path: a TFRecord file (local or URL).
+
+    Returns:
+        The payloads, in order.
+
+    Raises:
+        ValueError: a truncated record or a bad CRC.
+    """
     out = []
     with files.open(path, "rb") as f:
         data = f.read()
@@ -507,7 +651,17 @@ def read_records(path: str) -> List[bytes]:
 def read_first_record(path: str) -> Optional[bytes]:
     """The payload of ``path``'s first record (None for an empty file), CRCs checked, with
     two small reads (a check of thousands of files, on an object store too). ValueError
-    ("truncated record at 0" / "corrupted record at 0", TensorFlow's words) otherwise."""
+    ("truncated record at 0" / "corrupted record at 0", TensorFlow's words) otherwise.
+
+    Args:
+        path: a TFRecord file (local or URL).
+
+    Returns:
+        The first payload, or None.
+
+    Raises:
+        ValueError: a truncated or corrupted first record.
+    """
     with files.open(path, "rb") as f:
         header = f.read(12)
         if not header:
@@ -527,7 +681,14 @@ def read_first_record(path: str) -> Optional[bytes]:
 
 def count_records(path: str) -> Optional[int]:
     """Records in a local TFRecord file, from its length headers alone (None on an object
-    store, where each seek is a request)."""
+    store, where each seek is a request).
+
+    Args:
+        path: a TFRecord file.
+
+    Returns:
+        The number of records, or None for a URL.
+    """
     if files.is_url(path):
         return None
     count = 0
@@ -577,7 +738,14 @@ def _fields(data: bytes):
 
 def decode_example(data: bytes) -> Dict[str, list]:
     """A serialized ``tf.train.Example`` of int64/float lists -> name -> list of values
-    (plain protobuf decoding, without TensorFlow; for tests and tools)."""
+    (plain protobuf decoding, without TensorFlow; for tests and tools).
+
+    Args:
+        data: the serialized ``tf.train.Example``.
+
+    Returns:
+        Feature name -> list of ints or floats.
+    """
     out: Dict[str, list] = {}
     for field, _, features in _fields(data):
         if field != 1:

@@ -54,6 +54,10 @@ class WordStream:
     The wrapped generator is advanced in blocks, so after the first draw it is ahead of the
     replay; only this object's methods may be used from then on. ``pos`` is the global index
     of the next unread word. Words before ``release(upto)`` may be discarded.
+
+    Args:
+        seed_or_rng: a ``random.Random`` to wrap, or a seed for a new one.
+        block_words: the most words drawn at once.
     """
 
     def __init__(self, seed_or_rng, block_words: int = 1 << 20):
@@ -80,12 +84,20 @@ class WordStream:
         return self.base + len(self._arr)
 
     def ensure(self, count: int) -> None:
-        """Makes words ``[pos, pos + count)`` available in the window."""
+        """Makes words ``[pos, pos + count)`` available in the window.
+
+        Args:
+            count: the number of words needed from ``pos``.
+        """
         if self.pos + count > self.end:
             self._extend(self.pos + count)
 
     def release(self, upto: int) -> None:
-        """Words before global index ``upto`` are no longer needed."""
+        """Words before global index ``upto`` are no longer needed.
+
+        Args:
+            upto: a global word index.
+        """
         self._keep_from = max(self._keep_from, min(upto, self.pos))
 
     def _draw_block(self, n: int) -> np.ndarray:
@@ -118,7 +130,18 @@ class WordStream:
         self.low_half += (new < np.uint32(1 << 31)).view(np.uint8).tobytes()
 
     def word_view(self, start: int, stop: int) -> np.ndarray:
-        """Words with global indexes ``[start, stop)`` (must be in the window)."""
+        """Words with global indexes ``[start, stop)`` (must be in the window).
+
+        Args:
+            start: the first global index.
+            stop: the end global index (exclusive).
+
+        Returns:
+            A uint32 view [stop - start] of the window.
+
+        Raises:
+            IndexError: the range is not in the window.
+        """
         if start < self.base or stop > self.end:
             raise IndexError("words %d..%d are not in the window %d..%d"
                              % (start, stop, self.base, self.end))
@@ -137,7 +160,17 @@ class WordStream:
         return (a * 67108864.0 + b) * (1.0 / 9007199254740992.0)
 
     def getrandbits(self, k: int) -> int:
-        """``random.Random.getrandbits(k)``."""
+        """``random.Random.getrandbits(k)``.
+
+        Args:
+            k: the number of bits (>= 0).
+
+        Returns:
+            A random int of ``k`` bits.
+
+        Raises:
+            ValueError: ``k`` is negative.
+        """
         if k < 0:
             raise ValueError("number of bits must be non-negative")
         if k == 0:
@@ -158,7 +191,14 @@ class WordStream:
         return value
 
     def randbelow(self, n: int) -> int:
-        """``random.Random._randbelow(n)`` for ``n >= 1`` (rejection sampling on ``k`` bits)."""
+        """``random.Random._randbelow(n)`` for ``n >= 1`` (rejection sampling on ``k`` bits).
+
+        Args:
+            n: the bound (>= 1).
+
+        Returns:
+            A random int in ``[0, n)``.
+        """
         k = n.bit_length()
         if k > 32:
             r = self.getrandbits(k)
@@ -181,14 +221,29 @@ class WordStream:
                 return r
 
     def randint(self, a: int, b: int) -> int:
-        """``random.Random.randint(a, b)``; ValueError for an empty range, as the original."""
+        """``random.Random.randint(a, b)``; ValueError for an empty range, as the original.
+
+        Args:
+            a: the lower bound.
+            b: the upper bound (inclusive).
+
+        Returns:
+            A random int in ``[a, b]``.
+
+        Raises:
+            ValueError: ``b < a``.
+        """
         width = b - a + 1
         if width <= 0:
             raise ValueError("empty range for randint(%d, %d)" % (a, b))
         return a + self.randbelow(width)
 
     def shuffle(self, x: MutableSequence) -> None:
-        """``random.Random.shuffle(x)`` in place."""
+        """``random.Random.shuffle(x)`` in place.
+
+        Args:
+            x: the sequence to shuffle.
+        """
         n = len(x)
         if n < 2:
             return
@@ -202,7 +257,14 @@ class WordStream:
                 self._extend(self.end + 4 * n + (1 << 16))
 
     def permutation(self, n: int) -> List[int]:
-        """``x = list(range(n)); shuffle(x); return x``."""
+        """``x = list(range(n)); shuffle(x); return x``.
+
+        Args:
+            n: the number of items.
+
+        Returns:
+            A shuffled ``list(range(n))``.
+        """
         x = list(range(n))
         self.shuffle(x)
         return x
@@ -246,6 +308,12 @@ def random_below_threshold(p: float) -> Tuple[int, int, bool]:
 
     Returns ``(lo, hi, exact)``: ``A < lo`` means certainly true, ``A >= hi`` certainly false;
     when ``exact`` is False the single value ``A == lo`` (``hi == lo + 1``) needs more bits.
+
+    Args:
+        p: the threshold.
+
+    Returns:
+        ``(lo, hi, exact)`` as above.
     """
     t = math.ceil(p * _TWO_POW_53)  # random() < p  <=>  ((a >> 5) << 26 | b >> 6) < t
     t = max(0, min(t, 1 << 53))
@@ -270,14 +338,28 @@ def _alternatives(parts: List[bytes]) -> bytes:
 
 
 def below16(lim: int) -> bytes:
-    """Two big-endian bytes whose 16-bit value is ``< lim`` (0 < lim <= 65536)."""
+    """Two big-endian bytes whose 16-bit value is ``< lim`` (0 < lim <= 65536).
+
+    Args:
+        lim: the exclusive upper bound.
+
+    Returns:
+        A regex byte class of the 2-byte values below ``lim``.
+    """
     h, l = divmod(lim, 256)
     return _alternatives([_byte_class(0, h) + (b"." if h else b""),
                           (b"\\x%02x" % h + _byte_class(0, l)) if l else b""])
 
 
 def at_least16(lim: int) -> bytes:
-    """Two big-endian bytes whose 16-bit value is ``>= lim`` (0 <= lim < 65536)."""
+    """Two big-endian bytes whose 16-bit value is ``>= lim`` (0 <= lim < 65536).
+
+    Args:
+        lim: the inclusive lower bound.
+
+    Returns:
+        A regex byte class of the 2-byte values at least ``lim``.
+    """
     h, l = divmod(lim, 256)
     return _alternatives([(_byte_class(h + 1, 256) + b".") if h < 255 else b"",
                           b"\\x%02x" % h + _byte_class(l, 256)])
@@ -299,7 +381,17 @@ def _shuffle_steps8(m_hi: int, m_lo: int) -> bytes:
 
 def shuffle_pattern(n: int) -> Tuple[bytes, int]:
     """``(pattern, bytes_per_word)`` for the words ``shuffle`` of ``n`` items consumes (per
-    step: rejected* accepted), over ``hi8`` (n < 256) or ``hi16`` (n < 65536)."""
+    step: rejected* accepted), over ``hi8`` (n < 256) or ``hi16`` (n < 65536).
+
+    Args:
+        n: the number of items shuffled (< 65536).
+
+    Returns:
+        ``(pattern, bytes_per_word)``: a regex over the word views and 1 or 2.
+
+    Raises:
+        ValueError: ``n`` is too large for the 16-bit scan.
+    """
     if n < 256:
         return _shuffle_steps8(n, 2), 1
     if n >= 1 << MAX_SCAN_BITS:
@@ -314,7 +406,17 @@ def shuffle_pattern(n: int) -> Tuple[bytes, int]:
 def masking_unit(vocab_size: int) -> bytes:
     """The words (2 bytes each, over ``hi16``) of one decision: random() < 0.8 -> [MASK];
     else random() < 0.5 -> kept; else ``randint(0, vocab_size - 1)``. The ambiguous 16-bit
-    value of the 0.8 test matches neither branch."""
+    value of the 0.8 test matches neither branch.
+
+    Args:
+        vocab_size: the vocab size (< 65536).
+
+    Returns:
+        A regex over ``hi16``.
+
+    Raises:
+        ValueError: the vocab is too large for the 16-bit scan.
+    """
     if vocab_size.bit_length() > MAX_SCAN_BITS:
         raise ValueError("vocab of %d words is too large for the 16-bit scan" % vocab_size)
     lo8, hi8, _ = random_below_threshold(0.8)
@@ -329,7 +431,15 @@ def masking_unit(vocab_size: int) -> bytes:
 
 
 def masking_pattern(k: int, vocab_size: int) -> bytes:
-    """``k`` decisions (see ``masking_unit``)."""
+    """``k`` decisions (see ``masking_unit``).
+
+    Args:
+        k: the number of decisions.
+        vocab_size: the vocab size.
+
+    Returns:
+        A regex over ``hi16``.
+    """
     return b"(?:" + masking_unit(vocab_size) + b"){%d}" % k
 
 
@@ -342,6 +452,9 @@ class MaskedLmScanner:
     ``scan(...)`` works on the stream's views at relative word index ``rel`` and returns
     ``(mask_start, end)`` (relative word indexes), or None when the words cannot be decided
     from their top 16 bits (or the window ends): the caller then replays the draws one by one.
+
+    Args:
+        vocab_size: the vocab size of the random replacements.
     """
 
     def __init__(self, vocab_size: int):
@@ -378,6 +491,18 @@ class MaskedLmScanner:
 
     def scan(self, hi8: bytes, hi16: bytes, rel: int, n: int, k: int
              ) -> Optional[Tuple[int, int]]:
+        """Where a ``shuffle(n)`` then ``k`` masking decisions end in the stream's words.
+
+        Args:
+            hi8: the top 8 bits of each word, one byte per word.
+            hi16: the top 16 bits of each word, big-endian, two bytes per word.
+            rel: the relative word index of the first draw.
+            n: the number of items shuffled.
+            k: the number of masking decisions.
+
+        Returns:
+            ``(mask_start, end)`` relative word indexes, or None when undecidable.
+        """
         if not self.usable:
             return None
         if n < 256:

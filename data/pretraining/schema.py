@@ -24,7 +24,15 @@ FEATURE_NAMES: Tuple[str, ...] = SEQUENCE_FEATURES + PREDICTION_FEATURES + (LABE
 
 
 def feature_lengths(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str, int]:
-    """Feature name -> number of values per record."""
+    """Feature name -> number of values per record.
+
+    Args:
+        max_seq_length: S.
+        max_predictions_per_seq: P.
+
+    Returns:
+        Feature name -> S, P or 1.
+    """
     lengths = {name: max_seq_length for name in SEQUENCE_FEATURES}
     lengths.update({name: max_predictions_per_seq for name in PREDICTION_FEATURES})
     lengths[LABEL_FEATURE] = 1
@@ -32,12 +40,27 @@ def feature_lengths(max_seq_length: int, max_predictions_per_seq: int) -> Dict[s
 
 
 def is_float(name: str) -> bool:
-    """True for the float features (stored as ``float_list``), False for int64 ones."""
+    """True for the float features (stored as ``float_list``), False for int64 ones.
+
+    Args:
+        name: a feature name.
+
+    Returns:
+        Whether it is a float feature.
+    """
     return name in FLOAT_FEATURES
 
 
 def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str, object]:
-    """``tf.io.parse_(single_)example`` spec: name -> ``FixedLenFeature([n], int64 | float32)``."""
+    """``tf.io.parse_(single_)example`` spec: name -> ``FixedLenFeature([n], int64 | float32)``.
+
+    Args:
+        max_seq_length: S.
+        max_predictions_per_seq: P.
+
+    Returns:
+        Feature name -> ``tf.io.FixedLenFeature``.
+    """
     import tensorflow as tf
 
     return {name: tf.io.FixedLenFeature([n], tf.float32 if is_float(name) else tf.int64)
@@ -54,6 +77,15 @@ def parse_example(serialized, max_seq_length: int, max_predictions_per_seq: int,
 
     int64 features are cast to int32 when ``int32`` (as the original ``_decode_record``);
     ``masked_lm_weights`` stays float32. Shapes: [max_seq_length], [max_predictions_per_seq], [1].
+
+    Args:
+        serialized: one serialized ``tf.train.Example``.
+        max_seq_length: S.
+        max_predictions_per_seq: P.
+        int32: cast the int64 features to int32.
+
+    Returns:
+        Feature name -> dense tensor ([S], [P] or [1]).
     """
     import tensorflow as tf
 

@@ -63,37 +63,91 @@ _SHARD_FILE_RE = re.compile(r"-(\d{5})-of-(\d{5})$")
 
 
 def shard_path(prefix: str, shard: int, num_shards: int) -> str:
-    """``PREFIX-00003-of-00512``."""
+    """``PREFIX-00003-of-00512``.
+
+    Args:
+        prefix: the shards' prefix.
+        shard: the shard's index.
+        num_shards: the number of shards.
+
+    Returns:
+        The shard's path.
+    """
     return "%s-%05d-of-%05d" % (prefix, shard, num_shards)
 
 
 def manifest_path(prefix: str) -> str:
-    """``PREFIX.shards.json``: the flags the shards of ``prefix`` were made with."""
+    """``PREFIX.shards.json``: the flags the shards of ``prefix`` were made with.
+
+    Args:
+        prefix: the shards' prefix.
+
+    Returns:
+        The manifest's path.
+    """
     return prefix + MANIFEST_SUFFIX
 
 
 def document_bytes(lines: Sequence[str]) -> bytes:
-    """A document as the rule hashes and stores it: its lines joined by ``\\n``, UTF-8."""
+    """A document as the rule hashes and stores it: its lines joined by ``\\n``, UTF-8.
+
+    Args:
+        lines: the document's lines.
+
+    Returns:
+        The document's bytes.
+    """
     return "\n".join(lines).encode("utf-8")
 
 
 def document_key(data: bytes) -> bytes:
-    """The 16-byte key of a document's bytes (``document_bytes``)."""
+    """The 16-byte key of a document's bytes (``document_bytes``).
+
+    Args:
+        data: the document's bytes.
+
+    Returns:
+        The 16-byte key.
+    """
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
 def shard_of(key: bytes, num_shards: int) -> int:
-    """The shard of a document with key ``key``."""
+    """The shard of a document with key ``key``.
+
+    Args:
+        key: the document's key.
+        num_shards: the number of shards.
+
+    Returns:
+        The shard's index.
+    """
     return int.from_bytes(key[:8], "big") % num_shards
 
 
 def shard_seed(random_seed: int, shard: int, num_shards: int) -> random.Random:
-    """The generator of shard ``shard`` (a string seed: hashed with SHA-512, stable)."""
+    """The generator of shard ``shard`` (a string seed: hashed with SHA-512, stable).
+
+    Args:
+        random_seed: the ``--random_seed``.
+        shard: the shard's index.
+        num_shards: the number of shards.
+
+    Returns:
+        The shard's ``random.Random``.
+    """
     return random.Random("%d/%d/%d" % (random_seed, shard, num_shards))
 
 
 def sorted_documents(datas: Iterable[bytes]) -> List[List[str]]:
-    """A shard's documents (their bytes, in any order) in the rule's order, as lists of lines."""
+    """A shard's documents (their bytes, in any order) in the rule's order, as lists of lines.
+
+    Args:
+        datas: the documents' bytes.
+
+    Returns:
+        The documents, as lists of lines, in key order.
+    """
     keyed = sorted((document_key(d), d) for d in datas)
     return [d.decode("utf-8").split("\n") for _, d in keyed]
 
@@ -103,6 +157,16 @@ def parse_shard_range(text: Optional[str], num_shards: int) -> Tuple[int, int]:
 
     Raises PretrainingDataError naming the flag when it is not ``i:j`` with
     ``0 <= i < j <= num_shards``.
+
+    Args:
+        text: the flag's value, or None.
+        num_shards: the number of shards.
+
+    Returns:
+        ``(i, j)``.
+
+    Raises:
+        PretrainingDataError: a malformed or out-of-range value.
     """
     if text is None:
         return 0, num_shards
@@ -120,7 +184,18 @@ def parse_shard_range(text: Optional[str], num_shards: int) -> Tuple[int, int]:
 def manifest(num_shards: int, settings: Dict, do_lower_case: bool, vocab_file: str,
              input_files: Sequence[str]) -> Dict:
     """What a set of shards is made from: the flags, the vocabulary's hash and the input's
-    size (file count and bytes; their names and order do not change the shards)."""
+    size (file count and bytes; their names and order do not change the shards).
+
+    Args:
+        num_shards: the number of shards.
+        settings: the generation settings.
+        do_lower_case: lower-case and strip accents.
+        vocab_file: the WordPiece vocab (hashed).
+        input_files: the corpus files (counted and sized).
+
+    Returns:
+        The manifest, a JSON-able dict.
+    """
     with files.open(vocab_file, "rb") as f:
         vocab_hash = hashlib.sha256(f.read()).hexdigest()
     out = {"format": MANIFEST_FORMAT, "num_shards": num_shards}
@@ -150,7 +225,15 @@ def _describe(key: str, value) -> str:
 
 def existing_shards(prefix: str, num_shards: int) -> List[int]:
     """The shards of ``prefix`` (of ``num_shards``) whose files exist: one listing, not a
-    request per shard (10,000 shards on an object store)."""
+    request per shard (10,000 shards on an object store).
+
+    Args:
+        prefix: the shards' prefix.
+        num_shards: the number of shards.
+
+    Returns:
+        The indexes of the existing shards, sorted.
+    """
     found = files.glob(prefix + "-[0-9][0-9][0-9][0-9][0-9]-of-%05d" % num_shards)
     return sorted({int(m.group(1)) for m in map(_SHARD_FILE_RE.search, found) if m})
 
@@ -162,6 +245,17 @@ def check_destination(prefix: str, expected: Dict) -> bool:
     Raises PretrainingDataError (nothing written) when ``prefix`` holds glob characters or is a
     folder, when shards of another ``--num_shards`` are there, when shards are there without a
     manifest, or when shards are there and the manifest says other flags.
+
+    Args:
+        prefix: the shards' prefix.
+        expected: this run's ``manifest``.
+
+    Returns:
+        Whether the manifest is there and matches.
+
+    Raises:
+        PretrainingDataError: as above.
+        OSError: the output folder is missing or read-only.
     """
     if any(c in os.path.basename(prefix) or c in os.path.dirname(prefix) for c in "*?["):
         raise PretrainingDataError("--output_file=%s: the shards' prefix must not hold * ? [ "
@@ -249,7 +343,15 @@ def _init_pool_worker(vocab_file: str, do_lower_case: bool) -> None:
 
 def load_tokenizer(vocab_file: str, do_lower_case: bool) -> Tuple:
     """``(tokenizer, vocab)`` for ``generate_shard``: the fast tokenizer and the
-    pre-training vocabulary ([CLS] [SEP] [MASK] ids)."""
+    pre-training vocabulary ([CLS] [SEP] [MASK] ids).
+
+    Args:
+        vocab_file: the WordPiece vocab.
+        do_lower_case: lower-case and strip accents.
+
+    Returns:
+        ``(tokenizer, vocab)``.
+    """
     from data.pretraining import instances as pretraining
     from data.tokenization.wordpiece import FastFullTokenizer
 
@@ -263,7 +365,14 @@ def _init_worker(vocab_file: str, do_lower_case: bool) -> None:
 
 
 def iter_keyed_documents(pieces: Sequence) -> Iterator[Tuple[bytes, bytes]]:
-    """``(key, bytes)`` of each document of ``pieces`` (paths or ``(path, start, stop)``)."""
+    """``(key, bytes)`` of each document of ``pieces`` (paths or ``(path, start, stop)``).
+
+    Args:
+        pieces: paths or ``(path, start, stop)`` pieces, in order.
+
+    Yields:
+        ``(key, bytes)`` per document.
+    """
     for lines in pretraining_corpus.iter_documents(pieces):
         data = document_bytes(lines)
         yield document_key(data), data
@@ -317,7 +426,21 @@ def generate_shard(shard: int, datas: Iterable[bytes], prefix: str, num_shards: 
     """Shard ``shard`` from its documents' bytes (any order): sorted by key, tokenized,
     generated and written atomically to ``shard_path(prefix, shard, num_shards)`` (an empty
     file for a shard without documents). The one generation step of the process pool and of
-    the Beam pipeline. Returns its counts."""
+    the Beam pipeline. Returns its counts.
+
+    Args:
+        shard: the shard's index.
+        datas: its documents' bytes.
+        prefix: the shards' prefix.
+        num_shards: the number of shards.
+        settings: the generation settings.
+        tokenizer: the fast tokenizer (``load_tokenizer``).
+        vocab: the ``PretrainingVocab``.
+        show_progress: report progress on stderr.
+
+    Returns:
+        The shard's counts (``shard``, ``instances``, ``documents``, ...).
+    """
     from data.pretraining import fast as pretraining_fast
 
     documents = sorted_documents(datas)
@@ -355,7 +478,12 @@ def _generate_task(args: Tuple) -> Dict[str, int]:
 
 
 class ShardedSummary:
-    """What a sharded run did (``line()``: the tool's summary)."""
+    """What a sharded run did (``line()``: the tool's summary).
+
+    Args:
+        prefix: the shards' prefix.
+        num_shards: the number of shards.
+    """
 
     def __init__(self, prefix: str, num_shards: int):
         self.prefix = prefix
@@ -369,7 +497,11 @@ class ShardedSummary:
         self.seconds = 0.0
 
     def add(self, result: Dict[str, int]) -> None:
-        """Counts a shard made (``generate_shard``'s result)."""
+        """Counts a shard made (``generate_shard``'s result).
+
+        Args:
+            result: the shard's counts.
+        """
         self.written.append(result["shard"])
         self.instances += result["instances"]
         self.documents += result["documents"]
@@ -393,7 +525,15 @@ class ShardedSummary:
 
 def split_runs(input_files: Sequence[str], parts: int) -> List[List]:
     """The input cut at document boundaries into at least ``parts`` runs of pieces, each at
-    most ``RUN_BYTES`` where documents allow: the split pass's tasks."""
+    most ``RUN_BYTES`` where documents allow: the split pass's tasks.
+
+    Args:
+        input_files: the corpus files, in order.
+        parts: the least number of runs.
+
+    Returns:
+        The runs, each a list of pieces.
+    """
     total = sum(files.getsize(p) for p in input_files)
     parts = max(parts, int(math.ceil(total / RUN_BYTES)))
     return pretraining_corpus.split_at_documents(input_files, parts) if total else []
@@ -406,7 +546,20 @@ def destination(input_files: Sequence[str], prefix: str, num_shards: int,
     """The shards of ``shard_range`` still to make, and the run's summary (skipped shards
     filled in); the block makes them. Checks the destination first (``check_destination``)
     and writes the manifest when it is not there; when the block fails and no shard exists,
-    the manifest this run wrote is removed (the shards completed stay: a rerun continues)."""
+    the manifest this run wrote is removed (the shards completed stay: a rerun continues).
+
+    Args:
+        input_files: the corpus files.
+        prefix: the shards' prefix.
+        num_shards: the number of shards.
+        shard_range: ``(first, end)`` of the shards of this run.
+        vocab_file: the WordPiece vocab.
+        do_lower_case: lower-case and strip accents.
+        settings: the generation settings.
+
+    Yields:
+        ``(todo, summary)``: the shard indexes to make and the run's ``ShardedSummary``.
+    """
     start = time.perf_counter()
     lo, hi = shard_range
     summary = ShardedSummary(prefix, num_shards)
@@ -437,7 +590,16 @@ def check_some_text(summary: ShardedSummary, shard_range: Tuple[int, int],
                     input_files: Sequence[str]) -> None:
     """A run that made every shard and found no document with a token in any: the corpus
     has no text (lines of control characters only, say), as the single stream says; the
-    empty shards it wrote are removed first."""
+    empty shards it wrote are removed first.
+
+    Args:
+        summary: the run's summary.
+        shard_range: ``(first, end)`` of the shards of this run.
+        input_files: the corpus files.
+
+    Raises:
+        CorpusError: the corpus has no text.
+    """
     if (summary.documents == 0 and not summary.skipped
             and shard_range == (0, summary.num_shards)):
         for s in summary.written:
@@ -465,6 +627,24 @@ def run_sharded(input_files: Sequence[str], prefix: str, num_shards: int,
     (nothing written) for a destination that holds another run's shards, CorpusError for bad
     or empty input; on any failure the shards completed stay (a rerun continues) and nothing
     else this run made does.
+
+    Args:
+        input_files: the corpus files.
+        prefix: the shards' prefix.
+        num_shards: the number of shards.
+        shard_range: ``(first, end)`` of the shards of this run.
+        num_workers: the number of processes.
+        vocab_file: the WordPiece vocab.
+        do_lower_case: lower-case and strip accents.
+        settings: the generation settings (above).
+        show_progress: report progress on stderr.
+
+    Returns:
+        The run's ``ShardedSummary``.
+
+    Raises:
+        PretrainingDataError: the destination holds another run's shards.
+        CorpusError: bad or empty input.
     """
     lo, hi = shard_range
     with destination(input_files, prefix, num_shards, shard_range, vocab_file, do_lower_case,

@@ -25,7 +25,18 @@ from data.pretraining import corpus as pretraining_corpus
 
 def worker_output_files(output_files: Sequence[str], num_workers: int) -> List[List[str]]:
     """The files each worker writes: one each when ``num_workers`` files are given; with a
-    single file, ``<stem>-<k>-of-<N><ext>`` per worker (k from 00000)."""
+    single file, ``<stem>-<k>-of-<N><ext>`` per worker (k from 00000).
+
+    Args:
+        output_files: the ``--output_file`` entries (1 or ``num_workers``).
+        num_workers: the number of workers.
+
+    Returns:
+        Per worker, the list of its files.
+
+    Raises:
+        PretrainingDataError: neither 1 nor ``num_workers`` files.
+    """
     if len(output_files) == num_workers:
         return [[f] for f in output_files]
     if len(output_files) == 1:
@@ -40,7 +51,15 @@ def worker_output_files(output_files: Sequence[str], num_workers: int) -> List[L
 
 
 def worker_seed(random_seed: int, worker: int) -> random.Random:
-    """The generator of worker ``worker`` (a string seed: hashed with SHA-512, stable)."""
+    """The generator of worker ``worker`` (a string seed: hashed with SHA-512, stable).
+
+    Args:
+        random_seed: the ``--random_seed``.
+        worker: the worker's index.
+
+    Returns:
+        The worker's ``random.Random``.
+    """
     return random.Random("%d/%d" % (random_seed, worker))
 
 
@@ -74,6 +93,18 @@ def run_workers(input_files: Sequence[str], output_files: Sequence[str], num_wor
 
     ``settings``: max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob,
     dupe_factor, do_whole_word_mask, random_seed.
+
+    Args:
+        input_files: the corpus files.
+        output_files: the ``--output_file`` entries (see ``worker_output_files``).
+        num_workers: the number of processes.
+        vocab_file: the WordPiece vocab.
+        do_lower_case: lower-case and strip accents.
+        settings: the generation settings (above).
+        show_progress: report progress on stderr.
+
+    Returns:
+        Per worker, its counts (name -> int).
     """
     outputs = worker_output_files(output_files, num_workers)
     runs = pretraining_corpus.split_at_documents(input_files, num_workers)

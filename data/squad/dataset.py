@@ -32,7 +32,20 @@ SHUFFLE_BUFFER = 100
 def make_dataset(input_files: Union[str, Sequence[str]], seq_length: int, is_training: bool,
                  batch_size: int, drop_remainder: bool, seed: Optional[int] = None,
                  length_aware: bool = False) -> tf.data.Dataset:
-    """Batched dataset of parsed SQuAD features (see the module docstring)."""
+    """Batched dataset of parsed SQuAD features (see the module docstring).
+
+    Args:
+        input_files: a TFRecord path or paths.
+        seq_length: S, the records' sequence length.
+        is_training: training layout (positions), repeat and shuffle.
+        batch_size: B.
+        drop_remainder: drop a last partial batch.
+        seed: the shuffle seed, or None.
+        length_aware: cut batches to their longest window (see above).
+
+    Returns:
+        A ``tf.data.Dataset`` of dicts of int32 tensors ([B] and [B, S]).
+    """
     spec = squad_schema.feature_spec(seq_length, is_training)
     return length_aware_dataset.make_dataset(
         input_files, lambda record: squad_schema.decode_record(record, spec), batch_size,

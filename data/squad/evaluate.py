@@ -63,6 +63,9 @@ def normalize_answer(s: str) -> str:
 
     Args:
         s: an answer.
+
+    Returns:
+        The normalized answer.
     """
     s = s.lower()
     s = "".join(ch for ch in s if ch not in _PUNCTUATION)
@@ -87,6 +90,9 @@ def f1_score_v1(prediction: str, ground_truth: str) -> float:
     Args:
         prediction: the predicted answer.
         ground_truth: one gold answer.
+
+    Returns:
+        The F1, in [0, 1].
     """
     return _overlap_f1(normalize_answer(prediction).split(), normalize_answer(ground_truth).split())
 
@@ -97,6 +103,9 @@ def exact_match_score(prediction: str, ground_truth: str) -> bool:
     Args:
         prediction: the predicted answer.
         ground_truth: one gold answer.
+
+    Returns:
+        Whether they match.
     """
     return normalize_answer(prediction) == normalize_answer(ground_truth)
 
@@ -106,6 +115,9 @@ def get_tokens(s: str) -> List[str]:
 
     Args:
         s: an answer.
+
+    Returns:
+        The tokens.
     """
     if not s:
         return []
@@ -118,6 +130,9 @@ def compute_exact(a_gold: str, a_pred: str) -> int:
     Args:
         a_gold: one gold answer ("" for unanswerable).
         a_pred: the prediction.
+
+    Returns:
+        1 or 0.
     """
     return int(normalize_answer(a_gold) == normalize_answer(a_pred))
 
@@ -128,6 +143,9 @@ def compute_f1(a_gold: str, a_pred: str) -> float:
     Args:
         a_gold: one gold answer.
         a_pred: the prediction.
+
+    Returns:
+        The F1, in [0, 1].
     """
     gold_toks = get_tokens(a_gold)
     pred_toks = get_tokens(a_pred)
@@ -154,6 +172,9 @@ def is_v2_dataset(dataset: list) -> bool:
 
     Args:
         dataset: the file's ``data`` list.
+
+    Returns:
+        Whether the dataset is SQuAD 2.0.
     """
     return any("is_impossible" in qa for qa in _questions(dataset))
 
@@ -178,6 +199,9 @@ def evaluate_v1(dataset: list, predictions: Mapping[str, str],
 
     Returns:
         Percentages.
+
+    Raises:
+        SquadEvalError: the dataset has no questions.
     """
     f1 = exact_match = total = 0
     for qa in _questions(dataset):
@@ -204,6 +228,9 @@ def make_qid_to_has_ans(dataset: list) -> Dict[str, bool]:
 
     Args:
         dataset: the file's ``data`` list.
+
+    Returns:
+        Question id -> answerable.
     """
     return {qa["id"]: bool(qa["answers"]) for qa in _questions(dataset)}
 
@@ -264,6 +291,9 @@ def make_eval_dict(exact_scores: Mapping[str, float], f1_scores: Mapping[str, fl
         exact_scores: question id -> EM.
         f1_scores: question id -> F1.
         qid_list: the questions to average, or None for all.
+
+    Returns:
+        The ordered dict of ``exact``, ``f1`` and ``total``.
     """
     if not qid_list:
         total = len(exact_scores)
@@ -293,6 +323,9 @@ def find_best_thresh(preds: Mapping[str, str], scores: Mapping[str, float],
         scores: question id -> raw score.
         na_probs: question id -> null odds.
         qid_to_has_ans: question id -> answerable.
+
+    Returns:
+        ``(best score x100, threshold)``.
     """
     num_no_ans = sum(1 for k in qid_to_has_ans if not qid_to_has_ans[k])
     cur_score = num_no_ans
@@ -323,6 +356,12 @@ def evaluate_v2(dataset: list, preds: Mapping[str, str],
         na_probs: question id -> null odds, or None (all 0).
         na_prob_thresh: answer "" above these odds.
         notify: says a missing prediction.
+
+    Returns:
+        The ordered result dict.
+
+    Raises:
+        SquadEvalError: no question has a prediction, or the null odds lack a question.
     """
     qid_to_has_ans = make_qid_to_has_ans(dataset)
     exact_raw, f1_raw = get_raw_scores(dataset, preds, notify)
@@ -407,6 +446,12 @@ def load_json(path: str, what: str):
     Args:
         path: the file.
         what: what it should hold, for the message.
+
+    Returns:
+        The parsed JSON value.
+
+    Raises:
+        SquadEvalError: the file is unreadable or not JSON.
     """
     return _load_json(path, what)
 
@@ -419,6 +464,12 @@ def load_dataset(dataset_file: str, dataset_json=None) -> dict:
     Args:
         dataset_file: the SQuAD file.
         dataset_json: its parsed content, or None to read it.
+
+    Returns:
+        The file's top-level object.
+
+    Raises:
+        SquadEvalError: the file is unreadable or not a SQuAD file.
     """
     if dataset_json is None:
         dataset_json = _load_json(dataset_file, "the dataset")
@@ -432,6 +483,9 @@ def unscorable_v1_questions(dataset_json: dict) -> List[str]:
 
     Args:
         dataset_json: the file's top-level object.
+
+    Returns:
+        The question ids, in file order.
     """
     dataset = dataset_json["data"]
     if is_v2_dataset(dataset):

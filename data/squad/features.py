@@ -66,6 +66,15 @@ class SquadExample:
     ``doc_tokens`` is the paragraph split on the SQuAD whitespace set;
     ``start_position``/``end_position`` are inclusive word indexes into it
     (training mode; -1/-1 for an impossible question; None in eval mode).
+
+    Args:
+        qas_id: the question's id.
+        question_text: the question.
+        doc_tokens: the paragraph's words.
+        orig_answer_text: the answer text (training), or None.
+        start_position: the answer's first word index, or None.
+        end_position: the answer's last word index (inclusive), or None.
+        is_impossible: the question has no answer (SQuAD 2.0).
     """
 
     qas_id: str
@@ -96,6 +105,9 @@ def split_doc_tokens(paragraph_text: str):
 
     Args:
         paragraph_text: the context.
+
+    Returns:
+        ``(doc_tokens, char_to_word_offset)`` as above.
     """
     doc_tokens: List[str] = []
     char_to_word_offset: List[int] = []
@@ -251,6 +263,20 @@ class InputFeatures:
     ``doc_tokens`` word index and whether this window is the token's
     max-context window. ``start_position``/``end_position`` are sequence
     positions in training mode (0/0 out of span or impossible), None in eval.
+
+    Args:
+        unique_id: the window's id (the records' ``unique_ids``).
+        example_index: the index of its example.
+        doc_span_index: the window's index within its example.
+        tokens: the window's tokens, unpadded.
+        token_to_orig_map: sequence position -> ``doc_tokens`` word index.
+        token_is_max_context: sequence position -> whether this is its max-context window.
+        input_ids: [max_seq_length] token ids.
+        input_mask: [max_seq_length], 1 on real tokens.
+        segment_ids: [max_seq_length], 0 for the question, 1 for the paragraph.
+        start_position: the answer's start position (training), or None.
+        end_position: the answer's end position (training), or None.
+        is_impossible: the question has no answer (training), or None.
     """
 
     unique_id: int
@@ -386,6 +412,9 @@ def check_lengths(max_seq_length: int, max_query_length: int, doc_stride: int) -
         max_seq_length: S.
         max_query_length: the query's token budget.
         doc_stride: the step between windows.
+
+    Raises:
+        InputError: ``max_seq_length`` too short for the query, or ``doc_stride`` not positive.
     """
     if max_seq_length <= max_query_length + 3:
         raise InputError("The max_seq_length (%d) must be greater than max_query_length (%d) + 3"
@@ -416,6 +445,9 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
         is_training: set window start/end positions.
         output_fn: called with each ``InputFeatures``, in order.
         show_progress: log the progress (examples, rate, ETA).
+
+    Returns:
+        The number of features produced.
     """
     check_lengths(max_seq_length, max_query_length, doc_stride)
     cls_id, sep_id = tokenizer.convert_tokens_to_ids([special_tokens.CLS, special_tokens.SEP])

@@ -263,6 +263,9 @@ def compute_predictions(all_examples, all_features, all_results, n_best_size: in
         version_2_with_negative: SQuAD 2.0 (the null answer).
         null_score_diff_threshold: predict "" when null score - best span score exceeds it.
         verbose_logging: log ``get_final_text``'s failures.
+
+    Returns:
+        ``(predictions, nbest, null_odds)`` as above.
     """
     example_index_to_features = collections.defaultdict(list)
     for feature in all_features:
@@ -313,6 +316,9 @@ def write_predictions(all_examples, all_features, all_results, n_best_size: int,
         version_2_with_negative: SQuAD 2.0.
         null_score_diff_threshold: as ``compute_predictions``.
         verbose_logging: as ``compute_predictions``.
+
+    Returns:
+        ``(predictions, nbest, null_odds)`` of ``compute_predictions``.
     """
     logging.info("Writing predictions to: %s", output_prediction_file)
     logging.info("Writing nbest to: %s", output_nbest_file)
@@ -355,6 +361,9 @@ def write_files_together(texts: Sequence[Tuple[str, str]]) -> None:
 
     Args:
         texts: ``(path, text)`` pairs.
+
+    Raises:
+        OSError: a file could not be written (naming it); nothing is replaced then.
     """
     texts = list(texts)
     if not texts:

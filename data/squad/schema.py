@@ -45,6 +45,14 @@ def feature_spec(seq_length: int, is_training: bool,
 
     Training adds the two positions (and ``is_impossible`` if asked), as the
     original ``input_fn_builder`` does.
+
+    Args:
+        seq_length: S.
+        is_training: add ``start_positions``/``end_positions``.
+        with_is_impossible: also add ``is_impossible`` (training only).
+
+    Returns:
+        Feature name -> ``tf.io.FixedLenFeature``.
     """
     import tensorflow as tf
 
@@ -64,6 +72,13 @@ def decode_record(record, spec: Dict) -> Dict:
 
     Returns scalars for ``unique_ids``/positions and [S] int32 tensors for the
     sequence features.
+
+    Args:
+        record: a serialized ``tf.train.Example`` (string scalar).
+        spec: the ``feature_spec``.
+
+    Returns:
+        Feature name -> int32 tensor.
     """
     import tensorflow as tf
 

@@ -156,6 +156,9 @@ def _code_point_values() -> np.ndarray:
 class CharTables:
     """Per-code-point tables for one casing mode, as numpy arrays.
 
+    Args:
+      do_lower_case: the casing mode (lower-case and strip accents).
+
     Attributes:
       page_index: int32 [0x110000 >> 7]: block number of each 128-code-point page.
       blocks: int32 [num_blocks * 128]: packed value of each code point:
@@ -206,14 +209,28 @@ class CharTables:
         self.do_lower_case = do_lower_case
 
     def lookup(self, cps: np.ndarray) -> np.ndarray:
-        """Packed values of code points (numpy, for tests)."""
+        """Packed values of code points (numpy, for tests).
+
+        Args:
+          cps: int code points, any shape.
+
+        Returns:
+          int32 packed values, same shape.
+        """
         cps = np.asarray(cps, dtype=np.int64)
         return self.blocks[self.page_index[cps >> _BLOCK_BITS] * _BLOCK + (cps & (_BLOCK - 1))]
 
 
 @functools.lru_cache(maxsize=2)
 def char_tables(do_lower_case: bool) -> CharTables:
-    """The (cached) tables of one casing mode for the running interpreter."""
+    """The (cached) tables of one casing mode for the running interpreter.
+
+    Args:
+      do_lower_case: the casing mode.
+
+    Returns:
+      The ``CharTables``.
+    """
     return CharTables(do_lower_case)
 
 
@@ -365,6 +382,9 @@ def pack_inputs(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor], max_se
     Returns:
       dict of int32 [B, S] (or [B, L]): ``input_ids`` (0-padded), ``input_mask`` (1 on real
       tokens), ``segment_ids`` (0 for ``[CLS] a [SEP]``, 1 for ``b [SEP]``, 0 on padding).
+
+    Raises:
+      ValueError: a static ``max_seq_length`` too short for the special tokens.
     """
     specials = 3 if ids_b is not None else 2
     if tf.is_tensor(max_seq_length):
@@ -593,7 +613,14 @@ class BertGraphTokenizer(tf.Module):
 
     @_plain_ops
     def basic_tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
-        """``BasicTokenizer.tokenize`` in-graph: string [B] -> string [B, (T)] (UTF-8)."""
+        """``BasicTokenizer.tokenize`` in-graph: string [B] -> string [B, (T)] (UTF-8).
+
+        Args:
+          strings: string [B] texts.
+
+        Returns:
+          string [B, (T)] basic tokens.
+        """
         tokens = self._basic_tokens(strings)
         return tokens.with_values(tf.strings.unicode_encode(tokens.values, "UTF-8"))
 
@@ -605,6 +632,12 @@ class BertGraphTokenizer(tf.Module):
         pieces (a word too long, or with a piece missing from the vocab, is one ``[UNK]``);
         ``tokenize`` is this with the word level merged away (TF Hub's preprocessors'
         ``tokenize`` output).
+
+        Args:
+          strings: string [B] texts.
+
+        Returns:
+          int64 [B, (T), (P)] WordPiece ids.
         """
         tokens = self._basic_tokens(strings)  # [B, (T), (C)]
         words = tf.strings.unicode_encode(tokens.values, "UTF-8")  # [T]
@@ -616,7 +649,14 @@ class BertGraphTokenizer(tf.Module):
 
     @_plain_ops
     def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
-        """``FullTokenizer`` ids in-graph: string [B] -> int64 [B, (P)] WordPiece ids."""
+        """``FullTokenizer`` ids in-graph: string [B] -> int64 [B, (P)] WordPiece ids.
+
+        Args:
+          strings: string [B] texts.
+
+        Returns:
+          int64 [B, (P)] WordPiece ids.
+        """
         return self.tokenize_words(strings).merge_dims(1, 2)  # [B, (P)]
 
     @_plain_ops
@@ -627,6 +667,18 @@ class BertGraphTokenizer(tf.Module):
 
         The packing is ``pack_inputs`` (same keyword options); a and b are tokenized in one
         call (rows are independent), then split.
+
+        Args:
+          text_a: string [B] first texts.
+          text_b: string [B] second texts, or None.
+          max_seq_length: S.
+          trim_to_longest: cut S to the longest row (as ``pack_inputs``).
+
+        Returns:
+          dict of int32 [B, S]: ``input_ids``, ``input_mask``, ``segment_ids``.
+
+        Raises:
+          VocabError: the vocab lacks ``[CLS]`` or ``[SEP]``.
         """
         if self.cls_id < 0 or self.sep_id < 0:
             raise tokenization.VocabError("vocab file %s lacks %s or %s" % (

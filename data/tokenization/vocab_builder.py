@@ -62,6 +62,13 @@ class LearnedVocab(NamedTuple):
     tokens: the vocab, in file order. requested: the ``vocab_size`` asked for (``len(tokens)``
     is smaller only when the text has too few distinct pieces). words / distinct_words:
     basic tokens counted (with repeats / without). characters: distinct characters.
+
+    Args:
+      tokens: the vocab, in file order.
+      requested: the ``vocab_size`` asked for.
+      words: basic tokens counted, with repeats.
+      distinct_words: distinct basic tokens.
+      characters: distinct characters.
     """
 
     tokens: List[str]
@@ -72,7 +79,20 @@ class LearnedVocab(NamedTuple):
 
 
 class BuildSummary(NamedTuple):
-    """What ``build_vocab_files`` did; ``str()`` is its one summary line."""
+    """What ``build_vocab_files`` did; ``str()`` is its one summary line.
+
+    Args:
+      output_file: the vocab file written.
+      tokens: its number of tokens.
+      requested: the ``vocab_size`` asked for.
+      words: basic tokens counted, with repeats.
+      distinct_words: distinct basic tokens.
+      characters: distinct characters.
+      lines: input lines read.
+      files: input files read.
+      megabytes: input size read, in MB.
+      seconds: the run's duration.
+    """
 
     output_file: str
     tokens: int
@@ -108,6 +128,16 @@ def layout_tokens(num_unused: int = UNUSED_BEFORE_UNK,
     Raises VocabBuildError for a negative ``num_unused`` or a reserved token that is empty,
     holds whitespace (a vocab line is stripped when read, and WordPiece never yields one) or
     repeats a token of the layout.
+
+    Args:
+      num_unused: the number of ``[unusedN]`` tokens.
+      reserved_tokens: extra tokens after them.
+
+    Returns:
+      The layout's tokens, in file order.
+
+    Raises:
+      VocabBuildError: as above.
     """
     if num_unused < 0:
         raise VocabBuildError("--num_unused=%d must be >= 0" % num_unused)
@@ -145,6 +175,13 @@ def basic_tokens(lines: Iterable[str], do_lower_case: bool = True) -> Iterator[L
 
     Plain-ASCII lines take an equivalent regex path (see ``_ASCII_TOKENS_RE``); the others go
     through ``BasicTokenizer`` itself.
+
+    Args:
+      lines: raw text lines.
+      do_lower_case: lower-case and strip accents.
+
+    Yields:
+      The basic tokens of each line.
     """
     basic = BasicTokenizer(do_lower_case=do_lower_case)
     findall, dropped = _ASCII_TOKENS_RE.findall, _ASCII_DROPPED_RE
@@ -162,6 +199,14 @@ def count_words(lines: Iterable[str], do_lower_case: bool = True,
     """Counts the basic tokens (``basic_tokens``) of ``lines``: word -> occurrences.
 
     ``on_line(lines_done, words_done)``, if given, is called after every line (progress).
+
+    Args:
+      lines: raw text lines.
+      do_lower_case: lower-case and strip accents.
+      on_line: a progress callback, or None.
+
+    Returns:
+      A ``Counter`` of basic tokens.
     """
     counts: collections.Counter[str] = collections.Counter()
     words = 0
@@ -206,6 +251,10 @@ def learn_vocab_from_counts(word_counts: collections.Counter[str], vocab_size: i
       vocab_size: the number of lines of the vocab file. Exactly that many tokens come back
         unless the text has fewer pieces to learn (every word already one piece).
       num_unused, reserved_tokens: see ``layout_tokens``.
+
+    Returns:
+      The ``LearnedVocab``.
+
     Raises:
       VocabBuildError: no words, or ``vocab_size`` below the layout plus every character
         (alone and as ``##`` piece).
@@ -271,6 +320,19 @@ def learn_vocab(lines: Iterable[str], vocab_size: int, do_lower_case: bool = Tru
 
     ``lines``: raw text lines (str), normalised and split as ``BasicTokenizer(do_lower_case)``
     does. See ``learn_vocab_from_counts`` for the rest.
+
+    Args:
+      lines: raw text lines.
+      vocab_size: the number of lines of the vocab file.
+      do_lower_case: lower-case and strip accents.
+      num_unused: the number of ``[unusedN]`` tokens (``layout_tokens``).
+      reserved_tokens: extra tokens of the layout (``layout_tokens``).
+
+    Returns:
+      The vocab's tokens, in file order.
+
+    Raises:
+      VocabBuildError: as ``learn_vocab_from_counts``.
     """
     counts = count_words(lines, do_lower_case)
     return learn_vocab_from_counts(counts, vocab_size, num_unused, reserved_tokens).tokens
@@ -284,7 +346,16 @@ def learn_vocab(lines: Iterable[str], vocab_size: int, do_lower_case: bool = Tru
 def write_vocab(tokens: Sequence[str], path: str) -> None:
     """Writes one token per line to ``path`` (local or URL), atomically (temporary name, then
     rename). Raises OSError when its folder is missing; VocabBuildError for a token that would
-    not read back as itself (empty, surrounding whitespace, a newline)."""
+    not read back as itself (empty, surrounding whitespace, a newline).
+
+    Args:
+      tokens: the vocab, in file order.
+      path: the output file.
+
+    Raises:
+      OSError: the output folder is missing.
+      VocabBuildError: a token that would not read back.
+    """
     for token in tokens:
         if not token or token.strip() != token or "\n" in token:
             raise VocabBuildError("vocab token %r cannot be written as a line" % token)
@@ -306,6 +377,21 @@ def build_vocab_files(input_patterns: str | Sequence[str], output_file: str, voc
 
     Raises VocabBuildError / CorpusError (InputError) naming the flag, file or line, and
     OSError for an output folder that is missing or not writable.
+
+    Args:
+      input_patterns: comma-separated glob patterns, or a list of them.
+      output_file: the vocab file to write.
+      vocab_size: the number of lines of the vocab.
+      do_lower_case: lower-case and strip accents.
+      num_unused: the number of ``[unusedN]`` tokens (``layout_tokens``).
+      reserved_tokens: extra tokens of the layout (``layout_tokens``).
+      show_progress: report MB read on stderr.
+
+    Returns:
+      The run's ``BuildSummary``.
+
+    Raises:
+      VocabBuildError: as above (also CorpusError / OSError).
     """
     from data.pretraining import corpus as corpus_reader
 

@@ -122,6 +122,9 @@ def convert_to_unicode(text: TextLike) -> str:
     Args:
       text: a str or bytes.
 
+    Returns:
+      The text as ``str``.
+
     Raises:
       ValueError: neither.
     """
@@ -137,6 +140,9 @@ def printable_text(text: TextLike) -> str:
 
     Args:
       text: a str or bytes.
+
+    Returns:
+      The text as ``str``.
     """
     return convert_to_unicode(text)
 
@@ -337,6 +343,9 @@ class BasicTokenizer:
 
         Args:
           text: one line of text.
+
+        Returns:
+          The basic tokens, in order.
         """
         text = convert_to_unicode(text)
         text = self._clean_text(text)
@@ -435,6 +444,9 @@ class WordpieceTokenizer:
 
         Args:
           token: one basic token.
+
+        Returns:
+          The WordPiece tokens.
         """
         chars = list(token)
         if len(chars) > self.max_input_chars_per_word:
@@ -898,6 +910,9 @@ class FastFullTokenizer:
 
         Args:
           text: one line.
+
+        Returns:
+          The WordPiece tokens.
         """
         if self._engine is not None:
             row = self._engine.encode_line(text, True)
@@ -910,6 +925,9 @@ class FastFullTokenizer:
 
         Args:
           text: one line.
+
+        Returns:
+          The WordPiece ids.
         """
         if self._engine is not None:
             row = self._engine.encode_line(text, False)
@@ -922,6 +940,9 @@ class FastFullTokenizer:
 
         Args:
           lines: str or UTF-8 bytes lines.
+
+        Returns:
+          The WordPiece tokens of each line.
         """
         with _gc_paused():
             return self._rows(lines, True)
@@ -935,6 +956,9 @@ class FastFullTokenizer:
 
         Args:
           lines: str or UTF-8 bytes lines.
+
+        Returns:
+          The WordPiece ids of each line.
         """
         with _gc_paused():
             return self._rows(lines, False)
@@ -944,6 +968,9 @@ class FastFullTokenizer:
 
         Args:
           tokens: vocab tokens.
+
+        Returns:
+          The ids, in order.
 
         Raises:
           MissingTokenError: a token the vocab lacks.
@@ -955,5 +982,8 @@ class FastFullTokenizer:
 
         Args:
           ids: vocab ids.
+
+        Returns:
+          The tokens, in order.
         """
         return convert_by_vocab(self.inv_vocab, ids)

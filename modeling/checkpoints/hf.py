@@ -48,7 +48,13 @@ _HEAD_SCOPES = {"cls.seq_relationship": "cls/seq_relationship/", "classifier": "
 
 @dataclasses.dataclass
 class HFWeights:
-    """Arrays in TF1 names and layout, the HF tensors that were not mapped, and the file."""
+    """Arrays in TF1 names and layout, the HF tensors that were not mapped, and the file.
+
+    Attributes:
+        source: the file the arrays were read from.
+        arrays: TF1 variable name -> float32 array, in TF1 layout.
+        unmapped: the HF tensor names that have no TF1 variable.
+    """
 
     source: str
     arrays: Dict[str, np.ndarray]
@@ -56,7 +62,14 @@ class HFWeights:
 
 
 def hf_to_tf1_name(hf_name: str) -> Optional[Tuple[str, bool]]:
-    """HF tensor name -> (TF1 name, transpose) or None if not mapped."""
+    """HF tensor name -> (TF1 name, transpose) or None if not mapped.
+
+    Args:
+        hf_name: a HF tensor name (``bert.`` prefix optional).
+
+    Returns:
+        ``(tf1_name, transpose)``, or None.
+    """
     name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
     if name in _NOT_MAPPED or hf_name in _NOT_MAPPED:
         return None
@@ -90,7 +103,14 @@ def hf_to_tf1_name(hf_name: str) -> Optional[Tuple[str, bool]]:
 
 
 def is_hf_checkpoint(path: str) -> bool:
-    """True for a ``.safetensors`` file or a folder holding ``model.safetensors``."""
+    """True for a ``.safetensors`` file or a folder holding ``model.safetensors``.
+
+    Args:
+        path: a file or folder path (local or ``gs://``).
+
+    Returns:
+        A bool.
+    """
     return path.endswith(".safetensors") or (
         files.isdir(path) and files.isfile(os.path.join(path, WEIGHTS_NAME)))
 
@@ -103,7 +123,17 @@ def _weights_file(path: str) -> str:
 
 
 def read_hf_weights(path: str) -> HFWeights:
-    """Reads a HF folder or ``.safetensors`` file into TF1-named float32 arrays."""
+    """Reads a HF folder or ``.safetensors`` file into TF1-named float32 arrays.
+
+    Args:
+        path: a HF folder or ``.safetensors`` file.
+
+    Returns:
+        An ``HFWeights``.
+
+    Raises:
+        CheckpointError: the file is missing or cannot be read.
+    """
     from safetensors.numpy import load, load_file
 
     weights = _weights_file(path)
@@ -131,14 +161,31 @@ def read_hf_weights(path: str) -> HFWeights:
 
 
 def read_hf_config(path: str) -> BertConfig:
-    """``config.json`` of a HF folder (or the folder of a ``.safetensors`` file)."""
+    """``config.json`` of a HF folder (or the folder of a ``.safetensors`` file).
+
+    Args:
+        path: a HF folder, ``.safetensors`` file or ``config.json``.
+
+    Returns:
+        The ``BertConfig``.
+    """
     folder = path if files.isdir(path) else os.path.dirname(files.abspath(path))
     config_file = os.path.join(folder, CONFIG_NAME) if not path.endswith(".json") else path
     return BertConfig.from_json_file(config_file)
 
 
 def read_hf_casing(path: str) -> Optional[bool]:
-    """``do_lower_case`` of the folder's ``tokenizer_config.json``; None without one (or key)."""
+    """``do_lower_case`` of the folder's ``tokenizer_config.json``; None without one (or key).
+
+    Args:
+        path: a HF folder or ``.safetensors`` file.
+
+    Returns:
+        ``do_lower_case`` (a bool), or None.
+
+    Raises:
+        CheckpointError: ``tokenizer_config.json`` cannot be read.
+    """
     folder = path if files.isdir(path) else os.path.dirname(files.abspath(path))
     config_file = os.path.join(folder, TOKENIZER_CONFIG_NAME)
     if not files.isfile(config_file):

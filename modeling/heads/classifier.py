@@ -51,6 +51,11 @@ class ClassifierHead(keras.layers.Layer):
         self.supports_masking = True
 
     def build(self, input_shape):
+        """Creates ``output_weights`` [K, H] and ``output_bias`` [K].
+
+        Args:
+            input_shape: [B, H] or [B, S, H].
+        """
         hidden_size = int(input_shape[-1])
         # [K, H] as the original, so TF1 checkpoints map without a transpose.
         self.output_weights = self.add_weight(
@@ -60,6 +65,13 @@ class ClassifierHead(keras.layers.Layer):
                                            initializer="zeros")
 
     def call(self, pooled_output, training=None):
+        """Args:
+            pooled_output: [B, H], or a sequence [B, S, H].
+            training: apply dropout.
+
+        Returns:
+            logits float32 [B, K] (or [B, S, K]).
+        """
         x = self.dropout(pooled_output, training=training)  # [B, H] (or [B, S, H]: per token)
         w = tf.cast(self.output_weights, x.dtype)  # [K, H]
         b = tf.cast(self.output_bias, x.dtype)  # [K]
@@ -73,9 +85,24 @@ class ClassifierHead(keras.layers.Layer):
         return tf.cast(logits, tf.float32)
 
     def compute_output_shape(self, input_shape):
+        """Args:
+            input_shape: [B, H] or [B, S, H].
+
+        Returns:
+            ``(B, K)`` or ``(B, S, K)``.
+        """
         return tuple(input_shape[:-1]) + (self.num_labels,)
 
     def compute_mask(self, inputs, mask=None):
+        """The mask ends here.
+
+        Args:
+            inputs: the input.
+            mask: the incoming mask, if any.
+
+        Returns:
+            None.
+        """
         return None
 
     def get_config(self):

@@ -34,9 +34,21 @@ class FlattenChoices(keras.layers.Layer):
     """int [B, C, S] -> [B*C, S]."""
 
     def call(self, x):
+        """Args:
+            x: int [B, C, S].
+
+        Returns:
+            [B*C, S].
+        """
         return tf.reshape(x, [-1, tf.shape(x)[-1]])  # [B*C, S]
 
     def compute_output_shape(self, input_shape):
+        """Args:
+            input_shape: ``(B, C, S)``.
+
+        Returns:
+            ``(None, S)``.
+        """
         return (None, input_shape[-1])
 
 
@@ -60,6 +72,11 @@ class MultipleChoiceHead(keras.layers.Layer):
         self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, input_shape):
+        """Creates ``output_weights`` [1, H] and ``output_bias`` [1].
+
+        Args:
+            input_shape: [B*C, H].
+        """
         hidden_size = int(input_shape[-1])
         self.output_weights = self.add_weight(
             name="output_weights", shape=(1, hidden_size),
@@ -67,12 +84,25 @@ class MultipleChoiceHead(keras.layers.Layer):
         self.output_bias = self.add_weight(name="output_bias", shape=(1,), initializer="zeros")
 
     def call(self, pooled_output, training=None):
+        """Args:
+            pooled_output: [B*C, H].
+            training: apply dropout.
+
+        Returns:
+            logits float32 [B, C].
+        """
         x = self.dropout(pooled_output, training=training)  # [B*C, H]
         w = tf.cast(self.output_weights, x.dtype)  # [1, H]
         scores = tf.matmul(x, w, transpose_b=True) + tf.cast(self.output_bias, x.dtype)  # [B*C, 1]
         return tf.cast(tf.reshape(scores, [-1, self.num_choices]), tf.float32)  # [B, C]
 
     def compute_output_shape(self, input_shape):
+        """Args:
+            input_shape: [B*C, H].
+
+        Returns:
+            ``(None, C)``.
+        """
         return (None, self.num_choices)
 
     def get_config(self):

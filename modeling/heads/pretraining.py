@@ -99,13 +99,24 @@ def next_sentence_loss(log_probs: tf.Tensor, labels: tf.Tensor) -> Tuple[tf.Tens
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class GatherIndexes(keras.layers.Layer):
-    """(sequence [B, S, H], positions int [B, P]) -> [B*P, H]."""
+    """(sequence [B, S, H], positions int [B, P]) -> [B*P, H].
+
+    Args:
+        **kwargs: ``keras.layers.Layer`` arguments (``name``, ``dtype``).
+    """
 
     def __init__(self, **kwargs):
         kwargs.setdefault("name", "gather_indexes")
         super().__init__(**kwargs)
 
     def call(self, sequence_tensor, positions):
+        """Args:
+            sequence_tensor: [B, S, H].
+            positions: int [B, P].
+
+        Returns:
+            [B*P, H].
+        """
         return gather_indexes(sequence_tensor, positions)
 
 
@@ -136,13 +147,28 @@ class MaskedLMTransform(keras.layers.Layer):
                                         name="LayerNorm")
 
     def build(self, input_shape):
+        """Args:
+            input_shape: [N, H].
+        """
         self.dense.build(input_shape)
         self.layer_norm.build(tuple(input_shape[:-1]) + (self.hidden_size,))
 
     def call(self, x):
+        """Args:
+            x: [N, H].
+
+        Returns:
+            [N, H].
+        """
         return self.layer_norm(self.activation(self.dense(x)))  # [N, H]
 
     def compute_output_shape(self, input_shape):
+        """Args:
+            input_shape: [N, H].
+
+        Returns:
+            ``(N, H)``.
+        """
         return tuple(input_shape[:-1]) + (self.hidden_size,)
 
     def get_config(self):
@@ -168,14 +194,31 @@ class MaskedLMOutput(keras.layers.Layer):
         self.vocab_size = vocab_size
 
     def build(self, input_shape):
+        """Creates ``output_bias`` [V].
+
+        Args:
+            input_shape: [N, V].
+        """
         self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,),
                                            initializer="zeros")
 
     def call(self, logits):
+        """Args:
+            logits: the tied logits [N, V].
+
+        Returns:
+            log-probabilities float32 [N, V].
+        """
         logits = tf.cast(logits, tf.float32) + self.output_bias  # [N, V]
         return tf.nn.log_softmax(logits, axis=-1)
 
     def compute_output_shape(self, input_shape):
+        """Args:
+            input_shape: [N, V].
+
+        Returns:
+            ``input_shape``.
+        """
         return input_shape
 
     def get_config(self):
@@ -204,15 +247,32 @@ class NextSentenceOutput(keras.layers.Layer):
         self.num_classes = num_classes
 
     def build(self, input_shape):
+        """Creates ``kernel`` [H, 2] and ``bias`` [2].
+
+        Args:
+            input_shape: [B, H].
+        """
         self.kernel = self.add_weight(name="kernel", shape=(input_shape[-1], self.num_classes),
                                       initializer=truncated_normal(self.initializer_range))
         self.bias = self.add_weight(name="bias", shape=(self.num_classes,), initializer="zeros")
 
     def call(self, pooled):
+        """Args:
+            pooled: [B, H].
+
+        Returns:
+            log-probabilities float32 [B, 2].
+        """
         logits = tf.matmul(tf.cast(pooled, tf.float32), self.kernel) + self.bias  # [B, 2]
         return tf.nn.log_softmax(logits, axis=-1)
 
     def compute_output_shape(self, input_shape):
+        """Args:
+            input_shape: [B, H].
+
+        Returns:
+            ``(B, 2)``.
+        """
         return (input_shape[0], self.num_classes)
 
     def get_config(self):
@@ -223,7 +283,11 @@ class NextSentenceOutput(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class MaskedLMLoss(keras.layers.Layer):
-    """(log_probs [B*P, V], ids [B, P], weights [B, P]) -> (per-example [B*P], loss [])."""
+    """(log_probs [B*P, V], ids [B, P], weights [B, P]) -> (per-example [B*P], loss []).
+
+    Args:
+        **kwargs: ``keras.layers.Layer`` arguments (``name``; the dtype is float32).
+    """
 
     def __init__(self, **kwargs):
         kwargs.setdefault("name", "masked_lm_loss")
@@ -231,13 +295,25 @@ class MaskedLMLoss(keras.layers.Layer):
         super().__init__(**kwargs)
 
     def call(self, log_probs, label_ids, label_weights):
+        """Args:
+            log_probs: float32 [B*P, V].
+            label_ids: int [B, P].
+            label_weights: [B, P], 1.0 for real predictions.
+
+        Returns:
+            ``(per_example_loss [B*P], loss [])``.
+        """
         return masked_lm_loss(log_probs, label_ids, label_weights)
 
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class NextSentenceLoss(keras.layers.Layer):
-    """(log_probs [B, 2], labels [B, 1]) -> (per-example [B], mean loss [])."""
+    """(log_probs [B, 2], labels [B, 1]) -> (per-example [B], mean loss []).
+
+    Args:
+        **kwargs: ``keras.layers.Layer`` arguments (``name``; the dtype is float32).
+    """
 
     def __init__(self, **kwargs):
         kwargs.setdefault("name", "next_sentence_loss")
@@ -245,13 +321,24 @@ class NextSentenceLoss(keras.layers.Layer):
         super().__init__(**kwargs)
 
     def call(self, log_probs, labels):
+        """Args:
+            log_probs: float32 [B, 2].
+            labels: int [B, 1] (0: is next, 1: random).
+
+        Returns:
+            ``(per_example_loss [B], loss [])``.
+        """
         return next_sentence_loss(log_probs, labels)
 
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class SumLosses(keras.layers.Layer):
-    """(loss [], loss [], ...) -> their sum []: ``total_loss = masked_lm_loss + next_sentence_loss``."""
+    """(loss [], loss [], ...) -> their sum []: ``total_loss = masked_lm_loss + next_sentence_loss``.
+
+    Args:
+        **kwargs: ``keras.layers.Layer`` arguments (``name``; the dtype is float32).
+    """
 
     def __init__(self, **kwargs):
         kwargs.setdefault("name", "total_loss")
@@ -259,12 +346,24 @@ class SumLosses(keras.layers.Layer):
         super().__init__(**kwargs)
 
     def call(self, losses):
+        """Args:
+            losses: a list of scalar losses.
+
+        Returns:
+            Their sum [].
+        """
         total = losses[0]
         for loss in losses[1:]:
             total = total + loss
         return total
 
     def compute_output_shape(self, input_shape):
+        """Args:
+            input_shape: the losses' shapes.
+
+        Returns:
+            ``()``.
+        """
         return ()
 
 
@@ -364,4 +463,13 @@ class BertPretrainingModel(FlatExportMixin, keras.Model):
 
     @classmethod
     def from_config(cls, config, custom_objects=None):
+        """Rebuilds the model from ``get_config``'s dict.
+
+        Args:
+            config: the ``get_config`` dict.
+            custom_objects: unused (Keras' signature).
+
+        Returns:
+            A ``BertPretrainingModel``.
+        """
         return cls(**deserialize_dtype(config))

@@ -38,6 +38,11 @@ class SquadHead(keras.layers.Layer):
         self.initializer_range = initializer_range
 
     def build(self, input_shape):
+        """Creates ``output_weights`` [2, H] and ``output_bias`` [2].
+
+        Args:
+            input_shape: [B, S, H].
+        """
         hidden_size = int(input_shape[-1])
         # Stored [2, H] as the original, so TF1 checkpoints map without a transpose.
         self.output_weights = self.add_weight(
@@ -46,6 +51,12 @@ class SquadHead(keras.layers.Layer):
         self.output_bias = self.add_weight(name="output_bias", shape=(2,), initializer="zeros")
 
     def call(self, sequence_output):
+        """Args:
+            sequence_output: [B, S, H].
+
+        Returns:
+            ``(start_logits, end_logits)``, float32 [B, S] each.
+        """
         x = tf.cast(sequence_output, self.compute_dtype)  # [B, S, H]
         w = tf.cast(self.output_weights, self.compute_dtype)  # [2, H]
         b = tf.cast(self.output_bias, self.compute_dtype)  # [2]
@@ -54,6 +65,12 @@ class SquadHead(keras.layers.Layer):
         return logits[..., 0], logits[..., 1]  # [B, S], [B, S]
 
     def compute_output_shape(self, input_shape):
+        """Args:
+            input_shape: [B, S, H].
+
+        Returns:
+            ``((B, S), (B, S))``.
+        """
         return tuple(input_shape[:-1]), tuple(input_shape[:-1])
 
     def get_config(self):

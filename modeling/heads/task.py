@@ -101,6 +101,15 @@ class EncoderTask(keras.Model):
 
     @classmethod
     def from_config(cls, config, custom_objects=None):
+        """Rebuilds the task model (its encoder deserialized first) from ``get_config``'s dict.
+
+        Args:
+            config: the ``get_config`` dict.
+            custom_objects: passed on to the encoder's deserialization.
+
+        Returns:
+            An instance of ``cls``.
+        """
         config = dict(config)
         config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"],
                                                                   custom_objects=custom_objects)

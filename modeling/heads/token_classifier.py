@@ -159,17 +159,34 @@ class LayerMix(keras.layers.Layer):
     starts at 0 (an equal-weight mean), ``gamma`` at 1."""
 
     def build(self, input_shape):
+        """Creates ``scalars`` [N] and ``gamma`` [].
+
+        Args:
+            input_shape: the N inputs' shapes, [B, S, H] each.
+        """
         count = len(input_shape)
         self.scalars = self.add_weight(name="scalars", shape=(count,), initializer="zeros")
         self.gamma = self.add_weight(name="gamma", shape=(), initializer="ones")
 
     def call(self, inputs):
+        """Args:
+            inputs: N tensors [B, S, H].
+
+        Returns:
+            The mix [B, S, H].
+        """
         weights = tf.nn.softmax(tf.cast(self.scalars, inputs[0].dtype))  # [N]
         stacked = tf.stack(inputs, axis=0)  # [N, B, S, H]
         mixed = tf.tensordot(weights, stacked, axes=1)  # [B, S, H]
         return tf.cast(self.gamma, mixed.dtype) * mixed
 
     def compute_output_shape(self, input_shape):
+        """Args:
+            input_shape: the N inputs' shapes.
+
+        Returns:
+            The first input's shape.
+        """
         return tuple(input_shape[0])
 
 
@@ -180,9 +197,21 @@ class PaddingMask(keras.layers.Layer):
     from the TF checkpoint's object graph (the BiLSTMs and the classifier were not saved)."""
 
     def call(self, input_mask):
+        """Args:
+            input_mask: int [B, S].
+
+        Returns:
+            bool [B, S].
+        """
         return tf.not_equal(input_mask, 0)
 
     def compute_output_shape(self, input_shape):
+        """Args:
+            input_shape: ``(B, S)``.
+
+        Returns:
+            ``(B, S)``.
+        """
         return tuple(input_shape)
 
 

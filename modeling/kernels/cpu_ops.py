@@ -158,13 +158,29 @@ def unavailable_reason() -> Optional[str]:
 
 def usable(dtype) -> bool:
     """Whether the kernels can take activations of ``dtype`` here (float32 or bfloat16, with the
-    library built; the update takes float32 only)."""
+    library built; the update takes float32 only).
+
+    Args:
+        dtype: the activations' dtype (anything ``tf.as_dtype`` takes).
+
+    Returns:
+        A bool.
+    """
     return tf.as_dtype(dtype) in (tf.float32, tf.bfloat16) and load() is not None
 
 
 def dropout(x: tf.Tensor, rate: float, seed: tf.Tensor) -> tf.Tensor:
     """x [...] float32/bfloat16, ``seed`` [2] int -> x / (1 - rate) where kept, else 0 (see
-    module)."""
+    module).
+
+    Args:
+        x: the activations [...], float32 or bfloat16.
+        rate: the drop probability.
+        seed: the stateless seed [2], int.
+
+    Returns:
+        The dropped-out activations, x's shape and dtype.
+    """
     ops = load()
     rate = float(rate)
     seed = tf.cast(seed, tf.int64)
@@ -185,7 +201,18 @@ def attention_probs(scores: tf.Tensor, bias: tf.Tensor, scale: float, rate: floa
                     seed: tf.Tensor) -> tf.Tensor:
     """scores [B, N, F, T] float32/bfloat16, bias [B, 1, 1, T] (same dtype), ``seed`` [2] int ->
     dropout(softmax(scores * scale + bias), rate) [B, N, F, T] (see module); differentiable in
-    ``scores`` (the bias, a function of the input mask, gets no gradient)."""
+    ``scores`` (the bias, a function of the input mask, gets no gradient).
+
+    Args:
+        scores: the attention scores [B, N, F, T], float32 or bfloat16.
+        bias: the additive mask bias [B, 1, 1, T], scores' dtype.
+        scale: the factor on the scores (1 / sqrt(head size)).
+        rate: the attention dropout probability.
+        seed: the stateless seed [2], int.
+
+    Returns:
+        The attention probabilities [B, N, F, T], scores' dtype.
+    """
     ops = load()
     scale, rate = float(scale), float(rate)
     seed = tf.cast(seed, tf.int64)
@@ -204,7 +231,17 @@ def attention_probs(scores: tf.Tensor, bias: tf.Tensor, scale: float, rate: floa
 
 def layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float) -> tf.Tensor:
     """x [..., H] float32/bfloat16, gamma [H], beta [H] float32 -> LayerNorm over H [..., H] in
-    x's dtype (see module)."""
+    x's dtype (see module).
+
+    Args:
+        x: the activations [..., H], float32 or bfloat16.
+        gamma: the scale [H], float32.
+        beta: the offset [H], float32.
+        epsilon: the variance epsilon.
+
+    Returns:
+        The normalised activations [..., H], x's dtype.
+    """
     ops = load()
     epsilon = float(epsilon)
 
@@ -222,7 +259,14 @@ def layer_norm(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float) 
 
 def gelu(z: tf.Tensor) -> tf.Tensor:
     """z [...] float32/bfloat16 -> the tanh GELU of z, same shape and dtype (see module). No
-    gradient is registered: ``gelu_dense``'s custom gradient calls ``gelu_grad``."""
+    gradient is registered: ``gelu_dense``'s custom gradient calls ``gelu_grad``.
+
+    Args:
+        z: the pre-activations [...], float32 or bfloat16.
+
+    Returns:
+        gelu(z), z's shape and dtype.
+    """
     return load().bert_gelu(z)
 
 
@@ -230,7 +274,15 @@ def gelu_grad(z: tf.Tensor, dy: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
     """z, dy [..., units] float32/bfloat16 (same shape and dtype) -> (dz = dy * gelu'(z) in
     their dtype [..., units], dbias = dz summed over the leading axes in float32 [units]): the
     gradients of ``gelu(z)``, z = x @ kernel + bias, at z and at the bias (see module); not
-    differentiable itself (no second derivative)."""
+    differentiable itself (no second derivative).
+
+    Args:
+        z: the pre-activations [..., units].
+        dy: the upstream gradient [..., units], z's dtype.
+
+    Returns:
+        ``(dz, dbias)``: [..., units] in z's dtype and [units] float32.
+    """
     dz, dbias = load().bert_gelu_grad(z, dy)  # [..., units] z.dtype, [units] float32
     return dz, dbias
 
@@ -238,7 +290,24 @@ def gelu_grad(z: tf.Tensor, dy: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
 def adam_weight_decay_apply(var: tf.Variable, m: tf.Variable, v: tf.Variable, grad: tf.Tensor,
                             lr: tf.Tensor, grad_scale: tf.Tensor, beta_1: float, beta_2: float,
                             epsilon: float, weight_decay_rate: float, decay: bool):
-    """In place: g' = grad * grad_scale; m, v, var <- the AdamWeightDecay step (see module)."""
+    """In place: g' = grad * grad_scale; m, v, var <- the AdamWeightDecay step (see module).
+
+    Args:
+        var: the variable to update (float32).
+        m: its first-moment slot.
+        v: its second-moment slot.
+        grad: the gradient, var's shape.
+        lr: the learning rate (scalar).
+        grad_scale: the factor on ``grad`` (clipping, loss-scale undo), scalar.
+        beta_1: the first-moment decay.
+        beta_2: the second-moment decay.
+        epsilon: the denominator epsilon.
+        weight_decay_rate: the decoupled weight decay.
+        decay: whether ``var`` is decayed (not a LayerNorm or bias variable).
+
+    Returns:
+        The kernel op (run for its effect on ``var``, ``m`` and ``v``).
+    """
     return load().bert_adam_weight_decay_apply(
         var.handle, m.handle, v.handle, tf.convert_to_tensor(grad, tf.float32),
         tf.cast(lr, tf.float32), tf.cast(grad_scale, tf.float32),

@@ -52,13 +52,28 @@ _A = 0.044715
 
 @tf.function(jit_compile=True)
 def gelu_forward(z: tf.Tensor) -> tf.Tensor:
-    """tanh GELU of ``z`` (any shape), one fused XLA kernel."""
+    """tanh GELU of ``z`` (any shape), one fused XLA kernel.
+
+    Args:
+        z: the pre-activations, any shape.
+
+    Returns:
+        gelu(z), z's shape and dtype.
+    """
     return z * tf.math.sigmoid((2.0 * _C) * (z + _A * (z * z * z)))
 
 
 @tf.function(jit_compile=True)
 def gelu_backward(z: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
-    """dy * gelu'(z) (same shape as ``z``), one fused XLA kernel."""
+    """dy * gelu'(z) (same shape as ``z``), one fused XLA kernel.
+
+    Args:
+        z: the pre-activations, any shape.
+        dy: the upstream gradient, z's shape.
+
+    Returns:
+        dz, z's shape.
+    """
     z2 = z * z
     s = tf.math.sigmoid((2.0 * _C) * (z + _A * (z2 * z)))
     return dy * (s + (2.0 * _C) * z * s * (1.0 - s) * (1.0 + (3.0 * _A) * z2))
@@ -66,7 +81,14 @@ def gelu_backward(z: tf.Tensor, dy: tf.Tensor) -> tf.Tensor:
 
 @tf.function(jit_compile=True)
 def transpose_2d(kernel: tf.Tensor) -> tf.Tensor:
-    """[a, b] -> [b, a], materialised (an XLA kernel, so grappler cannot fold it away)."""
+    """[a, b] -> [b, a], materialised (an XLA kernel, so grappler cannot fold it away).
+
+    Args:
+        kernel: a matrix [a, b].
+
+    Returns:
+        Its transpose [b, a].
+    """
     return tf.transpose(kernel)
 
 
@@ -87,7 +109,16 @@ def _gelu_kernels(dtype: tf.DType):
 
 
 def gelu_dense_train(x: tf.Tensor, kernel: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
-    """x [N, in], kernel [in, units], bias [units] -> gelu(x @ kernel + bias) [N, units]."""
+    """x [N, in], kernel [in, units], bias [units] -> gelu(x @ kernel + bias) [N, units].
+
+    Args:
+        x: the inputs [N, in].
+        kernel: the dense kernel [in, units].
+        bias: the dense bias [units].
+
+    Returns:
+        gelu(x @ kernel + bias) [N, units], with a custom gradient.
+    """
     gelu, gelu_grad = _gelu_kernels(x.dtype)
 
     @tf.custom_gradient

@@ -38,16 +38,34 @@ def attention_bias_from_mask(input_mask: tf.Tensor, dtype) -> tf.Tensor:
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class AttentionBias(keras.layers.Layer):
-    """Keras wrapper of ``attention_bias_from_mask``: input_mask [B, S] -> bias [B, 1, 1, S]."""
+    """Keras wrapper of ``attention_bias_from_mask``: input_mask [B, S] -> bias [B, 1, 1, S].
+
+    Args:
+        **kwargs: ``keras.layers.Layer`` arguments (``name``, ``dtype``).
+    """
 
     def __init__(self, **kwargs):
         kwargs.setdefault("name", "attention_bias")
         super().__init__(**kwargs)
 
     def call(self, input_mask):
+        """The additive attention bias of ``input_mask``.
+
+        Args:
+            input_mask: [B, S], 1 for real tokens, 0 for padding.
+
+        Returns:
+            [B, 1, 1, S] in the compute dtype: 0 where attended, a large negative value elsewhere.
+        """
         return attention_bias_from_mask(input_mask, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
+        """Args:
+            input_shape: ``(B, S)``.
+
+        Returns:
+            ``(B, 1, 1, S)``.
+        """
         return (input_shape[0], 1, 1, input_shape[1])
 
 
@@ -78,6 +96,11 @@ class SelfAttention(keras.layers.Layer):
         self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, hidden_shape):
+        """Builds the query/key/value projections.
+
+        Args:
+            hidden_shape: [B, S, H].
+        """
         for layer in (self.query, self.key, self.value):
             layer.build(hidden_shape)
 
@@ -87,6 +110,16 @@ class SelfAttention(keras.layers.Layer):
                               self.size_per_head])  # [B, S, N, D]
 
     def call(self, hidden, attention_bias, training=None):
+        """Projects ``hidden`` to query/key/value and attends (``attend``).
+
+        Args:
+            hidden: [B, S, H].
+            attention_bias: [B, 1, 1, S].
+            training: apply dropout.
+
+        Returns:
+            context [B, S, H].
+        """
         return self.attend(self.query(hidden), self.key(hidden), self.value(hidden),
                            attention_bias, training=training)
 

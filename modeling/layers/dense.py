@@ -29,6 +29,13 @@ class BertDense(keras.layers.Dense):
     """[..., in] -> act(x @ kernel + bias) [..., units], as one 2-D matmul + bias_add."""
 
     def call(self, inputs, training=None):
+        """Args:
+            inputs: [..., in].
+            training: a training step (the fused GELU kernel may apply).
+
+        Returns:
+            [..., units].
+        """
         in_dim = self.kernel.shape[0]
         x = tf.reshape(inputs, [-1, in_dim]) if len(inputs.shape) != 2 else inputs  # [N, in]
         if (training and self.use_bias and self.activation is activations.gelu

@@ -51,6 +51,13 @@ class Dropout(keras.layers.Dropout):
         return seed
 
     def call(self, inputs, training=False):
+        """Args:
+            inputs: any shape.
+            training: drop (else the identity).
+
+        Returns:
+            inputs' shape and dtype.
+        """
         if training and self.fused_kernel_applies(inputs.dtype):
             return cpu_ops.dropout(inputs, self.rate, self.next_seed())
         if training and 0.0 < self.rate < 1.0 and _replica_in_sync() is not None:

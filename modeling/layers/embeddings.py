@@ -70,11 +70,25 @@ class WordEmbedding(keras.layers.Layer):
         self.autocast = False  # gather float32 rows, then cast (cheaper than casting the table)
 
     def build(self, input_shape=None):
+        """Creates ``embeddings`` [V, H].
+
+        Args:
+            input_shape: unused (the ids' shape).
+        """
         self.embeddings = self.add_weight(
             name="embeddings", shape=(self.vocab_size, self.hidden_size),
             initializer=truncated_normal(self.initializer_range))
 
     def call(self, inputs, reverse: bool = False):
+        """The ids' rows, or (``reverse``) the logits against the table (the tied output layer).
+
+        Args:
+            inputs: ids [B, S], or (``reverse``) vectors [N, H].
+            reverse: multiply by the transposed table instead of looking up.
+
+        Returns:
+            [B, S, H], or (``reverse``) [N, V], in the compute dtype.
+        """
         if reverse:
             table = tf.cast(self.embeddings.value, self.compute_dtype)  # [V, H]
             x = tf.cast(inputs, self.compute_dtype)  # [N, H]
@@ -126,6 +140,11 @@ class EmbeddingPostprocessor(keras.layers.Layer):
         self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
 
     def build(self, word_shape):
+        """Creates the segment and position tables and the LayerNorm.
+
+        Args:
+            word_shape: the word embeddings' shape [B, S, H].
+        """
         hidden = word_shape[-1]
         self.token_type_embeddings = self.add_weight(
             name="token_type_embeddings", shape=(self.type_vocab_size, hidden),
@@ -136,6 +155,14 @@ class EmbeddingPostprocessor(keras.layers.Layer):
         self.layer_norm.build(word_shape)
 
     def call(self, word_embeddings, segment_ids, training=None):
+        """Args:
+            word_embeddings: [B, S, H].
+            segment_ids: int [B, S].
+            training: apply dropout.
+
+        Returns:
+            [B, S, H].
+        """
         seq_length = tf.shape(word_embeddings)[1]
         token_type = tf.gather(self.token_type_embeddings, tf.cast(segment_ids, tf.int32))  # [B,S,H]
         position = self.position_embeddings[:seq_length]  # [S, H]

@@ -37,6 +37,11 @@ class BertLayerNorm(keras.layers.Layer):
         self.autocast = False
 
     def build(self, input_shape):
+        """Creates ``beta`` and ``gamma`` [H].
+
+        Args:
+            input_shape: [..., H].
+        """
         dim = input_shape[-1]
         # autocast=False: read in their own dtype under a mixed policy even when this layer is
         # called on its own (Keras enters its autocast scope for a mixed layer called outside a
@@ -61,6 +66,13 @@ class BertLayerNorm(keras.layers.Layer):
         return enabled and cpu_ops.usable(x.dtype)  # usable() last: it builds the library
 
     def call(self, x, training=None):
+        """Args:
+            x: [..., H].
+            training: a training step (selects the fused kernel's training or inference switch).
+
+        Returns:
+            LayerNorm(x) [..., H] in the compute dtype.
+        """
         if self._kernel_applies(x, training):
             return cpu_ops.layer_norm(x, tf.cast(self.gamma.value, tf.float32),
                                       tf.cast(self.beta.value, tf.float32),

@@ -50,12 +50,23 @@ class ResidualOutput(keras.layers.Layer):
                                         name="LayerNorm")
 
     def build(self, x_shape):
+        """Args:
+            x_shape: the input's shape [B, S, I].
+        """
         self.dense.build(x_shape)
         self.layer_norm.build(tuple(x_shape[:-1]) + (self.hidden_size,))
 
     def call(self, x, residual, training=None):
         # In 2-D [B*S, .] so that matmul, bias_add and the residual add stay adjacent (one
         # fused oneDNN kernel on CPU in graph mode; see modeling/layers/dense.py).
+        """Args:
+            x: [B, S, I].
+            residual: [B, S, H].
+            training: apply dropout.
+
+        Returns:
+            [B, S, H].
+        """
         x2d = tf.reshape(x, [-1, x.shape[-1]])  # [B*S, I]
         residual2d = tf.reshape(residual, [-1, self.hidden_size])  # [B*S, H]
         y = self.dropout(self.dense(x2d), training=training)  # [B*S, H]
@@ -93,12 +104,28 @@ class Intermediate(keras.layers.Layer):
                                dtype=self.dtype_policy, name="dense")
 
     def build(self, input_shape):
+        """Args:
+            input_shape: [B, S, H].
+        """
         self.dense.build(input_shape)
 
     def call(self, x, training=None):
+        """Args:
+            x: [B, S, H].
+            training: a training step (the fused GELU kernel may apply).
+
+        Returns:
+            act(x @ kernel + bias) [B, S, I].
+        """
         return self.dense(x, training=training)  # [B, S, I]: act(x @ kernel + bias)
 
     def compute_output_shape(self, input_shape):
+        """Args:
+            input_shape: [B, S, H].
+
+        Returns:
+            ``(B, S, I)``.
+        """
         return tuple(input_shape[:-1]) + (self.intermediate_size,)
 
     def get_config(self):
@@ -142,10 +169,21 @@ class AttentionBlock(keras.layers.Layer):
                                            name="output")
 
     def build(self, hidden_shape):
+        """Args:
+            hidden_shape: [B, S, H].
+        """
         self.self_attention.build(hidden_shape)
         self.output_layer.build(hidden_shape)
 
     def call(self, hidden, attention_bias, training=None):
+        """Args:
+            hidden: [B, S, H].
+            attention_bias: [B, 1, 1, S].
+            training: apply dropout.
+
+        Returns:
+            [B, S, H].
+        """
         context = self.self_attention(hidden, attention_bias, training=training)  # [B, S, H]
         return self.output_layer(context, hidden, training=training)
 
@@ -199,11 +237,22 @@ class TransformerLayer(keras.layers.Layer):
                                            name="output")
 
     def build(self, hidden_shape):
+        """Args:
+            hidden_shape: [B, S, H].
+        """
         self.attention.build(hidden_shape)
         self.intermediate.build(hidden_shape)
         self.output_layer.build(tuple(hidden_shape[:-1]) + (self.intermediate_size,))
 
     def call(self, hidden, attention_bias, training=None):
+        """Args:
+            hidden: [B, S, H].
+            attention_bias: [B, 1, 1, S].
+            training: apply dropout.
+
+        Returns:
+            [B, S, H].
+        """
         attention_output = self.attention(hidden, attention_bias, training=training)  # [B,S,H]
         intermediate = self.intermediate(attention_output, training=training)  # [B, S, I]
         return self.output_layer(intermediate, attention_output, training=training)  # [B,S,H]

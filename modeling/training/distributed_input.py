@@ -28,7 +28,14 @@ DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 
 
 def global_batch_size(dataset: tf.data.Dataset) -> int:
-    """The static leading dimension of the dataset's first component (0 when unknown)."""
+    """The static leading dimension of the dataset's first component (0 when unknown).
+
+    Args:
+        dataset: a batched ``tf.data.Dataset``.
+
+    Returns:
+        B, an int.
+    """
     first = tf.nest.flatten(dataset.element_spec)[0]
     size = first.shape[0] if first.shape.rank else None
     return int(size) if size is not None else 0
@@ -42,6 +49,16 @@ def replica_pieces(dataset: tf.data.Dataset, context: tf.distribute.InputContext
     in sync); pipeline ``w`` of ``W`` keeps pieces ``w * N/W .. (w + 1) * N/W - 1`` of each
     batch, which the strategy gives to its local replicas in that order: replica ``r`` gets
     rows ``r * B/N .. (r + 1) * B/N - 1``, as ``experimental_distribute_dataset`` splits a batch.
+
+    Args:
+        dataset: a ``tf.data.Dataset`` of global batches [B, ...].
+        context: this input pipeline's ``tf.distribute.InputContext``.
+
+    Returns:
+        A ``tf.data.Dataset`` of per-replica batches [B / N, ...].
+
+    Raises:
+        ValueError: B is not static or not divisible by N.
     """
     replicas = context.num_replicas_in_sync
     pipelines = context.num_input_pipelines
@@ -64,7 +81,16 @@ def replica_pieces(dataset: tf.data.Dataset, context: tf.distribute.InputContext
 
 def distribute(strategy: tf.distribute.Strategy,
                data: Union[tf.data.Dataset, DatasetFn], skip: int = 0):
-    """A distributed dataset of ``data`` for ``strategy`` (see the module docstring)."""
+    """A distributed dataset of ``data`` for ``strategy`` (see the module docstring).
+
+    Args:
+        strategy: the ``tf.distribute.Strategy``.
+        data: a ``tf.data.Dataset`` of global batches, or a ``DatasetFn`` of per-replica ones.
+        skip: global batches to skip first (resuming).
+
+    Returns:
+        A distributed dataset (``strategy.distribute_datasets_from_function``).
+    """
     replicas = strategy.num_replicas_in_sync
 
     def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:

@@ -63,7 +63,24 @@ def make_strategy(name: str = "default", tpu_name: Optional[str] = None,
                   tpu_zone: Optional[str] = None, gcp_project: Optional[str] = None,
                   master: Optional[str] = None, num_tpu_cores: Optional[int] = None,
                   num_gpus: int = 0, all_reduce_alg: str = "auto") -> tf.distribute.Strategy:
-    """Builds the strategy ``name`` (one of ``STRATEGIES``); ``DistributionError`` if it can't."""
+    """Builds the strategy ``name`` (one of ``STRATEGIES``); ``DistributionError`` if it can't.
+
+    Args:
+        name: the strategy, one of ``STRATEGIES``.
+        tpu_name: the TPU (``tpu``); None: ``master``, a local TPU or ``$TPU_NAME``.
+        tpu_zone: the TPU's GCE zone (``tpu``).
+        gcp_project: the TPU's GCP project (``tpu``).
+        master: the TPU master address, when ``tpu_name`` is unset (``tpu``).
+        num_tpu_cores: the expected TPU replica count; 0/None: the cores found (``tpu``).
+        num_gpus: the GPUs to mirror over; 0: all (``mirrored``).
+        all_reduce_alg: ``"auto"``, ``"ring"`` or ``"nccl"`` (``multi_worker``).
+
+    Returns:
+        The ``tf.distribute.Strategy``.
+
+    Raises:
+        DistributionError: an unknown ``name``, or a strategy that cannot be built.
+    """
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
@@ -130,7 +147,20 @@ def _multi_worker_strategy(all_reduce_alg: str) -> tf.distribute.Strategy:
 
 def tpu_resolver(tpu_name: Optional[str], tpu_zone: Optional[str] = None,
                  gcp_project: Optional[str] = None, master: Optional[str] = None):
-    """The ``TPUClusterResolver`` for the original's TPU flags (``DistributionError`` if none)."""
+    """The ``TPUClusterResolver`` for the original's TPU flags (``DistributionError`` if none).
+
+    Args:
+        tpu_name: the TPU; None: ``master``, a local TPU or ``$TPU_NAME``.
+        tpu_zone: the TPU's GCE zone.
+        gcp_project: the TPU's GCP project.
+        master: the TPU master address, used when ``tpu_name`` is unset.
+
+    Returns:
+        A ``tf.distribute.cluster_resolver.TPUClusterResolver``.
+
+    Raises:
+        DistributionError: no TPU is named or found, or it cannot be resolved.
+    """
     target = tpu_name or master
     if not target:
         if _local_tpu_present():
@@ -166,7 +196,18 @@ def _tpu_strategy(tpu_name, tpu_zone, gcp_project, master, num_tpu_cores):
 def check_tpu_cores(num_tpu_cores: Optional[int], found: int) -> int:
     """The TPU replica count for ``--num_tpu_cores``: ``found`` (the cores TensorFlow found)
     when it is 0/None, else ``num_tpu_cores`` if it equals ``found``; ``DistributionError``
-    otherwise (a slice of another size, or a negative value)."""
+    otherwise (a slice of another size, or a negative value).
+
+    Args:
+        num_tpu_cores: the ``--num_tpu_cores`` value (0/None: whatever was found).
+        found: the TPU replicas TensorFlow found.
+
+    Returns:
+        The replica count.
+
+    Raises:
+        DistributionError: ``num_tpu_cores`` is negative or differs from ``found``.
+    """
     if num_tpu_cores is None or num_tpu_cores == 0:
         return found
     if num_tpu_cores < 0 or num_tpu_cores != found:
@@ -176,6 +217,14 @@ def check_tpu_cores(num_tpu_cores: Optional[int], found: int) -> int:
 
 
 def is_tpu(strategy: tf.distribute.Strategy) -> bool:
+    """Whether ``strategy`` is a TPU strategy.
+
+    Args:
+        strategy: a ``tf.distribute.Strategy``.
+
+    Returns:
+        True for a (``experimental.``)``TPUStrategy``.
+    """
     return isinstance(strategy, (tf.distribute.TPUStrategy,
                                  tf.distribute.experimental.TPUStrategy))
 
@@ -183,7 +232,14 @@ def is_tpu(strategy: tf.distribute.Strategy) -> bool:
 def step_devices(strategy: tf.distribute.Strategy) -> tuple:
     """The devices ``strategy``'s replicas compute on (``extended.worker_devices``); for the
     default strategy, which has none, TensorFlow's default device: the first GPU if any, else
-    the CPU."""
+    the CPU.
+
+    Args:
+        strategy: a ``tf.distribute.Strategy``.
+
+    Returns:
+        A tuple of device names.
+    """
     try:
         return tuple(strategy.extended.worker_devices)
     except (RuntimeError, AttributeError, NotImplementedError):
@@ -193,7 +249,14 @@ def step_devices(strategy: tf.distribute.Strategy) -> tuple:
 
 def is_cpu_device(device: str) -> bool:
     """Whether the device name (``"/job:localhost/replica:0/task:0/device:CPU:0"``, ``"cpu:0"``,
-    ...) names a CPU; ``False`` for GPUs, TPUs and names without a device type."""
+    ...) names a CPU; ``False`` for GPUs, TPUs and names without a device type.
+
+    Args:
+        device: a device name string.
+
+    Returns:
+        True when its device type is ``CPU``.
+    """
     try:
         return tf.DeviceSpec.from_string(device).device_type == "CPU"
     except (ValueError, TypeError):
@@ -230,7 +293,15 @@ def cpu_kernels_apply(strategy: tf.distribute.Strategy, variables=()) -> bool:
     CPU only) may run ``strategy``'s training step: every replica computes on a CPU (not a TPU
     strategy, every ``step_devices`` a CPU) and every placed variable of ``variables`` lives on
     a CPU. On a GPU they would pin dropout/LayerNorm to the host (or fail placement) and the
-    optimizer's update would read GPU variables from a CPU op."""
+    optimizer's update would read GPU variables from a CPU op.
+
+    Args:
+        strategy: the training ``tf.distribute.Strategy``.
+        variables: the variables the kernels would read or update (e.g. the trainable ones).
+
+    Returns:
+        True when the CPU kernels may run the step.
+    """
     if is_tpu(strategy):
         return False
     devices = step_devices(strategy)
@@ -244,23 +315,54 @@ def prediction_kernels_apply(strategy: tf.distribute.Strategy, variables=()) -> 
     """Whether a prediction or evaluation step of ``strategy`` is traced with the fused LayerNorm
     (``switch.Kernels(inference=True)``): one replica, computing on a CPU (``cpu_kernels_apply``),
     unless an enclosing ``switch.fused_inference_kernels(False)`` (a tool's ``--noxla_kernels``
-    or ``--deterministic``) turned the kernels off."""
+    or ``--deterministic``) turned the kernels off.
+
+    Args:
+        strategy: the prediction/evaluation ``tf.distribute.Strategy``.
+        variables: the model's variables.
+
+    Returns:
+        True when the fused inference kernels apply.
+    """
     return (strategy.num_replicas_in_sync == 1 and switch.inference_kernels_allowed()
             and cpu_kernels_apply(strategy, variables))
 
 
 def is_multi_worker(strategy: tf.distribute.Strategy) -> bool:
+    """Whether ``strategy`` is a ``MultiWorkerMirroredStrategy``.
+
+    Args:
+        strategy: a ``tf.distribute.Strategy``.
+
+    Returns:
+        A bool.
+    """
     return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
 
 
 def worker_index(strategy: tf.distribute.Strategy) -> int:
-    """This process's worker index (0 without a multi-worker cluster)."""
+    """This process's worker index (0 without a multi-worker cluster).
+
+    Args:
+        strategy: a ``tf.distribute.Strategy``.
+
+    Returns:
+        The worker's ``task_id`` (an int).
+    """
     if is_multi_worker(strategy):
         return int(strategy.cluster_resolver.task_id or 0)
     return 0
 
 
 def num_workers(strategy: tf.distribute.Strategy) -> int:
+    """The number of workers of ``strategy``'s cluster (1 without a multi-worker cluster).
+
+    Args:
+        strategy: a ``tf.distribute.Strategy``.
+
+    Returns:
+        An int >= 1.
+    """
     if is_multi_worker(strategy):
         return len(strategy.cluster_resolver.cluster_spec().as_dict().get("worker", [1]))
     return 1
@@ -268,7 +370,14 @@ def num_workers(strategy: tf.distribute.Strategy) -> int:
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
     """Whether this process writes checkpoints, summaries and results: the ``chief`` task, else
-    worker 0 of a cluster without one (``bert_common.cluster``)."""
+    worker 0 of a cluster without one (``bert_common.cluster``).
+
+    Args:
+        strategy: a ``tf.distribute.Strategy``.
+
+    Returns:
+        A bool (True without a multi-worker cluster).
+    """
     if not is_multi_worker(strategy):
         return True
     resolver = strategy.cluster_resolver
@@ -278,7 +387,11 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
 
 def split_cpu(num_devices: int) -> None:
     """Splits the (first) physical CPU into ``num_devices`` logical devices, for ``mirrored``
-    on a machine without GPUs. Must run before TensorFlow initialises its devices."""
+    on a machine without GPUs. Must run before TensorFlow initialises its devices.
+
+    Args:
+        num_devices: the logical CPU devices to make.
+    """
     cpus = tf.config.list_physical_devices("CPU")
     tf.config.set_logical_device_configuration(
         cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(num_devices)])
@@ -289,7 +402,12 @@ def split_cpu(num_devices: int) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Precision:
-    """The Keras dtype policy in force and the optimizer's ``loss_scale`` argument."""
+    """The Keras dtype policy in force and the optimizer's ``loss_scale`` argument.
+
+    Attributes:
+        policy: the Keras dtype policy name (``float32``, ``mixed_bfloat16``, ``mixed_float16``).
+        loss_scale: ``"dynamic"`` for ``mixed_float16``, else None.
+    """
 
     policy: str
     loss_scale: Optional[str]
@@ -301,7 +419,17 @@ class Precision:
 
 
 def set_precision(mixed_precision: Optional[str]) -> Precision:
-    """Sets the global Keras dtype policy for ``None``/"fp32", "bf16" or "fp16"."""
+    """Sets the global Keras dtype policy for ``None``/"fp32", "bf16" or "fp16".
+
+    Args:
+        mixed_precision: None/``""``/``"fp32"``, ``"bf16"`` or ``"fp16"``.
+
+    Returns:
+        The ``Precision`` set.
+
+    Raises:
+        DistributionError: another value.
+    """
     import keras
 
     if mixed_precision not in _POLICIES:

@@ -79,9 +79,25 @@ class Objective:
     log_names: Tuple[str, ...] = ()
 
     def model_inputs(self, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        """The model's inputs from ``batch`` (default: the batch itself).
+
+        Args:
+            batch: the (micro-)batch's features, name -> [b, ...].
+
+        Returns:
+            The model's inputs, name -> tensor.
+        """
         return batch
 
     def totals(self, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        """Float32 scalars of ``batch`` that the loop sums over the global batch.
+
+        Args:
+            batch: the (micro-)batch's features, name -> [b, ...].
+
+        Returns:
+            name -> scalar (default: ``{"examples": b}``).
+        """
         first = tf.nest.flatten(batch)[0]
         return {"examples": tf.cast(tf.shape(first)[0], tf.float32)}
 
@@ -92,7 +108,14 @@ class Objective:
         """Whether ``variable``'s gradient is made dense before clipping even where the
         original's lookup keeps it sparse (``embeddings.sparse_gradient_tables``: the word
         embeddings off TPU). A ``tf.gather`` gradient (IndexedSlices) is clipped by a norm
-        that counts repeated ids separately. Default: no, the original's rule alone."""
+        that counts repeated ids separately. Default: no, the original's rule alone.
+
+        Args:
+            variable: a trainable variable.
+
+        Returns:
+            True to make its gradient dense.
+        """
         return False
 
 
@@ -109,6 +132,14 @@ class MeanLossObjective(Objective):
         self.input_names = tuple(input_names) if input_names else None
 
     def model_inputs(self, batch):
+        """See ``Objective.model_inputs``: the ``input_names`` features, or the whole batch.
+
+        Args:
+            batch: the (micro-)batch's features.
+
+        Returns:
+            The model's inputs, name -> tensor.
+        """
         if self.input_names is None:
             return batch
         return {name: batch[name] for name in self.input_names}
@@ -135,6 +166,14 @@ class WeightedMeanLossObjective(MeanLossObjective):
         self.weight_name = weight_name
 
     def totals(self, batch):
+        """See ``Objective.totals``: the sum of the weights.
+
+        Args:
+            batch: the (micro-)batch's features.
+
+        Returns:
+            ``{"weight": Σ w}``.
+        """
         return {"weight": tf.reduce_sum(tf.cast(batch[self.weight_name], tf.float32))}
 
     def __call__(self, outputs, batch, totals):
@@ -158,7 +197,18 @@ def _flat_weights(batch) -> tf.Tensor:
 
 
 def head_metrics(outputs, batch) -> Dict[str, Tuple[tf.Tensor, tf.Tensor]]:
-    """The four head metrics as (numerator, denominator) sums over ``batch``."""
+    """The four head metrics as (numerator, denominator) sums over ``batch``.
+
+    Args:
+        outputs: the pre-training model's outputs (``masked_lm_log_probs`` [B*P, V],
+            ``masked_lm_example_loss`` [B*P], ``next_sentence_log_probs`` [B, 2],
+            ``next_sentence_example_loss`` [B]).
+        batch: the record features (``masked_lm_ids``/``masked_lm_weights`` [B, P],
+            ``next_sentence_labels`` [B] or [B, 1]).
+
+    Returns:
+        name -> (numerator, denominator) float32 scalars.
+    """
     weights = _flat_weights(batch)  # [B*P]
     mlm_ids = tf.reshape(tf.cast(batch["masked_lm_ids"], tf.int32), [-1])  # [B*P]
     mlm_pred = tf.argmax(outputs["masked_lm_log_probs"], axis=-1, output_type=tf.int32)
@@ -179,14 +229,29 @@ def head_metrics(outputs, batch) -> Dict[str, Tuple[tf.Tensor, tf.Tensor]]:
 
 
 def eval_metrics(outputs, batch) -> Dict[str, Tuple[tf.Tensor, tf.Tensor]]:
-    """``head_metrics`` plus ``loss`` = (total_loss of the batch, 1)."""
+    """``head_metrics`` plus ``loss`` = (total_loss of the batch, 1).
+
+    Args:
+        outputs: the pre-training model's outputs, with ``total_loss``.
+        batch: the record features.
+
+    Returns:
+        name -> (numerator, denominator) float32 scalars.
+    """
     metrics = head_metrics(outputs, batch)
     metrics["loss"] = (tf.cast(outputs["total_loss"], tf.float32), tf.constant(1.0))
     return metrics
 
 
 def model_inputs(batch) -> Dict[str, tf.Tensor]:
-    """The pre-training model's inputs: the 7 record features."""
+    """The pre-training model's inputs: the 7 record features.
+
+    Args:
+        batch: the pre-training record features.
+
+    Returns:
+        The ``MODEL_INPUT_NAMES`` features, name -> tensor.
+    """
     return {name: batch[name] for name in MODEL_INPUT_NAMES}
 
 
@@ -197,9 +262,25 @@ class PretrainingObjective(Objective):
                  "next_sentence_loss")
 
     def model_inputs(self, batch):
+        """See ``Objective.model_inputs``: the 7 record features.
+
+        Args:
+            batch: the pre-training record features.
+
+        Returns:
+            The ``MODEL_INPUT_NAMES`` features.
+        """
         return model_inputs(batch)
 
     def totals(self, batch):
+        """See ``Objective.totals``: Σw of the masked LM weights and the example count B.
+
+        Args:
+            batch: the pre-training record features.
+
+        Returns:
+            ``{"masked_lm_weight", "examples"}`` float32 scalars.
+        """
         labels = batch["next_sentence_labels"]
         return {"masked_lm_weight": tf.reduce_sum(_flat_weights(batch)),
                 "examples": tf.cast(tf.shape(labels)[0], tf.float32)}
@@ -216,5 +297,12 @@ class PretrainingObjective(Objective):
     def dense_gradient(self, variable) -> bool:
         """All dense, as in the original pre-training graph: the word-embedding gradient is
         summed with the tied output layer's (dense), token types go through a one-hot matmul,
-        positions through a slice. Clipping then uses the norm of the summed rows."""
+        positions through a slice. Clipping then uses the norm of the summed rows.
+
+        Args:
+            variable: a trainable variable.
+
+        Returns:
+            True.
+        """
         return True

@@ -90,7 +90,24 @@ INPUT_STATE_DIR = "input_state"  # multi-worker: per-worker iterator states
 
 @dataclasses.dataclass
 class TrainerConfig:
-    """Loop settings (see the module docstring)."""
+    """Loop settings (see the module docstring).
+
+    Attributes:
+        model_dir: the checkpoint, summary and step-log folder.
+        num_train_steps: the global step to train to.
+        steps_per_loop: the most steps one host loop (``tf.function`` call) runs.
+        save_checkpoints_steps: a checkpoint every this many steps (and at the end).
+        num_accumulation_steps: micro-batches per replica batch (k >= 1), one update.
+        keep_checkpoint_max: checkpoints kept in ``model_dir``.
+        use_xla: XLA-compile the step (or its forward/backward; see ``execution``).
+        fuse_optimizer: XLA-fuse gradient clipping and the update.
+        fused_kernels: trace the layers with the fused training kernels.
+        write_summaries: write TensorBoard scalars to ``model_dir/train``.
+        step_log: write ``train_steps.jsonl`` (one line per step).
+        progress: print a progress line after each loop.
+        progress_every_s: the longest time between progress lines, in seconds.
+        checkpoint_name: the checkpoint file prefix (``<model_dir>/<name>-<step>``).
+    """
 
     model_dir: str
     num_train_steps: int
@@ -112,6 +129,14 @@ class TrainerConfig:
 
 @dataclasses.dataclass
 class TrainResult:
+    """What ``Trainer.train`` returns.
+
+    Attributes:
+        global_step: the step reached.
+        logs: the last loop's streaming means, by name.
+        step_losses: the loss of each step of this run (not of restored steps).
+        examples_per_sec: this run's training throughput.
+    """
     global_step: int
     logs: Dict[str, float]              # the last loop's streaming means
     step_losses: List[float]            # per step of this run (not of restored steps)
@@ -123,7 +148,11 @@ class RngState(tf.Module):
     mask is drawn from ``seed_generator.next()``, by TensorFlow's stateless dropout or the fused
     CPU kernel alike), as one entry of the trainer's checkpoint: ``rng/seed_states/<i>``, in
     layer order. Keras layers do not expose their seed generators to ``tf.train.Checkpoint``,
-    so without it a resumed run would draw the masks of step 1 again."""
+    so without it a resumed run would draw the masks of step 1 again.
+
+    Args:
+        states: the seed generators' state variables, in layer order.
+    """
 
     PREFIX = "rng/seed_states/"
 
@@ -133,7 +162,14 @@ class RngState(tf.Module):
 
     @classmethod
     def of(cls, model) -> Optional["RngState"]:
-        """The seed states of ``model``'s layers (None when it has none, e.g. dropout 0)."""
+        """The seed states of ``model``'s layers (None when it has none, e.g. dropout 0).
+
+        Args:
+            model: a Keras model.
+
+        Returns:
+            An ``RngState``, or None.
+        """
         states, seen = [], set()
         # Keras keeps a layer's generators in ``_seed_generators`` (not checkpoint-tracked).
         for layer in model._flatten_layers(include_self=True, recursive=True):
@@ -145,7 +181,17 @@ class RngState(tf.Module):
 
     def found_in(self, path: str) -> bool:
         """Whether checkpoint ``path`` holds these states (False: written without them);
-        raises ValueError when it holds another number of them (another model)."""
+        raises ValueError when it holds another number of them (another model).
+
+        Args:
+            path: a checkpoint prefix.
+
+        Returns:
+            Whether the checkpoint holds the seed states.
+
+        Raises:
+            ValueError: it holds a different number of seed states.
+        """
         saved = {name.split("/")[2] for name in checkpoint_reader(path).get_variable_to_shape_map()
                  if name.startswith(self.PREFIX)}
         if saved and len(saved) != len(self.seed_states):
@@ -172,7 +218,18 @@ def _split_micro_batches(batch, k: int, index):
 
 
 class Trainer:
-    """Custom training loop (see the module docstring for the contract)."""
+    """Custom training loop (see the module docstring for the contract).
+
+    Args:
+        model: the Keras model, built under ``strategy.scope()``.
+        optimizer: its optimizer (``modeling.optimization.create_optimizer``), same scope.
+        objective: the ``Objective``: model inputs, loss share and logs.
+        strategy: the ``tf.distribute.Strategy``; None: the default strategy.
+        config: the ``TrainerConfig``.
+
+    Raises:
+        ValueError: ``config.num_accumulation_steps`` < 1.
+    """
 
     def __init__(self, model, optimizer, objective: Objective,
                  strategy: Optional[tf.distribute.Strategy], config: TrainerConfig):
@@ -271,7 +328,17 @@ class Trainer:
     def restore(self, iterator=None) -> int:
         """Restores the newest checkpoint in ``model_dir`` (model, optimizer, data position,
         the dropout seeds, and the iterator state when ``iterator`` is given); returns the
-        global step (0 when there is none: nothing is changed)."""
+        global step (0 when there is none: nothing is changed).
+
+        Args:
+            iterator: the input iterator whose state to restore too, or None.
+
+        Returns:
+            The global step restored (an int; 0 without a checkpoint).
+
+        Raises:
+            InputError: a damaged checkpoint, or one that does not fit the model.
+        """
         path = self.latest_checkpoint()
         if path is None:
             return 0
@@ -460,12 +527,27 @@ class Trainer:
 
     # --------------------------------------------------------------------------------- train
     def make_iterator(self, dataset: tf.data.Dataset):
-        """An iterator over ``dataset`` distributed for this trainer's strategy."""
+        """An iterator over ``dataset`` distributed for this trainer's strategy.
+
+        Args:
+            dataset: a ``tf.data.Dataset`` of global batches.
+
+        Returns:
+            A distributed iterator.
+        """
         return self._distributed_iterator(dataset, 0)
 
     def run_steps(self, iterator, num_steps: int) -> List[float]:
         """``num_steps`` updates in one host loop, without checkpoints, summaries or logs
-        (benchmarks, custom drivers); returns the per-step losses."""
+        (benchmarks, custom drivers); returns the per-step losses.
+
+        Args:
+            iterator: an iterator from ``make_iterator``.
+            num_steps: the updates to run.
+
+        Returns:
+            The per-step losses (a list of floats).
+        """
         _, losses, _, _ = self._run_loop(iterator, num_steps)
         return losses.numpy().tolist()
 
@@ -523,7 +605,17 @@ class Trainer:
 
         ``dataset``: global batches (the same stream on every host), or a function of a
         ``tf.distribute.InputContext`` returning that input pipeline's per-replica batches
-        (see ``modeling.training.distributed_input``)."""
+        (see ``modeling.training.distributed_input``).
+
+        Args:
+            dataset: a ``tf.data.Dataset`` of global batches, or a ``DatasetFn`` (see above).
+
+        Returns:
+            A ``TrainResult``.
+
+        Raises:
+            InputError: a damaged or unfitting checkpoint in ``model_dir``, or bad input data.
+        """
         cfg = self.config
         if self.is_chief:
             files.makedirs(cfg.model_dir)
