@@ -18,7 +18,11 @@ The public API, as users of keras-hub / Model Garden and of the original ``model
   num_choices)`` (``modeling.heads``);
 * ``load_checkpoint(model, path)``: Google TF1, Hugging Face, ``.keras`` or ``.weights.h5``
   (``modeling.checkpoints``); ``create_optimizer`` (``modeling.optimization``, the original's
-  AdamWeightDecay with clipping and the warmup/decay schedule).
+  AdamWeightDecay with clipping and the warmup/decay schedule;
+  ``optimization.AdamWeightDecayOptimizer``, the original's class and constructor);
+* the original ``modeling.py``'s small helpers, same names and arguments (``modeling.helpers``):
+  ``gelu``, ``get_activation``, ``create_attention_mask_from_input_mask``, ``get_shape_list``,
+  ``create_initializer``.
 """
 
 from modeling.config import BertConfig, ConfigError
@@ -30,8 +34,11 @@ from modeling.heads.multiple_choice import BertMultipleChoice
 from modeling import checkpoints, optimization
 from modeling.checkpoints import CheckpointError, load_checkpoint, load_tf1_checkpoint
 from modeling.optimization import create_optimizer
+from modeling.helpers import (create_attention_mask_from_input_mask, create_initializer, gelu,
+                              get_activation, get_shape_list)
 
 __all__ = ["BertClassifier", "BertConfig", "BertModel", "BertMultipleChoice",
            "BertPretrainingModel", "BertSpanLabeler", "CheckpointError", "ConfigError",
-           "checkpoints", "create_optimizer", "load_checkpoint", "load_tf1_checkpoint",
-           "optimization"]
+           "checkpoints", "create_attention_mask_from_input_mask", "create_initializer",
+           "create_optimizer", "gelu", "get_activation", "get_shape_list", "load_checkpoint",
+           "load_tf1_checkpoint", "optimization"]

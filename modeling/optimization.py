@@ -5,9 +5,12 @@ here, as code ported from the original expects::
 
     from modeling import optimization
     optimizer = optimization.create_optimizer(2e-5, num_train_steps, num_warmup_steps)
+    optimizer = optimization.AdamWeightDecayOptimizer(2e-5, weight_decay_rate=0.01,
+                                                      exclude_from_weight_decay=["LayerNorm"])
 """
 
-from modeling.training.optimization import (AdamWeightDecay, Lamb, create_optimizer,
-                                            uses_weight_decay)
+from modeling.training.optimization import (AdamWeightDecay, AdamWeightDecayOptimizer, Lamb,
+                                            create_optimizer, uses_weight_decay)
 
-__all__ = ["AdamWeightDecay", "Lamb", "create_optimizer", "uses_weight_decay"]
+__all__ = ["AdamWeightDecay", "AdamWeightDecayOptimizer", "Lamb", "create_optimizer",
+           "uses_weight_decay"]

@@ -19,11 +19,13 @@ The original's names are importable from here, as ports of google-research/bert 
 
 from data.tokenization.wordpiece import (ENGINE, BasicTokenizer, FastFullTokenizer,
                                          FullTokenizer, VocabError, WordpieceTokenizer,
-                                         checkpoint_casing,
-                                         convert_by_vocab, convert_to_unicode, load_vocab,
+                                         checkpoint_casing, convert_by_vocab,
+                                         convert_ids_to_tokens, convert_to_unicode,
+                                         convert_tokens_to_ids, load_vocab,
                                          printable_text, validate_case_matches_checkpoint,
                                          whitespace_tokenize)
 
 __all__ = ["ENGINE", "BasicTokenizer", "FastFullTokenizer", "FullTokenizer", "VocabError",
-           "WordpieceTokenizer", "checkpoint_casing", "convert_by_vocab", "convert_to_unicode", "load_vocab",
+           "WordpieceTokenizer", "checkpoint_casing", "convert_by_vocab", "convert_ids_to_tokens",
+           "convert_to_unicode", "convert_tokens_to_ids", "load_vocab",
            "printable_text", "validate_case_matches_checkpoint", "whitespace_tokenize"]

@@ -267,6 +267,38 @@ def convert_by_vocab(vocab: Dict, items: Iterable) -> List:
     return [vocab[item] for item in items]
 
 
+def convert_tokens_to_ids(vocab: Dict, tokens: Iterable[str]) -> List[int]:
+    """The original module-level ``convert_tokens_to_ids``: each token's id in ``vocab``.
+
+    Args:
+      vocab: token -> id (``load_vocab``).
+      tokens: the tokens.
+
+    Returns:
+      The ids, in order.
+
+    Raises:
+      KeyError: a token not in ``vocab`` (as the original).
+    """
+    return convert_by_vocab(vocab, tokens)
+
+
+def convert_ids_to_tokens(inv_vocab: Dict, ids: Iterable[int]) -> List[str]:
+    """The original module-level ``convert_ids_to_tokens``: each id's token in ``inv_vocab``.
+
+    Args:
+      inv_vocab: id -> token (``{v: k for k, v in vocab.items()}``).
+      ids: the ids.
+
+    Returns:
+      The tokens, in order.
+
+    Raises:
+      KeyError: an id not in ``inv_vocab`` (as the original).
+    """
+    return convert_by_vocab(inv_vocab, ids)
+
+
 _LOWER_CASED_MODELS = ("uncased_L-24_H-1024_A-16", "uncased_L-12_H-768_A-12",
                        "multilingual_L-12_H-768_A-12", "chinese_L-12_H-768_A-12")
 _CASED_MODELS = ("cased_L-12_H-768_A-12", "cased_L-24_H-1024_A-16", "multi_cased_L-12_H-768_A-12")

@@ -414,6 +414,43 @@ class AdamWeightDecay(_ClippedOptimizer):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
+class AdamWeightDecayOptimizer(AdamWeightDecay):
+    """The original ``optimization.AdamWeightDecayOptimizer``, its constructor as it is: no
+    weight decay and no exclusions unless given, and no clipping inside (the original clips in
+    ``create_optimizer``, with ``tf.clip_by_global_norm``, before ``apply_gradients``). The
+    update is ``AdamWeightDecay``'s (no bias correction, eps outside the sqrt, decoupled decay
+    skipped for names that match an exclusion pattern).
+
+    Args:
+        learning_rate: a float or a schedule.
+        weight_decay_rate: decoupled weight decay (the original's default: 0.0).
+        beta_1: the first-moment decay (0.9).
+        beta_2: the second-moment decay (0.999).
+        epsilon: added to sqrt(v) (1e-6).
+        exclude_from_weight_decay: regular expressions of the variable names without decay
+            (``re.search``), e.g. ``["LayerNorm", "layer_norm", "bias"]`` as
+            ``create_optimizer`` passes them.
+        name: the optimizer name.
+        **kwargs: ``clip_norm`` (default None here), ``gradient_reduction``, ``loss_scale``
+            and Keras optimizer arguments.
+
+    Example::
+
+        optimizer = AdamWeightDecayOptimizer(1e-3, weight_decay_rate=0.01,
+                                             exclude_from_weight_decay=["LayerNorm", "bias"])
+    """
+
+    def __init__(self, learning_rate, weight_decay_rate: float = 0.0, beta_1: float = 0.9,
+                 beta_2: float = 0.999, epsilon: float = 1e-6,
+                 exclude_from_weight_decay: Optional[Sequence[str]] = None,
+                 name: str = "AdamWeightDecayOptimizer", **kwargs):
+        kwargs.setdefault("clip_norm", None)
+        super().__init__(learning_rate, weight_decay_rate=weight_decay_rate, beta_1=beta_1,
+                         beta_2=beta_2, epsilon=epsilon, name=name,
+                         exclude_from_weight_decay=exclude_from_weight_decay, **kwargs)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf2")
 class Lamb(_ClippedOptimizer):
     """LAMB behind the same clipping and schedule (see module). Slots: ``lamb_m``, ``lamb_v``.
 
