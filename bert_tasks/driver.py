@@ -119,7 +119,15 @@ def run(task: Task, settings: Any, *, warn: Optional[Callable[[str], None]] = No
 
 
 def check_settings(task: Task, ctx: Context) -> None:
-    """The checks every task shares, then ``task.check``; ``FlagError`` naming the flag."""
+    """The checks every task shares, then ``task.check``.
+
+    Args:
+        task: the task (its ``actions`` and ``check``).
+        ctx: the run's context (settings and config).
+
+    Raises:
+        FlagError: naming the flag whose value cannot work.
+    """
     from data.tokenization import wordpiece
 
     settings = ctx.settings
@@ -167,6 +175,12 @@ def tokenizer_from_settings(settings: Any):
     """The tokenizer of ``vocab_file`` / ``do_lower_case`` (``FastFullTokenizer`` with
     ``fast_tokenizer``, else ``FullTokenizer``).
 
+    Args:
+        settings: the run's settings.
+
+    Returns:
+        The tokenizer.
+
     Raises:
         VocabError: naming the file and the token, when the vocab lacks one of
             ``FINETUNING_TOKENS``.
@@ -183,7 +197,14 @@ def tokenizer_from_settings(settings: Any):
 
 def start_output_dir(settings: Any) -> None:
     """``output_dir`` created and proved writable; python, numpy, TF and Keras (initializers,
-    dropout) seeded with ``random_seed``."""
+    dropout) seeded with ``random_seed``.
+
+    Args:
+        settings: the run's settings.
+
+    Raises:
+        FlagError: ``output_dir`` is not writable.
+    """
     import keras
 
     files.prepare_output_dir(settings.output_dir)
@@ -193,6 +214,14 @@ def start_output_dir(settings: Any) -> None:
 def split_file(settings: Any, split: str, names: Sequence[str]) -> str:
     """The input file of ``split`` (train/eval/predict): ``<split>_file`` if set (it must
     exist), else the first of ``names`` found in ``data_dir``.
+
+    Args:
+        settings: anything with ``<split>_file`` and ``data_dir`` (a task, or the settings).
+        split: ``train``, ``eval`` or ``predict``.
+        names: the file names to look for in ``data_dir``, in order.
+
+    Returns:
+        The path.
 
     Raises:
         FlagError: naming the flag or the folder and what was expected.
@@ -219,7 +248,14 @@ def split_file(settings: Any, split: str, names: Sequence[str]) -> str:
 
 
 def latest_checkpoint(output_dir: str) -> Optional[str]:
-    """The newest TF1 checkpoint in ``output_dir``; None when there is none (or no folder)."""
+    """The newest TF1 checkpoint in ``output_dir``.
+
+    Args:
+        output_dir: the run's folder.
+
+    Returns:
+        The checkpoint prefix; None when there is none (or no folder).
+    """
     from modeling.checkpoints.tf1 import latest_checkpoint as newest
 
     return newest(output_dir)
@@ -231,8 +267,16 @@ def restore_checkpoint(model, settings: Any, without_training: str) -> Optional[
     Without ``do_train`` and ``init_checkpoint`` the newest checkpoint in ``output_dir`` is
     loaded instead (as the original Estimator's ``model_dir``); if there is none, raises
     ``FlagError("--init_checkpoint is needed to <without_training> without --do_train (no
-    checkpoint in --output_dir=<dir>)")``. Returns None when nothing was loaded (training from
-    the random initialisation).
+    checkpoint in --output_dir=<dir>)")``.
+
+    Args:
+        model: the task model.
+        settings: the run's settings (``init_checkpoint``, ``do_train``, ``output_dir``).
+        without_training: what the run does without training, for the message.
+
+    Returns:
+        The checkpoint loaded; None when nothing was loaded (training from the random
+        initialisation).
     """
     from modeling import checkpoints
 
@@ -254,6 +298,13 @@ def restore_checkpoint(model, settings: Any, without_training: str) -> Optional[
 
 def count_train_steps(num_examples: int, settings: Any) -> int:
     """The original's ``int(num_examples / train_batch_size * num_train_epochs)``.
+
+    Args:
+        num_examples: the training examples.
+        settings: the run's settings.
+
+    Returns:
+        The number of training steps.
 
     Raises:
         FlagError: naming both flags, when that is no step at all.
@@ -312,7 +363,13 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_example
 
 def write_metrics(output_dir: str, metrics: dict, global_step: int) -> None:
     """``metrics`` with ``global_step`` into ``output_dir/eval_results.txt`` (``key = value``,
-    as the original) and as TensorBoard scalars in ``output_dir/eval``."""
+    as the original) and as TensorBoard scalars in ``output_dir/eval``.
+
+    Args:
+        output_dir: the run's folder.
+        metrics: name -> value.
+        global_step: the step evaluated.
+    """
     from bert_common.results import write_eval_results
     from modeling.training import evaluation
 

@@ -130,7 +130,14 @@ class Context:
     tpu: bool = False
 
     def path(self, name: str) -> str:
-        """``name`` in ``settings.output_dir``."""
+        """A file of the run's folder.
+
+        Args:
+            name: the file's name.
+
+        Returns:
+            ``name`` in ``settings.output_dir``.
+        """
         return os.path.join(self.settings.output_dir, name)
 
     @property
@@ -170,32 +177,92 @@ class Task:
     loss_weights: Optional[str] = None
 
     def check(self, ctx: Context) -> None:
-        """The task's own checks of ``ctx.settings`` (nothing by default)."""
+        """The task's own checks of ``ctx.settings`` (nothing by default).
+
+        Args:
+            ctx: the run's context.
+
+        Raises:
+            FlagError: naming the flag (the task's option) that cannot work.
+        """
 
     def read(self, ctx: Context) -> None:
-        """Reads the input of every split the run needs (nothing by default)."""
+        """Reads the input of every split the run needs (nothing by default).
+
+        Args:
+            ctx: the run's context (``do_train``/``do_eval``/``do_predict`` say which splits).
+
+        Raises:
+            InputError: a bad file, naming it (and the line).
+        """
 
     def prepare(self, ctx: Context) -> None:
-        """Work with the tokenizer before anything is written (nothing by default)."""
+        """Work with the tokenizer before anything is written (nothing by default).
+
+        Args:
+            ctx: the run's context, with ``strategy`` and ``tokenizer`` set.
+        """
 
     def build_model(self, ctx: Context):
-        """The task model (a ``modeling.heads`` model on a ``BertModel``)."""
+        """The task model, called in the strategy's scope.
+
+        Args:
+            ctx: the run's context (``bert_config``, ``seq_length``).
+
+        Returns:
+            A ``keras.Model`` (e.g. a ``modeling.heads`` model on a ``BertModel``) taking the
+            batches' ``input_ids``/``input_mask``/``segment_ids`` [B, S].
+        """
         raise NotImplementedError("%s.build_model" % type(self).__name__)
 
     def train_dataset(self, ctx: Context):
-        """``(batches, num_examples)`` for training."""
+        """Writes the training records and returns the training input.
+
+        Args:
+            ctx: the run's context.
+
+        Returns:
+            ``(batches, num_examples)``: a ``tf.data.Dataset`` of global batches
+            (``train_batch_size``, repeated) and the number of training examples.
+        """
         raise NotImplementedError("%s.train_dataset" % type(self).__name__)
 
     def per_example_loss(self, outputs: Dict[str, Any], batch: Dict[str, Any]):
-        """The loss per example [B] (or per token, with ``loss_weights``)."""
+        """The loss of each example of a batch (traced in the train step).
+
+        Args:
+            outputs: the model's outputs on the batch.
+            batch: the batch (its labels).
+
+        Returns:
+            float [B] (or per token [B, S], with ``loss_weights``).
+        """
         raise NotImplementedError("%s.per_example_loss" % type(self).__name__)
 
     def evaluate(self, ctx: Context, model) -> Optional[Dict[str, float]]:
-        """Writes the evaluation files; returns the metrics (None: no ``eval_results.txt``)."""
+        """Evaluates ``model`` and writes the task's evaluation files.
+
+        Args:
+            ctx: the run's context.
+            model: the task model.
+
+        Returns:
+            name -> value for ``eval_results.txt`` (None: no ``eval_results.txt``).
+        """
         return None
 
     def predict(self, ctx: Context, model) -> None:
-        """Writes the prediction files (nothing by default)."""
+        """Writes the prediction files (nothing by default).
+
+        Args:
+            ctx: the run's context.
+            model: the task model.
+        """
 
     def export(self, ctx: Context, model) -> None:
-        """Exports what the settings ask for (nothing by default)."""
+        """Exports what the settings ask for (nothing by default).
+
+        Args:
+            ctx: the run's context.
+            model: the task model.
+        """
