@@ -1,0 +1,307 @@
+"""Masked LM / next sentence pre-training: the job of ``run_pretraining.py``.
+
+``pretrain(settings)`` runs it as the original's flags say (``bert_cli/run_pretraining.py``
+documents them): the settings and input files checked before any training, the strategy and
+precision, the pre-training model and the original's optimizer (or LAMB) on the one trainer
+(checkpoints with the data position: a rerun resumes), the export under Google's names for
+fine-tuning, and the original's eval metrics. ``settings`` is read by attribute: a tool's absl
+flag values, or any object with the same names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Dict, Optional
+
+from absl import logging
+
+from bert_common import atomic, checks
+from bert_common import files as fs
+from bert_common.errors import FlagError
+
+EVAL_RESULTS = "eval_results.txt"
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise FlagError(message)
+
+
+def check_settings(settings) -> None:
+    """Checks that need no TensorFlow (run before the strategy is created).
+
+    Args:
+        settings: the run's settings (the tool's flag values).
+
+    Raises:
+        FlagError: a missing or bad flag.
+    """
+    _require(settings.do_train or settings.do_eval, "At least one of `do_train` or `do_eval` must be True.")
+    _require(bool(settings.bert_config_file), "--bert_config_file is required")
+    _require(bool(settings.input_file), "--input_file is required")
+    _require(bool(settings.output_dir), "--output_dir is required")
+    # Batch sizes, step counts, --learning_rate (NaN too), --max_seq_length, --num_train_steps
+    # with --do_train: the checks every tool shares.
+    checks.check_values(settings)
+    _require(settings.max_predictions_per_seq <= settings.max_seq_length,
+             "--max_predictions_per_seq=%d is larger than --max_seq_length=%d"
+             % (settings.max_predictions_per_seq, settings.max_seq_length))
+    if settings.init_checkpoint:
+        path = settings.init_checkpoint
+        exists = fs.exists(path) or fs.exists(path + ".index")
+        _require(exists, "--init_checkpoint=%s: no such checkpoint" % path)
+
+
+
+
+def load_init_checkpoint(model, path: str) -> None:
+    """``--init_checkpoint`` into ``model`` (any format ``load_checkpoint`` reads);
+    ``CheckpointError`` when no variable of the model is in it.
+
+    Args:
+        model: the pre-training model.
+        path: the checkpoint.
+
+    Raises:
+        CheckpointError: no variable of the model is in it.
+    """
+    from modeling import checkpoints
+
+    report = checkpoints.load_checkpoint(model, path, log=False)
+    logging.info("%s", report.summary())
+    if not report.loaded:
+        raise checkpoints.CheckpointError("--init_checkpoint=%s: no BERT variable of the model "
+                                          "found in it" % path)
+
+
+def export_for_finetuning(model, settings, global_step: int) -> str:
+    """``output_dir/export/bert_model.ckpt`` (Google's TF1 names) with ``bert_config.json``:
+    what the fine-tuning tools' ``--init_checkpoint`` / ``--bert_config_file`` take.
+
+    Args:
+        model: the pre-training model.
+        settings: the run's settings (the tool's flag values).
+        global_step: the step trained to (logged).
+
+    Returns:
+        The checkpoint prefix written.
+    """
+    from modeling import checkpoints
+
+    export_dir = os.path.join(settings.output_dir, "export")
+    fs.makedirs(export_dir)
+    prefix = checkpoints.save_tf1_checkpoint(model, os.path.join(export_dir, "bert_model.ckpt"),
+                                             global_step=global_step)
+    with atomic.atomic_open(os.path.join(export_dir, "bert_config.json")) as f:
+        f.write(fs.read_text(settings.bert_config_file))
+    return prefix
+
+
+def check_batches(settings, replicas: int) -> None:
+    """Global batches that split evenly over replicas (and micro-batches).
+
+    Args:
+        settings: the run's settings (the tool's flag values).
+        replicas: the strategy's replicas in sync.
+
+    Raises:
+        FlagError: a batch size that does not split evenly.
+    """
+    if settings.do_train:
+        per_update = replicas * settings.num_accumulation_steps
+        _require(settings.train_batch_size % per_update == 0,
+                 "--train_batch_size=%d is not divisible by %d replicas x "
+                 "--num_accumulation_steps=%d" % (settings.train_batch_size, replicas,
+                                                  settings.num_accumulation_steps))
+    if settings.do_eval:
+        _require(settings.eval_batch_size % replicas == 0, "--eval_batch_size=%d is not divisible "
+                 "by %d replicas" % (settings.eval_batch_size, replicas))
+
+
+def build_trainer(settings, config, strategy, precision):
+    """The model, the original's optimizer (or LAMB) and the trainer, from the flags.
+
+    Args:
+        settings: the run's settings (the tool's flag values).
+        config: the ``BertConfig``.
+        strategy: the ``tf.distribute.Strategy``.
+        precision: the ``Precision`` set (``distribution.set_precision``).
+
+    Returns:
+        The ``trainer.Trainer``.
+    """
+    from modeling.heads.pretraining import BertPretrainingModel
+    from modeling.training import distribution, optimization
+    from modeling.training import objectives as pretraining_objective
+    from modeling.training import trainer
+
+    reduction = settings.gradient_reduction
+    if reduction == "auto":
+        reduction = "clip_then_sum" if distribution.is_tpu(strategy) else "mean_then_clip"
+    with strategy.scope():
+        model = BertPretrainingModel(config, seq_length=settings.max_seq_length,
+                                     max_predictions_per_seq=settings.max_predictions_per_seq)
+        optimizer = optimization.create_optimizer(
+            settings.learning_rate, max(settings.num_train_steps, 1), settings.num_warmup_steps,
+            optimizer=settings.optimizer, one_step_ahead=not settings.corrected_lr_schedule,
+            gradient_reduction=reduction, loss_scale=precision.loss_scale)
+    return trainer.Trainer(
+        model, optimizer, pretraining_objective.PretrainingObjective(), strategy,
+        trainer.TrainerConfig(
+            model_dir=settings.output_dir, num_train_steps=settings.num_train_steps,
+            steps_per_loop=settings.iterations_per_loop,
+            save_checkpoints_steps=settings.save_checkpoints_steps,
+            num_accumulation_steps=settings.num_accumulation_steps,
+            keep_checkpoint_max=settings.keep_checkpoint_max, use_xla=settings.use_xla,
+            fuse_optimizer=settings.xla_optimizer and not settings.deterministic,
+            fused_kernels=settings.xla_kernels and not settings.deterministic))
+
+
+def evaluate(settings, model, files, strategy, global_step: int, chief: bool) -> Dict[str, float]:
+    """``--max_eval_steps`` batches in file order: the original's metric_fn values, written to
+    ``eval_results.txt`` and TensorBoard (``output_dir/eval``) by the chief.
+
+    Args:
+        settings: the run's settings (the tool's flag values).
+        model: the pre-training model.
+        files: the input record files.
+        strategy: the ``tf.distribute.Strategy``.
+        global_step: the step evaluated (logged and written).
+        chief: this process writes the results.
+
+    Returns:
+        metric name -> float.
+    """
+    from bert_common.results import write_eval_results
+    from data.pretraining import dataset as pd
+    from modeling.training import evaluation
+    from modeling.training import objectives as pretraining_objective
+
+    logging.info("***** Running evaluation *****  batch size %d, %d steps",
+                 settings.eval_batch_size, settings.max_eval_steps)
+    eval_data = pd.pretraining_dataset(files, settings.max_seq_length, settings.max_predictions_per_seq,
+                                       settings.eval_batch_size, is_training=False)
+    results = evaluation.evaluate(model, eval_data, pretraining_objective.eval_metrics,
+                                  settings.max_eval_steps, strategy,
+                                  model_inputs=pretraining_objective.model_inputs)
+    results = {key: results[key] for key in pretraining_objective.EVAL_KEYS}
+    results["global_step"] = global_step
+    if chief:
+        write_eval_results(os.path.join(settings.output_dir, EVAL_RESULTS), results)
+        evaluation.write_eval_summaries(settings.output_dir, results, global_step)
+    return results
+
+
+def pretrain(settings) -> Optional[Dict[str, float]]:
+    """The whole pre-training job as ``settings`` say; returns the eval results (None without
+    eval).
+
+    Args:
+        settings: the run's settings (the tool's flag values).
+
+    Returns:
+        The eval results (metric name -> float), or None.
+
+    Raises:
+        FlagError: a missing or bad flag.
+    """
+    config, strategy, precision = _setup(settings)  # the strategy before any other TF op
+    import keras
+    import tensorflow as tf
+
+    from data.pretraining import dataset as pd
+    from modeling.training import distribution
+
+    chief = distribution.is_chief(strategy)
+    if chief:
+        fs.prepare_output_dir(settings.output_dir)
+    files = pd.input_files(settings.input_file)
+    pd.check_input_files(files, settings.max_seq_length, settings.max_predictions_per_seq)
+    check_batches(settings, strategy.num_replicas_in_sync)
+    logging.info("%d input files; %d replicas; precision %s", len(files),
+                 strategy.num_replicas_in_sync, precision.policy)
+    keras.utils.set_random_seed(settings.random_seed)
+    if settings.deterministic:  # the other --deterministic choices: build_trainer, the dataset
+        tf.config.experimental.enable_op_determinism()  # for the rest of the process
+    trainer = build_trainer(settings, config, strategy, precision)
+    global_step = _restore(settings, trainer)
+    if settings.do_train:
+        logging.info("***** Running training *****  batch size %d, %d steps",
+                     settings.train_batch_size, settings.num_train_steps)
+        with _reading(settings, files):
+            global_step = trainer.train(_training_data(settings, files)).global_step
+        if chief:
+            export_for_finetuning(trainer.model, settings, global_step)
+    if settings.do_eval:
+        with _reading(settings, files):
+            return evaluate(settings, trainer.model, files, strategy, global_step, chief)
+    return None
+
+
+def _setup(settings):
+    """The flags checked, then (config, strategy, precision); the strategy before any other
+    TensorFlow op (multi-worker and TPU set-up must come first)."""
+    check_settings(settings)
+    from modeling.config import BertConfig
+    from modeling.training import distribution, execution
+
+    config = BertConfig.from_json_file(settings.bert_config_file)
+    _require(settings.max_seq_length <= config.max_position_embeddings,
+             "Cannot use sequence length %d because the BERT model was only trained up to "
+             "sequence length %d" % (settings.max_seq_length, config.max_position_embeddings))
+    precision = distribution.set_precision(settings.mixed_precision)
+    if settings.num_cpu_devices > 1:
+        distribution.split_cpu(settings.num_cpu_devices)
+    strategy = distribution.strategy_from_settings(settings)
+    execution.check_use_xla(strategy, settings.use_xla)  # before anything is written
+    return config, strategy, precision
+
+
+def _restore(settings, trainer) -> int:
+    """The run's own newest checkpoint (the trainer resumes from it when training; loaded here
+    for eval only), else ``--init_checkpoint``, else the random initialisation; the step."""
+    from modeling import checkpoints
+
+    own = trainer.latest_checkpoint()
+    if own is None and settings.init_checkpoint:
+        load_init_checkpoint(trainer.model, settings.init_checkpoint)  # a mismatch stops here
+    elif own is None:
+        logging.info("No --init_checkpoint: random initialisation (seed %d)", settings.random_seed)
+    elif not settings.do_train:
+        checkpoints.load_checkpoint(trainer.model, own)
+        return checkpoints.checkpoint_step(own)
+    return 0
+
+
+def _training_data(settings, files):
+    """The training input: a dataset with ``--deterministic``, else a function of the input
+    context (per host: shuffled runs read only that host's files)."""
+    from data.pretraining import dataset as pd
+
+    def training_data(input_context=None):
+        return pd.pretraining_dataset(
+            files, settings.max_seq_length, settings.max_predictions_per_seq, settings.train_batch_size,
+            is_training=True, deterministic=settings.deterministic, seed=settings.random_seed,
+            input_context=input_context)
+
+    return training_data() if settings.deterministic else training_data
+
+
+@contextlib.contextmanager
+def _reading(settings, files):
+    """A record file damaged part-way, or one the sampled check did not read, stops the run
+    with one line naming the file."""
+    import tensorflow as tf
+
+    from data.pretraining import dataset as pd
+
+    try:
+        yield
+    except tf.errors.DataLossError as e:
+        raise pd.damaged_record_error(files, e) from None
+    except tf.errors.InvalidArgumentError as e:
+        raise pd.find_bad_file(files, settings.max_seq_length, settings.max_predictions_per_seq,
+                               e) from None
+
+
