@@ -30,7 +30,7 @@ from typing import NamedTuple, Optional
 from absl import logging
 
 from bert_common import files
-from bert_tasks.exports.convert import CONFIG_NAME, input_folder
+from modeling.checkpoints.folders import CONFIG_NAME, input_folder
 from data.tokenization import wordpiece
 from modeling.checkpoints import CheckpointError, hf, load_checkpoint
 from modeling.config import BertConfig

@@ -28,9 +28,10 @@ from typing import Optional
 
 from bert_common import files
 from bert_common.errors import InputError
-from bert_tasks.exports import convert, hub_encoder, hub_preprocessor, saved_model
+from bert_tasks.exports import hub_encoder, hub_preprocessor, saved_model
 from data.tokenization import wordpiece
 from modeling import checkpoints
+from modeling.checkpoints import folders
 from modeling.encoder import BertModel
 
 ENCODER_DIR = "encoder"
@@ -43,11 +44,11 @@ def _vocab_file(input_path: str, vocab_file: Optional[str]) -> str:
         if not files.isfile(vocab_file):
             raise wordpiece.VocabError("vocab file %s: no such file (--vocab_file)" % vocab_file)
         return vocab_file
-    beside = convert.default_vocab_file(input_path)
+    beside = folders.default_vocab_file(input_path)
     if beside is None:
         raise InputError("%s: no vocab.txt in the checkpoint's folder %s: the TF Hub "
                          "preprocessor needs the vocabulary (--vocab_file)"
-                         % (input_path, convert.input_folder(input_path)))
+                         % (input_path, folders.input_folder(input_path)))
     return beside
 
 
@@ -92,7 +93,7 @@ def export_hub(input_path: str, output_dir: str, config_file: Optional[str] = No
                          "and preprocessor/ in it)" % output_dir)
     for destination in (encoder_dir, preprocessor_dir):  # both, before writing either
         saved_model.check_saved_model_destination(destination, "--output")
-    config = convert.config_for(input_path, config_file, hidden_act)
+    config = folders.config_for(input_path, config_file, hidden_act)
     if isinstance(seq_length, bool) or not isinstance(seq_length, numbers.Integral) or not (
             3 <= seq_length <= config.max_position_embeddings):
         raise InputError("--seq_length must be an integer from 3 to the model's "

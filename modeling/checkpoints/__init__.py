@@ -3,7 +3,8 @@
 * ``tf1``: the one Keras-path <-> TF1-name map, TF1 checkpoint reading and writing;
 * ``hf``: Hugging Face ``model.safetensors`` + ``config.json`` under the same names;
 * ``load``: ``load_checkpoint(model, path)`` for every ``--init_checkpoint`` format (the
-  trainer's own checkpoints too), ``checkpoint_step``.
+  trainer's own checkpoints too), ``checkpoint_step``;
+* ``folders``: a checkpoint's folder, config and vocab (``config_for``, ``default_vocab_file``).
 
 The names users import are re-exported here: ``modeling.checkpoints.load_tf1_checkpoint`` as in
 earlier versions, ``load_checkpoint``, ``save_tf1_checkpoint``, ``CheckpointError``.

@@ -171,7 +171,7 @@ def test_default_vocab_and_config_are_found_beside_the_checkpoint(tmp_path):
     shutil.copyfile(paths.GOLDEN_VOCAB, tmp_path / "vocab.txt")
     assert hub._vocab_file(prefix, None) == str(tmp_path / "vocab.txt")
     assert hub._vocab_file(str(tmp_path), None) == str(tmp_path / "vocab.txt")
-    from bert_tasks.exports.convert import config_for
+    from modeling.checkpoints.folders import config_for
     from modeling.config import BertConfig
 
     assert config_for(prefix, None) == BertConfig.from_json_file(CONFIG)
