@@ -33,6 +33,7 @@ file under its final name that is not complete (each object appears whole).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import hashlib
 import os
@@ -40,7 +41,7 @@ import re
 import socket
 import tempfile
 import uuid
-from typing import Any, Callable, Iterator, List, Optional, Sequence, TypeVar
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 from bert_common import files
 from bert_common.errors import first_line
@@ -100,14 +101,36 @@ def _owner() -> str:
     return "%s-%d" % (_HOST, os.getpid())
 
 
-def _pid_running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+def _pid_running(pid: int, since: Optional[float] = None) -> bool:
+    """Whether process ``pid`` of this machine is the live writer of a temporary last changed
+    at ``since`` (epoch seconds): not when no process has that pid, not when it is a zombie,
+    and not when the process now holding that pid started after ``since`` (the pid was reused:
+    pids wrap at ``pid_max``, 32768 in many containers, so a long run's dead writer can come
+    back as a new process's pid)."""
+    if pid != os.getpid():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:  # EPERM: someone else's process
+            return True
+    state, started = _process_state(pid)
+    if state in ("Z", "X"):
         return False
-    except OSError:  # EPERM: someone else's process
-        return True
-    return True
+    return not (since is not None and started is not None and started > since + 1.0)
+
+
+def _process_state(pid: int) -> Tuple[Optional[str], Optional[float]]:
+    """(state letter, start time in epoch seconds) of ``pid`` from Linux's /proc; (None, None)
+    where there is no /proc."""
+    try:
+        with builtins.open("/proc/%d/stat" % pid, encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # after "pid (comm)"
+        with builtins.open("/proc/stat", encoding="ascii") as f:
+            boot = next(float(line.split()[1]) for line in f if line.startswith("btime "))
+        return fields[0], boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None, None
 
 
 def _lexists(path: str) -> bool:
@@ -138,10 +161,11 @@ def remove_stale_temps(path: str) -> List[str]:
     removed = []
     for name in names:
         m = TEMP_RE.match(name.rstrip("/"))
-        if (m is None or m.group("base") != base or m.group("host") != _HOST
-                or int(m.group("pid")) == os.getpid() or _pid_running(int(m.group("pid")))):
+        if m is None or m.group("base") != base or m.group("host") != _HOST:
             continue
         stale = os.path.join(directory, name.rstrip("/"))
+        if _pid_running(int(m.group("pid")), since=_mtime(stale)):
+            continue
         try:
             if files.isdir(stale):
                 previous = os.path.join(stale, _PREVIOUS + base)
@@ -154,6 +178,16 @@ def remove_stale_temps(path: str) -> List[str]:
         except Exception:  # noqa: BLE001 - removed meanwhile, or not ours to remove after all
             pass
     return removed
+
+
+def _mtime(path: str) -> Optional[float]:
+    """When a local temporary was last changed (None for a URL, or when it is gone)."""
+    if files.is_url(path):
+        return None
+    try:
+        return os.lstat(path).st_mtime
+    except OSError:
+        return None
 
 
 _PREVIOUS = ".previous."  # <staging folder>/.previous.<name>: the output a commit replaces

@@ -417,3 +417,34 @@ def test_a_commit_killed_after_setting_the_previous_output_aside_is_undone(tmp_p
     (staging / ".previous.a.txt").write_text("older")
     assert atomic.remove_stale_temps(a) == [str(staging)]
     assert open(a).read() == "old"
+
+
+def test_a_reused_pid_or_a_zombie_is_not_the_writer_of_a_temporary(tmp_path):
+    """pids wrap at pid_max (32768 in many containers): a killed writer's pid can belong to a
+    new process by the time a rerun looks, and a killed writer not yet reaped is a zombie.
+    Neither keeps the dead writer's temporary; a live writer's recent one stays."""
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "records"
+    ours_old = tmp_path / (".records.%s-%d.a1.tmp" % (atomic._HOST, os.getpid()))
+    ours_old.write_text("from a dead writer whose pid this process now has")
+    an_hour_ago = time.time() - 3600  # before this test process started
+    os.utime(ours_old, (an_hour_ago, an_hour_ago))
+    ours_new = tmp_path / (".records.%s-%d.a2.tmp" % (atomic._HOST, os.getpid()))
+    ours_new.write_text("this process's own, being written")
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])  # exits; not reaped yet
+    zombie = tmp_path / (".records.%s-%d.a3.tmp" % (atomic._HOST, child.pid))
+    zombie.write_text("from a writer that died")
+    deadline = time.time() + 30
+    while atomic._process_state(child.pid)[0] not in ("Z", "X") and time.time() < deadline:
+        time.sleep(0.05)
+    try:
+        assert atomic._process_state(child.pid)[0] == "Z"
+        removed = atomic.remove_stale_temps(str(out))
+    finally:
+        child.wait()
+    assert sorted(removed) == sorted([str(ours_old), str(zombie)])
+    assert ours_new.exists()
