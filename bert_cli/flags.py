@@ -13,11 +13,10 @@ Every training or inference tool defines them with::
 
 checks the values every tool shares (batch sizes, learning rate, epochs, warmup, sequence length,
 step counts: NaN and out-of-range values fail with a ``FlagError`` naming the flag and value)
-with ``bert_common.checks.check_values(fv)`` in its validate step, and builds them at the start of its run, before
-any other TensorFlow op (multi-worker and TPU
-set-up must come first): ``strategy_from_flags(fv)``, ``precision_from_flags(fv)``. Defining a
-flag imports no TensorFlow (``modeling.training.distribution`` is imported when a strategy is
-built), so ``--help`` is fast.
+with ``bert_common.checks.check_values(fv)``, and builds them at the start of its run, before
+any other TensorFlow op (multi-worker and TPU set-up must come first), with
+``modeling.training.distribution.strategy_from_settings(fv)`` and ``set_precision``. Defining a
+flag imports no TensorFlow, so ``--help`` is fast.
 """
 
 from __future__ import annotations
@@ -149,41 +148,6 @@ def wants_tpu(flag_values: FlagValues) -> bool:
         A bool.
     """
     return bool(getattr(flag_values, "use_tpu", False)) or flag_values.strategy == "tpu"
-
-
-def strategy_from_flags(flag_values: FlagValues = flags.FLAGS):
-    """The ``tf.distribute.Strategy`` the distribution flags ask for
-    (``modeling.training.distribution.strategy_from_settings``).
-
-    Args:
-        flag_values: the parsed flag values.
-
-    Returns:
-        The ``tf.distribute.Strategy``.
-
-    Raises:
-        DistributionError: a strategy that cannot be built.
-    """
-    from modeling.training import distribution
-
-    return distribution.strategy_from_settings(flag_values)
-
-
-def precision_from_flags(flag_values: FlagValues = flags.FLAGS):
-    """Sets the Keras dtype policy of ``--mixed_precision``; returns the ``Precision``.
-
-    Args:
-        flag_values: the parsed flag values.
-
-    Returns:
-        The ``Precision``.
-
-    Raises:
-        DistributionError: a bad ``--mixed_precision``.
-    """
-    from modeling.training import distribution
-
-    return distribution.set_precision(flag_values.mixed_precision)
 
 
 def require(flag_values: FlagValues, names: Sequence[str]) -> None:

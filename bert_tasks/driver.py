@@ -247,20 +247,6 @@ def split_file(settings: Any, split: str, names: Sequence[str]) -> str:
                     % (data_dir, split, " or ".join(names)))
 
 
-def latest_checkpoint(output_dir: str) -> Optional[str]:
-    """The newest TF1 checkpoint in ``output_dir``.
-
-    Args:
-        output_dir: the run's folder.
-
-    Returns:
-        The checkpoint prefix; None when there is none (or no folder).
-    """
-    from modeling.checkpoints.tf1 import latest_checkpoint as newest
-
-    return newest(output_dir)
-
-
 def restore_checkpoint(model, settings: Any, without_training: str) -> Optional[str]:
     """Loads ``init_checkpoint`` into ``model`` (the load report is logged) and returns it.
 
@@ -282,7 +268,7 @@ def restore_checkpoint(model, settings: Any, without_training: str) -> Optional[
 
     init_checkpoint = settings.init_checkpoint
     if not settings.do_train and not init_checkpoint:
-        init_checkpoint = latest_checkpoint(settings.output_dir)
+        init_checkpoint = checkpoints.tf1.latest_checkpoint(settings.output_dir)
         if init_checkpoint is None:
             raise FlagError("--init_checkpoint is needed to %s without --do_train (no checkpoint "
                             "in --output_dir=%s)" % (without_training, settings.output_dir))

@@ -35,6 +35,7 @@ from absl import logging
 from bert_common import atomic, files
 from bert_tasks import driver
 from bert_tasks.task import Context, Task
+from modeling.checkpoints import tf1
 from data.glue import dataset as glue_dataset
 from data.ner import conll, conlleval
 from data.ner import features as ner_features
@@ -376,7 +377,7 @@ class NerTask(Task):
                     os.path.join(self.data_dir, SPLIT_FILES["train"]))):
                 train_file = self.split_file("train")
             self.label_list, label_source = labels_for(
-                s.init_checkpoint or driver.latest_checkpoint(s.output_dir), s.output_dir,
+                s.init_checkpoint or tf1.latest_checkpoint(s.output_dir), s.output_dir,
                 train_file)
         for split in ("eval", "predict"):
             if split in self.sentences:

@@ -25,7 +25,7 @@ def test_distribution_flags_and_errors(monkeypatch):
     assert cli_flags.wants_tpu(values) and values.mixed_precision == "bf16"
     values.unparse_flags()
     values(["prog", "--strategy=default"])
-    assert cli_flags.strategy_from_flags(values) is tf.distribute.get_strategy()
+    assert distribution.strategy_from_settings(values) is tf.distribute.get_strategy()
     assert distribution.is_chief(tf.distribute.get_strategy())
     # The TPU path needs hardware: without a TPU name or a TPU VM it stops with one line.
     with pytest.raises(distribution.DistributionError, match="--tpu_name"):
