@@ -2,7 +2,7 @@
 
 ``make_strategy(name, ...)`` builds a strategy by name and ``set_precision(mixed_precision)`` sets
 the Keras dtype policy; the command-line flags that choose them are defined in ``bert_cli.flags``
-(``strategy_from_flags``, ``precision_from_flags``). Build the strategy before any other
+and read by ``strategy_from_settings(flags or settings)``. Build the strategy before any other
 TensorFlow op (multi-worker and TPU set-up must come first)::
 
     strategy = distribution.make_strategy("mirrored")
