@@ -142,7 +142,36 @@ def _multi_worker_strategy(all_reduce_alg: str) -> tf.distribute.Strategy:
         "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
     }[all_reduce_alg]
     options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+    _configure_coordination(config["cluster"])
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+# Seconds without a heartbeat before the coordination service declares a worker dead. TF's
+# default (10 s, in C++) is shorter than the stalls of a loaded host: a worker starved of CPU by
+# its neighbours (2 cores, several processes) or a VM paused for a moment misses it, the service
+# then aborts every collective with UnavailableError ("the error could be from a previous
+# operation") and the peers wait for ever. A worker that really died still fails the run, a
+# minute later.
+COORDINATION_HEARTBEAT_TIMEOUT_S = 90
+
+
+def _configure_coordination(cluster_def: dict) -> None:
+    """The coordination service MultiWorkerMirroredStrategy would set up (same leader and jobs),
+    with ``COORDINATION_HEARTBEAT_TIMEOUT_S``; the strategy keeps a service already set."""
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.distribute import multi_worker_util
+    from tensorflow.python.eager import context
+
+    if context.context().coordination_service is not None:
+        return
+    jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=len(cluster_def[job]))
+            for job in ("chief", "worker") if cluster_def.get(job)]
+    context.context().configure_coordination_service(
+        service_type="standalone",
+        service_leader=multi_worker_util.coordination_leader(
+            {job: cluster_def[job] for job in cluster_def}),
+        heartbeat_timeout_in_ms=COORDINATION_HEARTBEAT_TIMEOUT_S * 1000,
+        coordinated_jobs=jobs)
 
 
 def tpu_resolver(tpu_name: Optional[str], tpu_zone: Optional[str] = None,

@@ -53,6 +53,34 @@ def _popen(args, env, log_path):
                             stdout=log, stderr=subprocess.STDOUT), log
 
 
+def _wait_all(procs, timeout=420):
+    """Exit codes by name. When a worker fails its peers would wait for it until the
+    collectives time out: they are killed at once and read "killed after a peer failed"."""
+    deadline = time.monotonic() + timeout
+    codes = {}
+    while len(codes) < len(procs) and time.monotonic() < deadline:
+        for name, (proc, _) in procs.items():
+            if name not in codes and proc.poll() is not None:
+                codes[name] = proc.returncode
+        if any(code != 0 for name, code in codes.items() if name.startswith("worker")):
+            break
+        time.sleep(0.5)
+    for name, (proc, log) in procs.items():
+        if name not in codes:
+            if name.startswith("worker") and time.monotonic() < deadline:
+                proc.kill()
+                codes[name] = "killed after a peer failed"
+            else:
+                try:
+                    codes[name] = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    codes[name] = "timeout"
+        proc.wait()
+        log.close()
+    return codes
+
+
 @pytest.fixture(scope="module")
 def distributed_runs(tmp_path_factory):
     """The mirrored run and the two multi-worker processes, started together."""
@@ -72,14 +100,7 @@ def distributed_runs(tmp_path_factory):
         procs["worker%d" % index] = _popen(
             trajectory_args(worker_dir, *common, "--strategy=multi_worker"),
             _env(TF_CONFIG=tf_config), root / ("worker%d.log" % index))
-    codes = {}
-    for name, (proc, log) in procs.items():
-        try:
-            codes[name] = proc.wait(timeout=540)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            codes[name] = "timeout"
-        log.close()
+    codes = _wait_all(procs)
     logs = {name: (root / ("%s.log" % name)).read_text() for name in procs}
     return {"mirrored": mirrored, "multi_worker": worker_dir, "codes": codes, "logs": logs}
 
@@ -217,10 +238,10 @@ def test_multi_worker_kill_9_then_resume_is_exact_with_each_workers_iterator(
     latest = tf.train.latest_checkpoint(str(out))
     step = int(latest.rsplit("-", 1)[-1])
     assert 5 <= step < 40
-    procs = start("again")
-    for proc, log in procs:
-        assert proc.wait(timeout=540) == 0, (tmp_path / "again0.log").read_text()[-3000:]
-        log.close()
+    codes = _wait_all({"worker%d" % i: p for i, p in enumerate(start("again"))})
+    for index in range(2):
+        assert codes["worker%d" % index] == 0, (
+            (tmp_path / ("again%d.log" % index)).read_text()[-3000:])
     for index in range(2):  # each restored its own position, without skipping batches
         log = (tmp_path / ("again%d.log" % index)).read_text()
         assert "Restored this worker's input position from" in log, log[-3000:]
