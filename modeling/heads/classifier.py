@@ -18,7 +18,9 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 import keras
-import tensorflow as tf
+from keras import ops
+
+from modeling import backend
 
 from modeling.encoder import BertModel
 from modeling.heads.task import EncoderTask, encoder_output, head_dtype
@@ -73,16 +75,16 @@ class ClassifierHead(keras.layers.Layer):
             logits float32 [B, K] (or [B, S, K]).
         """
         x = self.dropout(pooled_output, training=training)  # [B, H] (or [B, S, H]: per token)
-        w = tf.cast(self.output_weights, x.dtype)  # [K, H]
-        b = tf.cast(self.output_bias, x.dtype)  # [K]
+        w = ops.cast(self.output_weights, x.dtype)  # [K, H]
+        b = ops.cast(self.output_bias, x.dtype)  # [K]
         if x.shape.rank == 2:
-            logits = tf.matmul(x, w, transpose_b=True) + b  # [B, K]
+            logits = backend.matmul(x, w, transpose_b=True) + b  # [B, K]
         else:  # one GEMM over all tokens: [B*S, H] x [H, K]
-            leading = tf.shape(x)[:-1]
-            flat = tf.reshape(x, [-1, tf.shape(x)[-1]])  # [B*S, H]
-            logits = tf.matmul(flat, w, transpose_b=True) + b  # [B*S, K]
-            logits = tf.reshape(logits, tf.concat([leading, [self.num_labels]], 0))  # [B, S, K]
-        return tf.cast(logits, tf.float32)
+            shape = backend.shape(x)
+            flat = ops.reshape(x, (-1, shape[-1]))  # [B*S, H]
+            logits = backend.matmul(flat, w, transpose_b=True) + b  # [B*S, K]
+            logits = ops.reshape(logits, backend.with_last_axis(shape, self.num_labels))  # [B,S,K]
+        return ops.cast(logits, "float32")
 
     def compute_output_shape(self, input_shape):
         """Args:
@@ -112,7 +114,7 @@ class ClassifierHead(keras.layers.Layer):
         return config
 
 
-def classification_loss(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+def classification_loss(logits: Any, labels: Any) -> Any:
     """Per-example cross-entropy [B]: logits float [B, K], labels int [B].
 
     Args:
@@ -122,13 +124,13 @@ def classification_loss(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
     Returns:
         float32 [B]: ``-log_softmax(logits)[label]``.
     """
-    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [B, K]
-    one_hot = tf.one_hot(tf.cast(tf.reshape(labels, [-1]), tf.int32),
-                         depth=tf.shape(logits)[-1], dtype=tf.float32)  # [B, K]
-    return -tf.reduce_sum(one_hot * log_probs, axis=-1)  # [B]
+    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # [B, K]
+    one_hot = ops.one_hot(ops.cast(ops.reshape(labels, (-1,)), "int32"),
+                          backend.shape(logits)[-1], dtype="float32")  # [B, K]
+    return -ops.sum(one_hot * log_probs, axis=-1)  # [B]
 
 
-def regression_loss(predictions: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+def regression_loss(predictions: Any, labels: Any) -> Any:
     """Per-example squared error [B]: predictions [B], labels float [B].
 
     Args:
@@ -138,11 +140,11 @@ def regression_loss(predictions: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
     Returns:
         float32 [B]: ``(predictions - labels) ** 2``.
     """
-    labels = tf.cast(tf.reshape(labels, [-1]), tf.float32)
-    return tf.square(tf.cast(predictions, tf.float32) - labels)  # [B]
+    labels = ops.cast(ops.reshape(labels, (-1,)), "float32")
+    return ops.square(ops.cast(predictions, "float32") - labels)  # [B]
 
 
-def per_example_classifier_loss(outputs, batch, regression: bool = False) -> tf.Tensor:
+def per_example_classifier_loss(outputs, batch, regression: bool = False) -> Any:
     """The loss per example [B] of a classifier's ``outputs`` (``logits`` [B, C], or
     ``predictions`` [B] for regression) against ``batch["label_ids"]`` [B]; the
     ``per_example_loss`` of ``modeling.training.finetuning.finetune`` (bind ``regression`` with

@@ -17,7 +17,9 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 import keras
-import tensorflow as tf
+from keras import ops
+
+from modeling import backend
 
 from modeling import checkpoints
 from modeling import encoder as bert_model
@@ -40,7 +42,7 @@ class FlattenChoices(keras.layers.Layer):
         Returns:
             [B*C, S].
         """
-        return tf.reshape(x, [-1, tf.shape(x)[-1]])  # [B*C, S]
+        return ops.reshape(x, (-1, backend.shape(x)[-1]))  # [B*C, S]
 
     def compute_output_shape(self, input_shape):
         """Args:
@@ -92,9 +94,10 @@ class MultipleChoiceHead(keras.layers.Layer):
             logits float32 [B, C].
         """
         x = self.dropout(pooled_output, training=training)  # [B*C, H]
-        w = tf.cast(self.output_weights, x.dtype)  # [1, H]
-        scores = tf.matmul(x, w, transpose_b=True) + tf.cast(self.output_bias, x.dtype)  # [B*C, 1]
-        return tf.cast(tf.reshape(scores, [-1, self.num_choices]), tf.float32)  # [B, C]
+        w = ops.cast(self.output_weights, x.dtype)  # [1, H]
+        scores = backend.matmul(x, w, transpose_b=True) + ops.cast(self.output_bias,
+                                                                   x.dtype)  # [B*C, 1]
+        return ops.cast(ops.reshape(scores, (-1, self.num_choices)), "float32")  # [B, C]
 
     def compute_output_shape(self, input_shape):
         """Args:

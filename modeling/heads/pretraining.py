@@ -35,7 +35,9 @@ from __future__ import annotations
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 import keras
-import tensorflow as tf
+from keras import ops
+
+from modeling import backend
 
 from modeling.config import BertConfig
 from modeling.encoder import (FlatExportMixin, as_bert_config, bert_inputs, build_encoder,
@@ -47,7 +49,7 @@ from modeling.layers.layer_norm import BertLayerNorm
 MLM_LOSS_EPSILON = 1e-5
 
 
-def gather_indexes(sequence_tensor: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
+def gather_indexes(sequence_tensor: Any, positions: Any) -> Any:
     """sequence [B, S, H], positions int [B, P] -> the gathered vectors flattened [B*P, H].
 
     Args:
@@ -57,12 +59,12 @@ def gather_indexes(sequence_tensor: tf.Tensor, positions: tf.Tensor) -> tf.Tenso
     Returns:
         [B*P, H], in ``sequence_tensor``'s dtype.
     """
-    gathered = tf.gather(sequence_tensor, tf.cast(positions, tf.int32), batch_dims=1)  # [B,P,H]
-    return tf.reshape(gathered, [-1, tf.shape(sequence_tensor)[-1]])  # [B*P, H]
+    gathered = backend.take_along_rows(sequence_tensor, ops.cast(positions, "int32"))  # [B,P,H]
+    return ops.reshape(gathered, (-1, backend.shape(sequence_tensor)[-1]))  # [B*P, H]
 
 
-def masked_lm_loss(log_probs: tf.Tensor, label_ids: tf.Tensor,
-                   label_weights: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+def masked_lm_loss(log_probs: Any, label_ids: Any,
+                   label_weights: Any) -> Tuple[Any, Any]:
     """log_probs float32 [B*P, V], ids int [B, P], weights float [B, P] -> (per-example [B*P], []).
 
     Args:
@@ -74,15 +76,15 @@ def masked_lm_loss(log_probs: tf.Tensor, label_ids: tf.Tensor,
         ``(per_example, loss)``: float32 [B*P] and the weighted mean (the original's
         ``sum(w * nll) / (sum(w) + 1e-5)``).
     """
-    ids = tf.reshape(tf.cast(label_ids, tf.int32), [-1])  # [B*P]
-    weights = tf.reshape(tf.cast(label_weights, tf.float32), [-1])  # [B*P]
-    per_example = -tf.gather(log_probs, ids[:, tf.newaxis], batch_dims=1)[:, 0]  # [B*P]
-    numerator = tf.reduce_sum(weights * per_example)
-    denominator = tf.reduce_sum(weights) + MLM_LOSS_EPSILON
+    ids = ops.reshape(ops.cast(label_ids, "int32"), (-1,))  # [B*P]
+    weights = ops.reshape(ops.cast(label_weights, "float32"), (-1,))  # [B*P]
+    per_example = -backend.take_along_rows(log_probs, ids[:, None])[:, 0]  # [B*P]
+    numerator = ops.sum(weights * per_example)
+    denominator = ops.sum(weights) + MLM_LOSS_EPSILON
     return per_example, numerator / denominator
 
 
-def next_sentence_loss(log_probs: tf.Tensor, labels: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+def next_sentence_loss(log_probs: Any, labels: Any) -> Tuple[Any, Any]:
     """log_probs float32 [B, 2], labels int [B, 1] -> (per-example [B], mean []).
 
     Args:
@@ -92,9 +94,9 @@ def next_sentence_loss(log_probs: tf.Tensor, labels: tf.Tensor) -> Tuple[tf.Tens
     Returns:
         ``(per_example, loss)``: float32 [B] and its mean.
     """
-    ids = tf.reshape(tf.cast(labels, tf.int32), [-1])  # [B]
-    per_example = -tf.gather(log_probs, ids[:, tf.newaxis], batch_dims=1)[:, 0]  # [B]
-    return per_example, tf.reduce_mean(per_example)
+    ids = ops.reshape(ops.cast(labels, "int32"), (-1,))  # [B]
+    per_example = -backend.take_along_rows(log_probs, ids[:, None])[:, 0]  # [B]
+    return per_example, ops.mean(per_example)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
@@ -209,8 +211,8 @@ class MaskedLMOutput(keras.layers.Layer):
         Returns:
             log-probabilities float32 [N, V].
         """
-        logits = tf.cast(logits, tf.float32) + self.output_bias  # [N, V]
-        return tf.nn.log_softmax(logits, axis=-1)
+        logits = ops.cast(logits, "float32") + self.output_bias  # [N, V]
+        return ops.log_softmax(logits, axis=-1)
 
     def compute_output_shape(self, input_shape):
         """Args:
@@ -263,8 +265,8 @@ class NextSentenceOutput(keras.layers.Layer):
         Returns:
             log-probabilities float32 [B, 2].
         """
-        logits = tf.matmul(tf.cast(pooled, tf.float32), self.kernel) + self.bias  # [B, 2]
-        return tf.nn.log_softmax(logits, axis=-1)
+        logits = backend.matmul(ops.cast(pooled, "float32"), self.kernel) + self.bias  # [B, 2]
+        return ops.log_softmax(logits, axis=-1)
 
     def compute_output_shape(self, input_shape):
         """Args:

@@ -18,7 +18,9 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 import keras
-import tensorflow as tf
+from keras import ops
+
+from modeling import backend
 
 from modeling.encoder import BertModel
 from modeling.heads.task import EncoderTask, encoder_output, head_dtype
@@ -57,11 +59,11 @@ class SquadHead(keras.layers.Layer):
         Returns:
             ``(start_logits, end_logits)``, float32 [B, S] each.
         """
-        x = tf.cast(sequence_output, self.compute_dtype)  # [B, S, H]
-        w = tf.cast(self.output_weights, self.compute_dtype)  # [2, H]
-        b = tf.cast(self.output_bias, self.compute_dtype)  # [2]
-        logits = tf.einsum("bsh,kh->bsk", x, w) + b  # [B, S, 2]
-        logits = tf.cast(logits, tf.float32)
+        x = ops.cast(sequence_output, self.compute_dtype)  # [B, S, H]
+        w = ops.cast(self.output_weights, self.compute_dtype)  # [2, H]
+        b = ops.cast(self.output_bias, self.compute_dtype)  # [2]
+        logits = ops.einsum("bsh,kh->bsk", x, w) + b  # [B, S, 2]
+        logits = ops.cast(logits, "float32")
         return logits[..., 0], logits[..., 1]  # [B, S], [B, S]
 
     def compute_output_shape(self, input_shape):
@@ -79,7 +81,7 @@ class SquadHead(keras.layers.Layer):
         return config
 
 
-def per_example_position_loss(logits: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
+def per_example_position_loss(logits: Any, positions: Any) -> Any:
     """-log_softmax(logits)[position] per example: logits [B, S] float, positions [B] int -> [B].
 
     Args:
@@ -89,14 +91,14 @@ def per_example_position_loss(logits: tf.Tensor, positions: tf.Tensor) -> tf.Ten
     Returns:
         float32 [B].
     """
-    seq_length = tf.shape(logits)[1]
-    positions = tf.reshape(tf.cast(positions, tf.int32), [-1])  # [B]
-    one_hot = tf.one_hot(positions, depth=seq_length, dtype=tf.float32)  # [B, S]
-    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [B, S]
-    return -tf.reduce_sum(one_hot * log_probs, axis=-1)  # [B]
+    seq_length = backend.shape(logits)[1]
+    positions = ops.reshape(ops.cast(positions, "int32"), (-1,))  # [B]
+    one_hot = ops.one_hot(positions, seq_length, dtype="float32")  # [B, S]
+    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # [B, S]
+    return -ops.sum(one_hot * log_probs, axis=-1)  # [B]
 
 
-def position_loss(logits: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
+def position_loss(logits: Any, positions: Any) -> Any:
     """Mean over the batch of ``per_example_position_loss`` (the original's ``compute_loss``).
 
     Args:
@@ -106,10 +108,10 @@ def position_loss(logits: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
     Returns:
         float32 scalar.
     """
-    return tf.reduce_mean(per_example_position_loss(logits, positions))  # []
+    return ops.mean(per_example_position_loss(logits, positions))  # []
 
 
-def per_example_squad_loss(outputs, batch) -> tf.Tensor:
+def per_example_squad_loss(outputs, batch) -> Any:
     """(start + end cross-entropy) / 2 per example [B]; its batch mean is ``squad_loss``.
 
     ``outputs``: the model's dict (``start_logits``/``end_logits`` [B, S]);
@@ -127,8 +129,8 @@ def per_example_squad_loss(outputs, batch) -> tf.Tensor:
             + per_example_position_loss(outputs["end_logits"], batch["end_positions"])) / 2.0
 
 
-def squad_loss(start_logits: tf.Tensor, end_logits: tf.Tensor, start_positions: tf.Tensor,
-               end_positions: tf.Tensor) -> tf.Tensor:
+def squad_loss(start_logits: Any, end_logits: Any, start_positions: Any,
+               end_positions: Any) -> Any:
     """(start loss + end loss) / 2, each ``position_loss`` (scalar float32).
 
     Args:

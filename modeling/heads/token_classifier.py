@@ -30,7 +30,9 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 import keras
-import tensorflow as tf
+from keras import ops
+
+from modeling import backend
 
 from modeling.config import BertConfig
 from modeling.encoder import BertModel
@@ -44,8 +46,8 @@ FEATURE_MODES = ("embeddings", "second_to_last_hidden", "last_hidden", "sum_last
                  "weighted_sum_all_layers")
 
 
-def token_classification_loss(outputs: Dict[str, tf.Tensor],
-                              batch: Dict[str, tf.Tensor]) -> tf.Tensor:
+def token_classification_loss(outputs: Dict[str, Any],
+                              batch: Dict[str, Any]) -> Any:
     """Cross-entropy per token [B, S] of ``outputs["logits"]`` [B, S, K] against
     ``batch["label_ids"]`` [B, S] (weight it by ``label_weights`` to score the first
     sub-tokens only).
@@ -58,10 +60,10 @@ def token_classification_loss(outputs: Dict[str, tf.Tensor],
         float32 [B, S].
     """
     logits = outputs["logits"]
-    shape = tf.shape(logits)
-    flat = classification_loss(tf.reshape(logits, [-1, shape[-1]]),
-                               tf.reshape(batch["label_ids"], [-1]))  # [B*S]
-    return tf.reshape(flat, shape[:-1])  # [B, S]
+    shape = backend.shape(logits)
+    flat = classification_loss(ops.reshape(logits, (-1, shape[-1])),
+                               ops.reshape(batch["label_ids"], (-1,)))  # [B*S]
+    return ops.reshape(flat, shape[:-1])  # [B, S]
 
 
 def tag_outputs(x: keras.KerasTensor, num_labels: int, dropout_rate: float,
@@ -175,10 +177,10 @@ class LayerMix(keras.layers.Layer):
         Returns:
             The mix [B, S, H].
         """
-        weights = tf.nn.softmax(tf.cast(self.scalars, inputs[0].dtype))  # [N]
-        stacked = tf.stack(inputs, axis=0)  # [N, B, S, H]
-        mixed = tf.tensordot(weights, stacked, axes=1)  # [B, S, H]
-        return tf.cast(self.gamma, mixed.dtype) * mixed
+        weights = ops.softmax(ops.cast(self.scalars, inputs[0].dtype), axis=-1)  # [N]
+        stacked = ops.stack(inputs, axis=0)  # [N, B, S, H]
+        mixed = ops.tensordot(weights, stacked, axes=1)  # [B, S, H]
+        return ops.cast(self.gamma, mixed.dtype) * mixed
 
     def compute_output_shape(self, input_shape):
         """Args:
@@ -203,7 +205,7 @@ class PaddingMask(keras.layers.Layer):
         Returns:
             bool [B, S].
         """
-        return tf.not_equal(input_mask, 0)
+        return ops.not_equal(input_mask, 0)
 
     def compute_output_shape(self, input_shape):
         """Args:

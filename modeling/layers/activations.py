@@ -8,18 +8,19 @@ float tensor of any shape to a tensor of the same shape and dtype.
 
 from __future__ import annotations
 
-from typing import Callable, Dict
+from typing import Any, Callable, Dict
 
-import tensorflow as tf
+from keras import ops
 
 
-def gelu(x: tf.Tensor) -> tf.Tensor:
+def gelu(x: Any) -> Any:
     """GELU, tanh approximation: the original's ``x * 0.5 * (1 + tanh(...))``.
 
-    ``tf.nn.gelu(approximate=True)`` computes exactly this formula (the original's
+    ``keras.ops.gelu(approximate=True)`` computes exactly this formula (the original's
     ``sqrt(2/pi)`` and ``0.044715 * x**3``; float32 results differ from the original's operation
-    order by an ulp or two), and TensorFlow's graph optimizer recognises it after a
-    matmul + bias_add and fuses all three into one oneDNN kernel on CPU.
+    order by an ulp or two). On TensorFlow it is ``tf.nn.gelu``, which TensorFlow's graph
+    optimizer recognises after a matmul + bias_add and fuses with them into one oneDNN kernel
+    on CPU.
 
     Args:
         x: any float tensor.
@@ -27,19 +28,19 @@ def gelu(x: tf.Tensor) -> tf.Tensor:
     Returns:
         The same shape and dtype.
     """
-    return tf.nn.gelu(x, approximate=True)
+    return ops.gelu(x, approximate=True)
 
 
-def gelu_exact(x: tf.Tensor) -> tf.Tensor:
+def gelu_exact(x: Any) -> Any:
     """GELU with the exact Gaussian CDF (erf): ``0.5 * x * (1 + erf(x / sqrt(2)))``.
 
     Args:
         x: any float tensor.
     """
-    return tf.nn.gelu(x, approximate=False)
+    return ops.gelu(x, approximate=False)
 
 
-def linear(x: tf.Tensor) -> tf.Tensor:
+def linear(x: Any) -> Any:
     """The identity (``hidden_act="linear"``).
 
     Args:
@@ -48,17 +49,17 @@ def linear(x: tf.Tensor) -> tf.Tensor:
     return x
 
 
-_ACTIVATIONS: Dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
+_ACTIVATIONS: Dict[str, Callable[[Any], Any]] = {
     "gelu": gelu,
     "gelu_exact": gelu_exact,
-    "relu": tf.nn.relu,
-    "tanh": tf.tanh,
+    "relu": ops.relu,
+    "tanh": ops.tanh,
     "linear": linear,
 }
 NAMES = frozenset(_ACTIVATIONS)
 
 
-def get_activation(name: str) -> Callable[[tf.Tensor], tf.Tensor]:
+def get_activation(name: str) -> Callable[[Any], Any]:
     """The activation for a config's ``hidden_act`` (case-insensitive); ValueError if unknown.
 
     Args:

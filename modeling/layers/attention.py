@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 
 import keras
-import tensorflow as tf
+from keras import ops
 
-from modeling.kernels import cpu_ops
+from modeling import backend
 from modeling.layers.dense import BertDense
 from modeling.layers.dropout import Dropout
 from modeling.layers.embeddings import truncated_normal
@@ -25,14 +25,14 @@ from modeling.layers.embeddings import truncated_normal
 MASK_ADDER = -10000.0
 
 
-def attention_bias_from_mask(input_mask: tf.Tensor, dtype) -> tf.Tensor:
+def attention_bias_from_mask(input_mask, dtype):
     """int/float mask [B, S] (1 = real) -> additive bias [B, 1, 1, S]: (1 - mask) * -10000.
 
     Args:
         input_mask: [B, S].
         dtype: the bias's dtype (the compute dtype).
     """
-    mask = tf.cast(input_mask, dtype)[:, tf.newaxis, tf.newaxis, :]  # [B, 1, 1, S]
+    mask = ops.cast(input_mask, dtype)[:, None, None, :]  # [B, 1, 1, S]
     return (1.0 - mask) * MASK_ADDER
 
 
@@ -105,9 +105,9 @@ class SelfAttention(keras.layers.Layer):
             layer.build(hidden_shape)
 
     def _split_heads(self, x):
-        shape = tf.shape(x)
-        return tf.reshape(x, [shape[0], shape[1], self.num_attention_heads,
-                              self.size_per_head])  # [B, S, N, D]
+        shape = backend.shape(x)
+        return ops.reshape(x, (shape[0], shape[1], self.num_attention_heads,
+                               self.size_per_head))  # [B, S, N, D]
 
     def call(self, hidden, attention_bias, training=None):
         """Projects ``hidden`` to query/key/value and attends (``attend``).
@@ -137,32 +137,34 @@ class SelfAttention(keras.layers.Layer):
         q = self._split_heads(query)  # [B, F, N, D]
         k = self._split_heads(key)  # [B, T, N, D]
         v = self._split_heads(value)  # [B, T, N, D]
-        q = tf.transpose(q, [0, 2, 1, 3])  # [B, N, F, D]
-        k = tf.transpose(k, [0, 2, 1, 3])  # [B, N, T, D]
+        q = ops.transpose(q, (0, 2, 1, 3))  # [B, N, F, D]
+        k = ops.transpose(k, (0, 2, 1, 3))  # [B, N, T, D]
         # (q k^T) * 1/sqrt(D) + bias: the original's order (BatchMatMul on [B, N, S, D]).
-        scores = tf.matmul(q, k, transpose_b=True)  # [B, N, F, T]
-        probs = self._probs(scores, tf.cast(attention_bias, scores.dtype), training)
-        context = tf.matmul(probs, tf.transpose(v, [0, 2, 1, 3]))  # [B, N, F, D]
-        context = tf.transpose(context, [0, 2, 1, 3])  # [B, F, N, D]
-        shape = tf.shape(context)
-        return tf.reshape(context, [shape[0], shape[1],
-                                    self.num_attention_heads * self.size_per_head])  # [B, F, H]
+        scores = backend.matmul(q, k, transpose_b=True)  # [B, N, F, T]
+        probs = self._probs(scores, ops.cast(attention_bias, scores.dtype), training)
+        context = backend.matmul(probs, ops.transpose(v, (0, 2, 1, 3)))  # [B, N, F, D]
+        context = ops.transpose(context, (0, 2, 1, 3))  # [B, F, N, D]
+        shape = backend.shape(context)
+        return ops.reshape(context, (shape[0], shape[1],
+                                     self.num_attention_heads * self.size_per_head))  # [B, F, H]
 
     def _probs(self, scores, bias, training):
         """scores [B, N, F, T], bias [B, 1, 1, T] -> dropout(softmax(scores / sqrt(D) + bias))."""
         scale = 1.0 / math.sqrt(float(self.size_per_head))
         if (training and self.dropout.fused_kernel_applies(scores.dtype)
-                and bias.shape.rank == 4 and bias.shape[1] == 1 and bias.shape[2] == 1):
-            # One CPU kernel each way for the chain below (modeling/kernels/cpu_ops.py); its
-            # dropout draws the mask the layer's fused dropout would draw on these probs.
+                and len(bias.shape) == 4 and bias.shape[1] == 1 and bias.shape[2] == 1):
+            # One CPU kernel each way for the chain below (modeling/kernels/cpu_ops.py, on
+            # TensorFlow only); its dropout draws the mask the layer's fused dropout would draw.
+            import tensorflow as tf
+            from modeling.kernels import cpu_ops
             shape = tf.shape(scores)
             bias = tf.broadcast_to(bias, [shape[0], 1, 1, shape[3]])  # the kernel's [B, 1, 1, T]
             return cpu_ops.attention_probs(scores, bias, scale, self.dropout.rate,
                                            self.dropout.next_seed())
-        scores = scores * tf.cast(scale, scores.dtype)
+        scores = scores * ops.cast(scale, scores.dtype)
         scores = scores + bias  # [B, N, F, T]
         # Softmax in the compute dtype: oneDNN's bfloat16 softmax accumulates in float32.
-        probs = tf.nn.softmax(scores)  # [B, N, F, T]
+        probs = ops.softmax(scores, axis=-1)  # [B, N, F, T]
         return self.dropout(probs, training=training)
 
     def get_config(self):

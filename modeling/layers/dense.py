@@ -17,10 +17,10 @@ needs).
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
+from keras import ops
 
+from modeling import backend
 from modeling.layers import activations
-from modeling.kernels import gelu_dense
 from modeling.kernels import switch
 
 
@@ -37,18 +37,18 @@ class BertDense(keras.layers.Dense):
             [..., units].
         """
         in_dim = self.kernel.shape[0]
-        x = tf.reshape(inputs, [-1, in_dim]) if len(inputs.shape) != 2 else inputs  # [N, in]
+        x = ops.reshape(inputs, (-1, in_dim)) if len(inputs.shape) != 2 else inputs  # [N, in]
         if (training and self.use_bias and self.activation is activations.gelu
-                and switch.kernels_of(self).training):
-            y = gelu_dense.gelu_dense_train(x, tf.convert_to_tensor(self.kernel),
-                                            tf.convert_to_tensor(self.bias))  # [N, units]
+                and switch.kernels_of(self).training):  # TensorFlow only (switch)
+            from modeling.kernels import gelu_dense
+            y = gelu_dense.gelu_dense_train(x, backend.read(self.kernel),
+                                            backend.read(self.bias))  # [N, units]
         else:
-            y = tf.matmul(x, self.kernel)  # [N, units]
+            y = backend.matmul(x, self.kernel)  # [N, units]
             if self.use_bias:
-                y = tf.nn.bias_add(y, self.bias)  # [N, units]
+                y = backend.bias_add(y, self.bias)  # [N, units]
             if self.activation is not None:
                 y = self.activation(y)
         if len(inputs.shape) == 2:
             return y
-        out_shape = tf.concat([tf.shape(inputs)[:-1], [self.units]], axis=0)
-        return tf.reshape(y, out_shape)  # [..., units]
+        return ops.reshape(y, backend.with_last_axis(backend.shape(inputs), self.units))

@@ -17,14 +17,16 @@ replica alike, and replica ``r`` (``replica_id_in_sync_group``) draws from
 seed and so dropped the same units of different examples, a correlation that neither one
 replica nor the original (one TPU program per core, each with its own random stream) has. One
 replica keeps Keras' own draw, bit for bit.
+
+On a backend other than TensorFlow the layer is ``keras.layers.Dropout`` (no fused kernel, no
+``tf.distribute`` replica context).
 """
 
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
 
-from modeling.kernels import cpu_ops
+from modeling import backend
 from modeling.kernels import switch
 
 
@@ -38,12 +40,17 @@ class Dropout(keras.layers.Dropout):
         Args:
             dtype: the inputs' dtype.
         """
-        return (0.0 < self.rate < 1.0 and self.noise_shape is None
-                and switch.kernels_of(self).training and cpu_ops.usable(dtype))
+        if not (0.0 < self.rate < 1.0 and self.noise_shape is None
+                and switch.kernels_of(self).training):
+            return False
+        from modeling.kernels import cpu_ops
+        return cpu_ops.usable(dtype)
 
-    def next_seed(self) -> tf.Tensor:
+    def next_seed(self):
         """The seed [2] of this call's mask: the generator's next, folded with the replica's
         index when several replicas are in sync (see the module docstring)."""
+        import tensorflow as tf
+
         seed = self.seed_generator.next()
         replica = _replica_in_sync()
         if replica is not None:
@@ -58,7 +65,12 @@ class Dropout(keras.layers.Dropout):
         Returns:
             inputs' shape and dtype.
         """
+        if not backend.TENSORFLOW:
+            return super().call(inputs, training=training)
+        import tensorflow as tf
+
         if training and self.fused_kernel_applies(inputs.dtype):
+            from modeling.kernels import cpu_ops
             return cpu_ops.dropout(inputs, self.rate, self.next_seed())
         if training and 0.0 < self.rate < 1.0 and _replica_in_sync() is not None:
             shape = tf.shape(inputs) if self.noise_shape is None else [
@@ -70,7 +82,9 @@ class Dropout(keras.layers.Dropout):
 
 
 def _replica_in_sync():
-    """This replica's index when several replicas are in sync, else None."""
+    """This replica's index when several replicas are in sync, else None (TensorFlow)."""
+    import tensorflow as tf
+
     context = tf.distribute.get_replica_context()
     if context is None or context.num_replicas_in_sync <= 1:
         return None

@@ -12,8 +12,9 @@ then LayerNorm (epsilon 1e-12) and dropout (only with ``training=True``).
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
+from keras import ops
 
+from modeling import backend
 from modeling.layers.dropout import Dropout
 from modeling.layers.layer_norm import BertLayerNorm
 
@@ -90,17 +91,17 @@ class WordEmbedding(keras.layers.Layer):
             [B, S, H], or (``reverse``) [N, V], in the compute dtype.
         """
         if reverse:
-            table = tf.cast(self.embeddings.value, self.compute_dtype)  # [V, H]
-            x = tf.cast(inputs, self.compute_dtype)  # [N, H]
-            return tf.matmul(x, table, transpose_b=True)  # [N, V]
-        ids = tf.cast(inputs, tf.int32)  # [B, S]
-        # Gather from a read of the table, not from the variable: a gather on the variable
-        # (ResourceGather) switches it to copy-on-read, and every later read of the 30522 x 768
-        # table (the tied output layer's, each step) then copies it. Same values, same
-        # IndexedSlices gradient.
-        table = tf.convert_to_tensor(self.embeddings.value)  # [V, H] float32
-        rows = tf.gather(table, ids)  # [B, S, H] float32
-        return tf.cast(rows, self.compute_dtype)
+            table = ops.cast(self.embeddings.value, self.compute_dtype)  # [V, H]
+            x = ops.cast(inputs, self.compute_dtype)  # [N, H]
+            return backend.matmul(x, table, transpose_b=True)  # [N, V]
+        ids = ops.cast(inputs, "int32")  # [B, S]
+        # Gather from a read of the table, not from the variable: on TensorFlow a gather on the
+        # variable (ResourceGather) switches it to copy-on-read, and every later read of the
+        # 30522 x 768 table (the tied output layer's, each step) then copies it. Same values,
+        # same IndexedSlices gradient.
+        table = backend.read(self.embeddings.value)  # [V, H] float32
+        rows = backend.take_rows(table, ids)  # [B, S, H] float32
+        return ops.cast(rows, self.compute_dtype)
 
 
     def get_config(self):
@@ -163,11 +164,12 @@ class EmbeddingPostprocessor(keras.layers.Layer):
         Returns:
             [B, S, H].
         """
-        seq_length = tf.shape(word_embeddings)[1]
-        token_type = tf.gather(self.token_type_embeddings, tf.cast(segment_ids, tf.int32))  # [B,S,H]
+        seq_length = backend.shape(word_embeddings)[1]
+        token_type = backend.take_rows(self.token_type_embeddings,
+                                       ops.cast(segment_ids, "int32"))  # [B, S, H]
         position = self.position_embeddings[:seq_length]  # [S, H]
         output = word_embeddings + token_type  # [B, S, H]
-        output = output + position[tf.newaxis]  # [B, S, H]
+        output = output + position[None]  # [B, S, H]
         output = self.layer_norm(output, training=training)
         return self.dropout(output, training=training)
 

@@ -16,9 +16,9 @@ it runs the same kernel forward, for any ``gamma``/``beta`` dtype.
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
+from keras import ops
 
-from modeling.kernels import cpu_ops
+from modeling import backend
 from modeling.kernels import switch
 
 
@@ -56,13 +56,14 @@ class BertLayerNorm(keras.layers.Layer):
         # returns the compute dtype: only where the two are the same. A training step needs
         # float32 gamma/beta (the kernel's gradients are float32); a forward pass reads
         # bfloat16 ones (a bfloat16-policy model) in float32, as the formula below does.
-        if x.dtype != self.compute_dtype:
+        if not backend.TENSORFLOW or x.dtype != self.compute_dtype:
             return False
         kernels = switch.kernels_of(self)
         if training:
-            enabled = self.gamma.dtype == tf.float32 and kernels.training
+            enabled = self.gamma.dtype == "float32" and kernels.training
         else:
             enabled = kernels.inference
+        from modeling.kernels import cpu_ops
         return enabled and cpu_ops.usable(x.dtype)  # usable() last: it builds the library
 
     def call(self, x, training=None):
@@ -74,16 +75,17 @@ class BertLayerNorm(keras.layers.Layer):
             LayerNorm(x) [..., H] in the compute dtype.
         """
         if self._kernel_applies(x, training):
-            return cpu_ops.layer_norm(x, tf.cast(self.gamma.value, tf.float32),
-                                      tf.cast(self.beta.value, tf.float32),
+            from modeling.kernels import cpu_ops
+            return cpu_ops.layer_norm(x, ops.cast(self.gamma.value, "float32"),
+                                      ops.cast(self.beta.value, "float32"),
                                       self.epsilon)  # [..., H]
-        x32 = tf.cast(x, tf.float32)  # [..., H]
-        mean, variance = tf.nn.moments(x32, axes=[-1], keepdims=True)  # [..., 1] each
-        gamma = tf.cast(self.gamma.value, tf.float32)  # [H] (bf16 under a pure bf16 policy)
-        beta = tf.cast(self.beta.value, tf.float32)  # [H]
-        inv = tf.math.rsqrt(variance + self.epsilon) * gamma  # [..., H]
+        x32 = ops.cast(x, "float32")  # [..., H]
+        mean, variance = backend.moments(x32, axes=[-1])  # [..., 1] each
+        gamma = ops.cast(self.gamma.value, "float32")  # [H] (bf16 under a pure bf16 policy)
+        beta = ops.cast(self.beta.value, "float32")  # [H]
+        inv = ops.rsqrt(variance + self.epsilon) * gamma  # [..., H]
         y = x32 * inv + (beta - mean * inv)  # [..., H]
-        return tf.cast(y, self.compute_dtype)
+        return ops.cast(y, self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()

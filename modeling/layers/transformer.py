@@ -14,8 +14,9 @@ All tensors are [B, S, H] except the intermediate activation [B, S, I]; the atte
 from __future__ import annotations
 
 import keras
-import tensorflow as tf
+from keras import ops
 
+from modeling import backend
 from modeling.layers import activations
 from modeling.layers.attention import SelfAttention
 from modeling.layers.dense import BertDense
@@ -67,11 +68,11 @@ class ResidualOutput(keras.layers.Layer):
         Returns:
             [B, S, H].
         """
-        x2d = tf.reshape(x, [-1, x.shape[-1]])  # [B*S, I]
-        residual2d = tf.reshape(residual, [-1, self.hidden_size])  # [B*S, H]
+        x2d = ops.reshape(x, (-1, x.shape[-1]))  # [B*S, I]
+        residual2d = ops.reshape(residual, (-1, self.hidden_size))  # [B*S, H]
         y = self.dropout(self.dense(x2d), training=training)  # [B*S, H]
         y = self.layer_norm(y + residual2d, training=training)  # [B*S, H]
-        return tf.reshape(y, tf.shape(residual))  # [B, S, H]
+        return ops.reshape(y, backend.shape(residual))  # [B, S, H]
 
 
     def get_config(self):

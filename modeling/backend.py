@@ -1,0 +1,141 @@
+"""The backend shim: the few ops where the model keeps TensorFlow's exact op on TensorFlow.
+
+The layers, heads and losses are written in ``keras.ops`` and run on every Keras 3 backend
+(``KERAS_BACKEND=tensorflow``, the default here, or ``jax``). On TensorFlow a few ``keras.ops``
+spellings would change the graph this port has always built, and with it oneDNN's CPU fusions
+(MatMul + BiasAdd + Gelu/Add into one kernel) and the float rounding that the goldens pin:
+
+* ``matmul(a, b, transpose_b=True)``: ``tf.matmul``'s transposed operand (``keras.ops`` would add
+  a Transpose op before the MatMul);
+* ``bias_add``: ``tf.nn.bias_add`` (``+`` is an AddV2, which the fusion pass does not fold);
+* ``take_rows`` / ``take_along_rows``: ``tf.gather`` (IndexedSlices gradients for the word table,
+  the original's sparse gradient; ``batch_dims=1`` for the masked positions);
+* ``read``: ``tf.convert_to_tensor`` of a variable (a tensor, where Keras' conversion keeps the
+  ``tf.Variable``, whose gather is a copy-on-read ResourceGather);
+* ``moments``: ``tf.nn.moments`` (the original's LayerNorm statistics);
+* ``shape``: ``tf.shape`` (dynamic, where a traced batch dimension is unknown).
+
+Everywhere else they are the ``keras.ops`` equivalents. TensorFlow is imported only when the
+backend is TensorFlow (``TENSORFLOW``); the fused CPU kernels (``modeling.kernels``) are
+TensorFlow-only and their switch stays off on other backends.
+
+Example::
+
+    from modeling import backend
+    y = backend.bias_add(backend.matmul(x, kernel), bias)   # [N, units]
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import keras
+from keras import ops
+
+BACKEND: str = keras.backend.backend()
+TENSORFLOW: bool = BACKEND == "tensorflow"
+
+if TENSORFLOW:
+    import tensorflow as tf  # noqa: F401  (the TensorFlow backend has it installed)
+
+
+def matmul(a, b, transpose_b: bool = False):
+    """``a @ b`` or ``a @ b^T`` over the last two axes.
+
+    Args:
+        a: [..., M, K].
+        b: [..., K, N], or [..., N, K] with ``transpose_b``.
+        transpose_b: multiply by ``b``'s transpose.
+
+    Returns:
+        [..., M, N].
+    """
+    if TENSORFLOW:
+        return tf.matmul(a, b, transpose_b=transpose_b)
+    if transpose_b:
+        b = ops.swapaxes(b, -1, -2)
+    return ops.matmul(a, b)
+
+
+def bias_add(x, bias):
+    """``x + bias`` along the last axis.
+
+    Args:
+        x: [..., N].
+        bias: [N].
+    """
+    if TENSORFLOW:
+        return tf.nn.bias_add(x, bias)
+    return ops.add(x, bias)
+
+
+def take_rows(table, ids):
+    """Rows of ``table`` by ``ids``: [V, H], int [...] -> [..., H].
+
+    Args:
+        table: [V, H].
+        ids: int, any shape.
+    """
+    if TENSORFLOW:
+        return tf.gather(table, ids)
+    return ops.take(table, ids, axis=0)
+
+
+def read(variable):
+    """The variable's value as a tensor (not a variable).
+
+    Args:
+        variable: a Keras variable (or its ``.value``).
+    """
+    if TENSORFLOW:
+        return tf.convert_to_tensor(variable)
+    return ops.convert_to_tensor(variable)
+
+
+def take_along_rows(x, positions):
+    """Per batch row, the entries of ``x`` at ``positions`` (``tf.gather(batch_dims=1)``).
+
+    Args:
+        x: [B, S, ...].
+        positions: int [B, P], indices into S.
+
+    Returns:
+        [B, P, ...].
+    """
+    if TENSORFLOW:
+        return tf.gather(x, positions, batch_dims=1)
+    index = positions
+    for _ in range(len(x.shape) - 2):
+        index = ops.expand_dims(index, -1)  # [B, P, 1, ...]
+    return ops.take_along_axis(x, index, axis=1)
+
+
+def moments(x, axes: Sequence[int]):
+    """Mean and variance over ``axes`` (kept as size-1 axes).
+
+    Args:
+        x: a float tensor.
+        axes: the axes reduced.
+
+    Returns:
+        ``(mean, variance)``, each ``x``'s rank.
+    """
+    if TENSORFLOW:
+        return tf.nn.moments(x, axes=list(axes), keepdims=True)
+    mean = ops.mean(x, axis=tuple(axes), keepdims=True)
+    variance = ops.mean(ops.square(x - ops.stop_gradient(mean)), axis=tuple(axes), keepdims=True)
+    return mean, variance
+
+
+def shape(x) -> Sequence:
+    """``x``'s shape: ``tf.shape`` (a tensor) on TensorFlow, a tuple of ints elsewhere."""
+    if TENSORFLOW:
+        return tf.shape(x)
+    return tuple(ops.shape(x))
+
+
+def with_last_axis(shape_of, last: int):
+    """``shape_of`` [..., d] with its last size replaced by ``last`` (a ``shape`` result)."""
+    if TENSORFLOW:
+        return tf.concat([shape_of[:-1], [last]], axis=0)
+    return tuple(shape_of[:-1]) + (last,)
