@@ -50,18 +50,20 @@ in-place CPU kernel per variable where ``cpu_kernel_applies`` (the trainer's
 
 from __future__ import annotations
 
-import re
 import threading
-from typing import Dict, Iterable, Optional, Sequence, Tuple, Union
+import types
+from typing import Dict, Iterable, Optional, Sequence, Union
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from modeling.kernels import cpu_ops
+from modeling.training import update_rules
 from modeling.training.lr_schedules import BertSchedule
+from modeling.training.update_rules import (WEIGHT_DECAY_EXCLUSIONS, uses_weight_decay,
+                                            variable_name)
 
-WEIGHT_DECAY_EXCLUSIONS: Tuple[str, ...] = ("LayerNorm", "layer_norm", "bias")
 GRADIENT_REDUCTIONS = ("mean_then_clip", "clip_then_sum")
 OPTIMIZERS = ("adamw", "lamb")
 
@@ -69,51 +71,14 @@ _INITIAL_LOSS_SCALE = 2.0 ** 15
 _LOSS_SCALE_GROWTH_STEPS = 2000
 
 
-def variable_name(variable) -> str:
-    """The name the exclusion rules read: ``variable.path`` (Keras) or ``name`` minus ``:0``.
-
-    Args:
-        variable: a Keras or TensorFlow variable.
-
-    Returns:
-        The name, a str.
-    """
-    path = getattr(variable, "path", None)
-    if isinstance(path, str) and path:
-        return path
-    name = str(variable.name)
-    match = re.match(r"^(.*):\d+$", name)
-    return match.group(1) if match else name
-
-
-def uses_weight_decay(name: str, weight_decay_rate: float = 0.01,
-                      exclude_from_weight_decay: Optional[Sequence[str]] = WEIGHT_DECAY_EXCLUSIONS
-                      ) -> bool:
-    """The original ``_do_use_weight_decay``: False when the rate is 0 or any exclusion pattern
-    is found (``re.search``) anywhere in ``name``.
-
-    Args:
-        name: the variable's name (``variable_name``).
-        weight_decay_rate: the rate; 0 means no decay for any variable.
-        exclude_from_weight_decay: regular expressions of the names without decay.
-
-    Returns:
-        Whether the variable is decayed.
-    """
-    if not weight_decay_rate:
-        return False
-    for pattern in exclude_from_weight_decay or ():
-        if re.search(pattern, name) is not None:
-            return False
-    return True
+# TensorFlow's ops under the names the rules use (``update_rules``: one rule, every backend).
+_TF_MATH = types.SimpleNamespace(square=tf.square, sqrt=tf.sqrt, power=tf.pow, cast=tf.cast,
+                                 minimum=tf.minimum, norm=tf.norm, where=tf.where)
 
 
 def _clip_scale(global_norm: tf.Tensor, clip_norm: float) -> tf.Tensor:
-    """The factor ``tf.clip_by_global_norm`` multiplies every gradient by (NaN if the norm is
-    not finite), computed as it does."""
-    scale_for_finite = clip_norm * tf.minimum(1.0 / global_norm,
-                                              tf.constant(1.0, global_norm.dtype) / clip_norm)
-    return scale_for_finite + (global_norm - global_norm)
+    """The factor ``tf.clip_by_global_norm`` multiplies every gradient by (``update_rules``)."""
+    return update_rules.clip_factor(global_norm, clip_norm, _TF_MATH)
 
 
 def _scale_gradient(grad, factor):
@@ -387,14 +352,9 @@ class AdamWeightDecay(_ClippedOptimizer):
     @tf.autograph.experimental.do_not_convert
     def _update(self, var, grad, lr, index):
         m, v = self._m[index], self._v[index]
-        lr = tf.cast(lr, var.dtype)
-        next_m = tf.multiply(self.beta_1, m.value) + tf.multiply(1.0 - self.beta_1, grad)
-        next_v = (tf.multiply(self.beta_2, v.value)
-                  + tf.multiply(1.0 - self.beta_2, tf.square(grad)))
-        update = next_m / (tf.sqrt(next_v) + self.epsilon)
-        if self._decay_flags[index]:
-            update += self.weight_decay_rate * var
-        next_param = var - lr * update
+        next_param, next_m, next_v = update_rules.adam_weight_decay(
+            var, grad, m.value, v.value, tf.cast(lr, var.dtype), self._decay_flags[index],
+            _TF_MATH, self.beta_1, self.beta_2, self.epsilon, self.weight_decay_rate)
         var.assign(next_param)
         m.value.assign(next_m)
         v.value.assign(next_v)
@@ -478,21 +438,11 @@ class Lamb(_ClippedOptimizer):
     @tf.autograph.experimental.do_not_convert
     def _update(self, var, grad, lr, index):
         m, v = self._m[index], self._v[index]
-        lr = tf.cast(lr, var.dtype)
-        t = tf.cast(self._iterations.value + 1, var.dtype)
-        next_m = self.beta_1 * m.value + (1.0 - self.beta_1) * grad
-        next_v = self.beta_2 * v.value + (1.0 - self.beta_2) * tf.square(grad)
-        m_hat = next_m / (1.0 - tf.pow(tf.cast(self.beta_1, var.dtype), t))
-        v_hat = next_v / (1.0 - tf.pow(tf.cast(self.beta_2, var.dtype), t))
-        update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
-        if self._decay_flags[index]:
-            update += self.weight_decay_rate * var
-            w_norm = tf.norm(var)
-            u_norm = tf.norm(update)
-            ratio = tf.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, 1.0)
-        else:
-            ratio = tf.constant(1.0, var.dtype)
-        var.assign(var - lr * ratio * update)
+        next_param, next_m, next_v = update_rules.lamb(
+            var, grad, m.value, v.value, tf.cast(lr, var.dtype),
+            tf.cast(self._iterations.value + 1, var.dtype), self._decay_flags[index], _TF_MATH,
+            self.beta_1, self.beta_2, self.epsilon, self.weight_decay_rate)
+        var.assign(next_param)
         m.value.assign(next_m)
         v.value.assign(next_v)
 
