@@ -18,10 +18,10 @@ import time
 from tests import paths
 from tests.bert_cli import test_cloud_paths as pipeline
 
-# Checkpoints every 2 steps, ~0.5 s apart on the loopback: the kill at ckpt-2 leaves 5 more to
-# write before the last one, a margin of seconds for a 50 ms poll, and the resume runs 10 steps.
-# (Each step costs a checkpoint upload, so more steps only make the test slower.)
-PRETRAIN_STEPS = 12
+# A checkpoint every 2 steps, ~0.6 s apart on the loopback: the kill at ckpt-2 (a 50 ms poll)
+# leaves 7 more to write before the last one (~4 s of margin), and the resume runs 14 steps.
+# Each step costs a checkpoint upload: more steps only make the test slower.
+PRETRAIN_STEPS = 16
 
 
 def _command(module, argv):
