@@ -10,6 +10,7 @@ TF Serving's versioned layout, Hugging Face folders) live in one place, ``bert_t
 above ``data`` and ``modeling``: nothing in ``bert_common``, ``data`` or ``modeling`` writes one."""
 
 import ast
+import functools
 import os
 
 import pytest
@@ -42,11 +43,18 @@ def _python_files(package):
                 yield os.path.join(folder, name)
 
 
+@functools.lru_cache(maxsize=None)
+def _tree(path):
+    """The file's syntax tree, parsed once per session: both checks (and every package
+    parameter) walk the same trees, which nothing modifies."""
+    with open(path, encoding="utf-8") as f:
+        return ast.parse(f.read(), path)
+
+
 def _imports(path):
     """(top-level package, at module level?) of every import in the file, strings of code run
     by the file (bench child processes) included."""
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), path)
+    tree = _tree(path)
     found = []
 
     def visit(node, top_level):
@@ -88,8 +96,7 @@ def _export_code(path):
     """What in the file writes an export: a ``tf.saved_model.save`` call, an import of
     safetensors' writers, an ``export_*`` function or class, a SavedModel writer. (Keras's own
     ``Model.export``, which the model classes override, is the models' API, not export code.)"""
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), path)
+    tree = _tree(path)
     found = []
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
