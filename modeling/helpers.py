@@ -19,10 +19,12 @@ Example::
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Union
+from typing import Any, Callable, List, Optional, Sequence, Union
 
 import keras
-import tensorflow as tf
+from keras import ops
+
+from modeling import backend
 
 from modeling.layers import activations
 from modeling.layers.activations import gelu
@@ -52,10 +54,11 @@ def get_activation(activation_string: Union[str, Callable, None]) -> Optional[Ca
     return activations.get_activation(activation_string)
 
 
-def get_shape_list(tensor: tf.Tensor, expected_rank: Union[int, Sequence[int], None] = None,
-                   name: Optional[str] = None) -> List[Union[int, tf.Tensor]]:
+def get_shape_list(tensor: Any, expected_rank: Union[int, Sequence[int], None] = None,
+                   name: Optional[str] = None) -> List[Union[int, Any]]:
     """The original ``get_shape_list``: the tensor's dimensions, each a Python int where it is
-    static and a scalar int32 tensor (``tf.shape``) where it is not.
+    static and a scalar int32 tensor (``tf.shape``) where it is not (on TensorFlow; every
+    dimension is static on JAX).
 
     Args:
         tensor: the tensor.
@@ -72,7 +75,7 @@ def get_shape_list(tensor: tf.Tensor, expected_rank: Union[int, Sequence[int], N
     if expected_rank is not None:
         expected = ({expected_rank} if isinstance(expected_rank, int)
                     else set(expected_rank))
-        actual = tensor.shape.ndims
+        actual = len(tensor.shape)
         if actual not in expected:
             if name is None:
                 try:
@@ -82,15 +85,15 @@ def get_shape_list(tensor: tf.Tensor, expected_rank: Union[int, Sequence[int], N
             raise ValueError("For the tensor `%s`, the actual rank `%s` (shape = %s) is not "
                              "equal to the expected rank `%s`"
                              % (name, actual, tensor.shape, expected_rank))
-    shape = tensor.shape.as_list()
+    shape = list(tensor.shape)
     if all(dim is not None for dim in shape):
         return shape
-    dynamic = tf.shape(tensor)
+    dynamic = backend.shape(tensor)
     return [dynamic[i] if dim is None else dim for i, dim in enumerate(shape)]
 
 
-def create_attention_mask_from_input_mask(from_tensor: tf.Tensor,
-                                          to_mask: tf.Tensor) -> tf.Tensor:
+def create_attention_mask_from_input_mask(from_tensor: Any,
+                                          to_mask: Any) -> Any:
     """The original's 3D attention mask: ``mask[b, f, t] = to_mask[b, t]`` for every position
     ``f`` of ``from_tensor``.
 
@@ -107,8 +110,8 @@ def create_attention_mask_from_input_mask(from_tensor: tf.Tensor,
     """
     from_shape = get_shape_list(from_tensor, expected_rank=[2, 3])
     to_shape = get_shape_list(to_mask, expected_rank=2)
-    to_mask = tf.cast(tf.reshape(to_mask, [from_shape[0], 1, to_shape[1]]), tf.float32)
-    broadcast_ones = tf.ones([from_shape[0], from_shape[1], 1], tf.float32)  # [B, F, 1]
+    to_mask = ops.cast(ops.reshape(to_mask, (from_shape[0], 1, to_shape[1])), "float32")
+    broadcast_ones = ops.ones((from_shape[0], from_shape[1], 1), "float32")  # [B, F, 1]
     return broadcast_ones * to_mask  # [B, F, T]
 
 

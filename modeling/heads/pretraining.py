@@ -307,6 +307,12 @@ class MaskedLMLoss(keras.layers.Layer):
         """
         return masked_lm_loss(log_probs, label_ids, label_weights)
 
+    def compute_output_spec(self, log_probs, label_ids, label_weights):
+        """``(float32 [B*P], float32 [])`` (Keras' symbolic build on JAX cannot relate the
+        two inputs' unknown sizes)."""
+        return (keras.KerasTensor((log_probs.shape[0],), "float32"),
+                keras.KerasTensor((), "float32"))
+
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
@@ -331,6 +337,11 @@ class NextSentenceLoss(keras.layers.Layer):
             ``(per_example_loss [B], loss [])``.
         """
         return next_sentence_loss(log_probs, labels)
+
+    def compute_output_spec(self, log_probs, labels):
+        """``(float32 [B], float32 [])``."""
+        return (keras.KerasTensor((log_probs.shape[0],), "float32"),
+                keras.KerasTensor((), "float32"))
 
 
 

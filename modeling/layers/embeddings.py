@@ -173,6 +173,17 @@ class EmbeddingPostprocessor(keras.layers.Layer):
         output = self.layer_norm(output, training=training)
         return self.dropout(output, training=training)
 
+    def compute_output_shape(self, word_embeddings_shape, segment_ids_shape=None):
+        """Args:
+            word_embeddings_shape: [B, S, H].
+            segment_ids_shape: [B, S].
+
+        Returns:
+            ``word_embeddings_shape`` (Keras' symbolic build on JAX cannot infer it through
+            the position-table slice).
+        """
+        return tuple(word_embeddings_shape)
+
 
     def get_config(self):
         config = super().get_config()

@@ -22,7 +22,13 @@ from __future__ import annotations
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
+
+from modeling import backend
+
+# The step's integer type: int64 on TensorFlow (its iteration counter), int32 on JAX without
+# x64 (exact up to 2**31 steps).
+_INT = "int64" if backend.TENSORFLOW else "int32"
 
 
 def _reciprocal32(n: int) -> np.float32:
@@ -30,13 +36,14 @@ def _reciprocal32(n: int) -> np.float32:
 
 
 def bert_schedule_value(step, init_lr: float, num_train_steps: int,
-                        num_warmup_steps: int) -> tf.Tensor:
+                        num_warmup_steps: int):
     """schedule(step) as a float32 scalar tensor (``step``: int scalar tensor or Python int).
 
     Rounded as the original graph computes it: TensorFlow's graph optimizer turns the divisions
     by the constant step counts into multiplications by float32 reciprocals and folds
     ``init_lr * (s * (1/W))`` into ``(init_lr * (1/W)) * s``; checked bit for bit against the
     original graph (tf.compat.v1 session) on 25 random (init_lr, N, W) and the golden files.
+    Written in ``keras.ops``: the same arithmetic on every backend.
 
     Args:
         step: the step.
@@ -44,16 +51,16 @@ def bert_schedule_value(step, init_lr: float, num_train_steps: int,
         num_train_steps: N, the step where the rate reaches 0.
         num_warmup_steps: W, linear warmup steps (0: none).
     """
-    step = tf.convert_to_tensor(step)
-    lr = tf.constant(init_lr, tf.float32)
-    step_f = tf.cast(step, tf.float32)
+    step = ops.convert_to_tensor(step)
+    lr = ops.convert_to_tensor(init_lr, "float32")
+    step_f = ops.cast(step, "float32")
     # Polynomial decay, power 1, end 0.
-    p = tf.minimum(step_f, float(num_train_steps)) * _reciprocal32(num_train_steps)
+    p = ops.minimum(step_f, float(num_train_steps)) * _reciprocal32(num_train_steps)
     decayed = lr * (1.0 - p)
     if not num_warmup_steps:
         return decayed
     warmup_lr = (lr * _reciprocal32(num_warmup_steps)) * step_f
-    is_warmup = tf.cast(tf.cast(step, tf.int64) < num_warmup_steps, tf.float32)
+    is_warmup = ops.cast(ops.cast(step, _INT) < num_warmup_steps, "float32")
     return (1.0 - is_warmup) * decayed + is_warmup * warmup_lr
 
 
@@ -83,7 +90,7 @@ class BertSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.one_step_ahead = bool(one_step_ahead)
 
     def __call__(self, step):
-        step = tf.cast(step, tf.int64)
+        step = ops.cast(step, _INT)
         if self.one_step_ahead:
             step = step + 1
         return bert_schedule_value(step, self.init_lr, self.num_train_steps,

@@ -1,0 +1,271 @@
+"""The original BERT optimizer on any Keras 3 backend (JAX; TensorFlow has its own, below).
+
+``create_optimizer(init_lr, num_train_steps, num_warmup_steps)`` returns an ``AdamWeightDecay``
+(or ``Lamb``) that does the original train step's update with ``keras.ops`` only:
+
+1. clip by global norm 1.0 (``update_rules.clip_factor``, the factor of
+   ``tf.clip_by_global_norm``), in ``_clip_gradients``, Keras' hook before the update;
+2. the update rule of ``update_rules`` (AdamWeightDecay without bias correction, weight decay
+   skipped for names matching "LayerNorm", "layer_norm" or "bias"; or LAMB);
+3. the rate from ``BertSchedule`` (warmup, then linear decay; iteration t uses schedule(t + 1)).
+
+The rules are the ones the TensorFlow optimizers (``modeling.training.optimization``) call, so
+both backends compute the same arithmetic in the same order. ``modeling.optimization`` gives
+this module's classes when Keras runs on another backend than TensorFlow.
+
+What the TensorFlow path has and this one does not (the constructor says so when asked):
+
+* ``gradient_reduction="clip_then_sum"`` (the original's per-TPU-core clipping): with
+  ``keras.distribution.DataParallel`` the gradient is the global batch's, clipped once
+  (``"mean_then_clip"``, the TensorFlow default);
+* ``loss_scale`` (float16 training): bfloat16 (``mixed_bfloat16``) needs none;
+* sparse gradients: JAX's gradient of a gather is dense, so a repeated token id counts once in
+  the global norm (its rows summed), where TensorFlow's IndexedSlices count each occurrence.
+
+Example::
+
+    import keras
+    from modeling.training import keras_optimization
+
+    optimizer = keras_optimization.create_optimizer(2e-5, num_train_steps=1000,
+                                                    num_warmup_steps=100)
+    kernel = keras.Variable([[1.0, -2.0], [3.0, 0.5]])
+    optimizer.apply([keras.ops.ones((2, 2))], [kernel])   # clip to norm 1, AdamWeightDecay
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Union
+
+import keras
+import numpy as np
+from keras import ops
+
+from modeling.training import update_rules
+from modeling.training.lr_schedules import BertSchedule
+from modeling.training.update_rules import WEIGHT_DECAY_EXCLUSIONS, uses_weight_decay
+
+OPTIMIZERS = ("adamw", "lamb")
+
+
+def global_norm(grads: Sequence[Any]) -> Any:
+    """sqrt(sum of every gradient's squared entries), float32 [] (None entries skipped).
+
+    Args:
+        grads: the gradients.
+    """
+    squares = [ops.sum(ops.square(ops.cast(g, "float32"))) for g in grads if g is not None]
+    return ops.sqrt(sum(squares[1:], squares[0]))
+
+
+class _ClippedOptimizer(keras.optimizers.Optimizer):
+    """Global-norm clipping and per-variable decay flags around an ``update_rules`` rule.
+
+    Subclasses set ``_SLOTS`` and implement ``_rule(param, grad, m, v, lr, decay)``.
+    """
+
+    _SLOTS = ("m", "v")
+
+    def __init__(self, learning_rate, weight_decay_rate: float = 0.01,
+                 exclude_from_weight_decay: Optional[Sequence[str]] = WEIGHT_DECAY_EXCLUSIONS,
+                 clip_norm: Optional[float] = 1.0, gradient_reduction: str = "mean_then_clip",
+                 loss_scale: Union[None, str, float] = None, name: str = "optimizer",
+                 **kwargs):
+        if gradient_reduction != "mean_then_clip":
+            raise ValueError("gradient_reduction=%r: on the %s backend the gradient of the "
+                             "global batch is clipped once ('mean_then_clip'); per-replica "
+                             "clipping needs the TensorFlow backend"
+                             % (gradient_reduction, keras.backend.backend()))
+        if loss_scale is not None:
+            raise ValueError("loss_scale=%r: loss scaling (float16) needs the TensorFlow "
+                             "backend; use bfloat16 (mixed_bfloat16) on %s"
+                             % (loss_scale, keras.backend.backend()))
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.weight_decay_rate = float(weight_decay_rate)
+        self.exclude_patterns = tuple(exclude_from_weight_decay or ())
+        self.clip_norm = None if clip_norm is None else float(clip_norm)
+        self.gradient_reduction = gradient_reduction
+        self.loss_scale_mode = None
+        self._decay_flags: List[bool] = []
+
+    def build(self, variables):
+        if self.built:
+            return
+        super().build(variables)
+        self._decay_flags = [uses_weight_decay(update_rules.variable_name(v),
+                                               self.weight_decay_rate, self.exclude_patterns)
+                             for v in variables]
+        self._rule_slots = [[self.add_variable_from_reference(v, "%s_%s" % (self._PREFIX, slot))
+                        for v in variables] for slot in self._SLOTS]
+
+    def decays(self, variable) -> bool:
+        """Whether weight decay applies to ``variable`` (the optimizer must be built).
+
+        Args:
+            variable: one of the variables the optimizer was built with.
+        """
+        return self._decay_flags[self._get_variable_index(variable)]
+
+    def _clip_gradients(self, grads):
+        if self.clip_norm is None:
+            return grads
+        factor = update_rules.clip_factor(global_norm(grads), self.clip_norm, ops)
+        return [None if g is None else g * ops.cast(factor, g.dtype) for g in grads]
+
+    def update_step(self, gradient, variable, learning_rate):
+        """The rule on one variable (Keras' per-variable hook, after ``_clip_gradients``)."""
+        index = self._get_variable_index(variable)
+        m, v = self._rule_slots[0][index], self._rule_slots[1][index]
+        lr = ops.cast(learning_rate, variable.dtype)
+        next_param, next_m, next_v = self._rule(variable.value, ops.cast(gradient, variable.dtype),
+                                                m.value, v.value, lr, self._decay_flags[index])
+        self.assign(variable, next_param)
+        self.assign(m, next_m)
+        self.assign(v, next_v)
+
+    def _rule(self, param, grad, m, v, lr, decay):
+        raise NotImplementedError
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(weight_decay_rate=self.weight_decay_rate,
+                      exclude_from_weight_decay=list(self.exclude_patterns),
+                      clip_norm=self.clip_norm, gradient_reduction=self.gradient_reduction)
+        return config
+
+
+class AdamWeightDecay(_ClippedOptimizer):
+    """The original ``AdamWeightDecayOptimizer`` behind global-norm clipping (see module).
+    Slots: ``adam_m``, ``adam_v``.
+
+    Args:
+        learning_rate: a float or a schedule (``BertSchedule``).
+        weight_decay_rate: decoupled weight decay (0.01).
+        beta_1: the first-moment decay (0.9).
+        beta_2: the second-moment decay (0.999).
+        epsilon: added to sqrt(v) (1e-6).
+        name: the optimizer name.
+        **kwargs: ``exclude_from_weight_decay``, ``clip_norm`` and Keras optimizer arguments.
+    """
+
+    _PREFIX = "adam"
+
+    def __init__(self, learning_rate, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
+                 beta_2: float = 0.999, epsilon: float = 1e-6,
+                 name: str = "AdamWeightDecayOptimizer", **kwargs):
+        super().__init__(learning_rate, weight_decay_rate=weight_decay_rate, name=name, **kwargs)
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+
+    def _rule(self, param, grad, m, v, lr, decay):
+        return update_rules.adam_weight_decay(param, grad, m, v, lr, decay, ops, self.beta_1,
+                                              self.beta_2, self.epsilon, self.weight_decay_rate)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
+        return config
+
+
+class AdamWeightDecayOptimizer(AdamWeightDecay):
+    """The original class's constructor: no decay, no exclusions and no clipping unless given
+    (see ``modeling.training.optimization.AdamWeightDecayOptimizer``).
+
+    Args:
+        learning_rate: a float or a schedule.
+        weight_decay_rate: decoupled weight decay (0.0).
+        beta_1: the first-moment decay (0.9).
+        beta_2: the second-moment decay (0.999).
+        epsilon: added to sqrt(v) (1e-6).
+        exclude_from_weight_decay: regular expressions of the names without decay.
+        name: the optimizer name.
+        **kwargs: ``clip_norm`` (default None here) and Keras optimizer arguments.
+    """
+
+    def __init__(self, learning_rate, weight_decay_rate: float = 0.0, beta_1: float = 0.9,
+                 beta_2: float = 0.999, epsilon: float = 1e-6,
+                 exclude_from_weight_decay: Optional[Sequence[str]] = None,
+                 name: str = "AdamWeightDecayOptimizer", **kwargs):
+        kwargs.setdefault("clip_norm", None)
+        super().__init__(learning_rate, weight_decay_rate=weight_decay_rate, beta_1=beta_1,
+                         beta_2=beta_2, epsilon=epsilon, name=name,
+                         exclude_from_weight_decay=exclude_from_weight_decay, **kwargs)
+
+
+class Lamb(_ClippedOptimizer):
+    """LAMB behind the same clipping and schedule. Slots: ``lamb_m``, ``lamb_v``.
+
+    Args:
+        learning_rate: a float or a schedule (``BertSchedule``).
+        weight_decay_rate: decoupled weight decay (0.01).
+        beta_1: the first-moment decay (0.9).
+        beta_2: the second-moment decay (0.999).
+        epsilon: added to sqrt(v_hat) (1e-6).
+        name: the optimizer name.
+        **kwargs: as ``AdamWeightDecay``.
+    """
+
+    _PREFIX = "lamb"
+
+    def __init__(self, learning_rate, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
+                 beta_2: float = 0.999, epsilon: float = 1e-6, name: str = "Lamb", **kwargs):
+        super().__init__(learning_rate, weight_decay_rate=weight_decay_rate, name=name, **kwargs)
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+
+    def _rule(self, param, grad, m, v, lr, decay):
+        step = ops.cast(self.iterations + 1, param.dtype)
+        return update_rules.lamb(param, grad, m, v, lr, step, decay, ops, self.beta_1,
+                                 self.beta_2, self.epsilon, self.weight_decay_rate)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
+        return config
+
+
+def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int, *tf1_args,
+                     optimizer: str = "adamw", one_step_ahead: bool = True,
+                     gradient_reduction: str = "mean_then_clip",
+                     loss_scale: Union[None, str, float] = None,
+                     weight_decay_rate: float = 0.01, clip_norm: Optional[float] = 1.0,
+                     use_tpu: bool = False) -> _ClippedOptimizer:
+    """The original ``create_optimizer`` as a Keras optimizer on any backend (module docstring);
+    the arguments of ``modeling.training.optimization.create_optimizer``.
+
+    Args:
+        init_lr: the peak learning rate (after warmup).
+        num_train_steps: steps of the linear decay to 0.
+        num_warmup_steps: steps of the linear warmup from 0.
+        optimizer: "adamw" (``AdamWeightDecay``) or "lamb" (``Lamb``).
+        one_step_ahead: the update at iteration t uses schedule(t + 1), as the original.
+        gradient_reduction: "mean_then_clip" only (see the module docstring).
+        loss_scale: None only (see the module docstring).
+        weight_decay_rate: decoupled weight decay (0.01; 0 turns it off).
+        clip_norm: the global gradient norm clipped to (1.0); None: no clipping.
+        use_tpu: the original's per-core clipping: TensorFlow only (ValueError here).
+
+    Returns:
+        The optimizer, schedule included.
+
+    Raises:
+        TypeError: the original's TF1 call (a loss first).
+        ValueError: an unknown ``optimizer``, or an option of the TensorFlow path only.
+    """
+    if tf1_args or not isinstance(init_lr, (int, float, np.floating, np.integer)):
+        raise TypeError("create_optimizer(init_lr, num_train_steps, num_warmup_steps) takes no "
+                        "loss: it returns a Keras optimizer (the original's TF1 call was "
+                        "create_optimizer(loss, init_lr, ...)); got init_lr of type %s"
+                        % type(init_lr).__name__)
+    if optimizer not in OPTIMIZERS:
+        raise ValueError("optimizer must be one of %s, got %r" % (", ".join(OPTIMIZERS),
+                                                                  optimizer))
+    if use_tpu:
+        gradient_reduction = "clip_then_sum"
+    schedule = BertSchedule(init_lr, num_train_steps, num_warmup_steps,
+                            one_step_ahead=one_step_ahead)
+    cls = AdamWeightDecay if optimizer == "adamw" else Lamb
+    return cls(schedule, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm,
+               gradient_reduction=gradient_reduction, loss_scale=loss_scale)
