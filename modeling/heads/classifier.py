@@ -77,7 +77,7 @@ class ClassifierHead(keras.layers.Layer):
         x = self.dropout(pooled_output, training=training)  # [B, H] (or [B, S, H]: per token)
         w = ops.cast(self.output_weights, x.dtype)  # [K, H]
         b = ops.cast(self.output_bias, x.dtype)  # [K]
-        if x.shape.rank == 2:
+        if len(x.shape) == 2:
             logits = backend.matmul(x, w, transpose_b=True) + b  # [B, K]
         else:  # one GEMM over all tokens: [B*S, H] x [H, K]
             shape = backend.shape(x)

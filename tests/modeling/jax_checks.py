@@ -1,0 +1,124 @@
+"""Checks run under KERAS_BACKEND=jax in their own process (tests/modeling/test_jax_backend.py).
+
+``python -m tests.modeling.jax_checks NAME`` prints one JSON line of measurements; the test
+asserts on them. NAME: ``goldens`` (encoder goldens from TF1 checkpoints, MiniLM from its
+safetensors), ``trajectory`` (the original's 40-step dropout-free pre-training run),
+``no_tensorflow`` (model, optimizer and a step with TensorFlow imports blocked).
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+from tests import paths
+
+
+def _max_diff(a, b) -> float:
+    return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+
+
+def goldens() -> dict:
+    import modeling
+    from tests.modeling.golden_utils import encoder_inputs, golden_dir, load_outputs
+
+    out = {}
+    for name in ("tiny", "tiny_wide_init"):
+        model = modeling.BertModel(
+            modeling.BertConfig.from_json_file(golden_dir(name) + "/bert_config.json"))
+        modeling.load_tf1_checkpoint(model, golden_dir(name) + "/bert_model.ckpt", log=False)
+        golden = load_outputs(name)
+        result = model(encoder_inputs(golden))
+        out[name] = {k: _max_diff(result[k], golden[k])
+                     for k in ("sequence_output", "pooled_output", "embedding_output")}
+    minilm = os.path.join(paths.DATA, "minilm")
+    config = modeling.checkpoints.hf.read_hf_config(minilm)
+    config.hidden_act = "gelu"  # the golden's (the original's tanh GELU on MiniLM's weights)
+    model = modeling.BertModel(config)
+    modeling.load_checkpoint(model, minilm, log=False)
+    golden = load_outputs("minilm")
+    result = model(encoder_inputs(golden))
+    out["minilm"] = {k: _max_diff(result[k], golden[k])
+                     for k in ("sequence_output", "pooled_output", "embedding_output")}
+    return out
+
+
+def trajectory() -> dict:
+    import modeling
+    from data import numpy_records
+    from data.pretraining import schema
+    from modeling.checkpoints import tf1
+    from modeling.training import jax_training
+
+    traj_dir = os.path.join(paths.GOLDEN, "pretraining_trajectory")
+    model = modeling.BertPretrainingModel(
+        modeling.BertConfig.from_json_file(os.path.join(traj_dir, "init", "bert_config.json")))
+    modeling.load_checkpoint(model, os.path.join(traj_dir, "init", "bert_model.ckpt"), log=False)
+    optimizer = modeling.create_optimizer(1e-3, 40, 4)
+    optimizer.build(model.trainable_variables)
+    step = jax_training.make_train_step(model, optimizer)
+    state = jax_training.TrainState.from_model(model, optimizer)
+    records = os.path.join(traj_dir, "seq64_seed12345_dupe1.tfrecord")
+    logs = []
+    for index, batch in enumerate(numpy_records.batches([records], 8, schema.FEATURE_NAMES)):
+        if index == 40:
+            break
+        state, step_logs = step(state, batch)
+        logs.append({k: float(step_logs[k]) for k in ("loss", "global_norm", "learning_rate")})
+    state.assign_to(model, optimizer)
+    reference = np.load(os.path.join(traj_dir, "trajectory.npz"))
+    final = tf1.read_tf1_checkpoint(os.path.join(traj_dir, "after_step_40", "bert_model.ckpt"))
+    ours = tf1.model_tf1_arrays(model)
+
+    def rel(key, ref_key):
+        values = np.array([r[key] for r in logs])
+        return float(np.max(np.abs(values - reference[ref_key]) / np.abs(reference[ref_key])))
+
+    return {"steps": len(logs), "loss_rel": rel("loss", "total_loss"),
+            "global_norm_rel": rel("global_norm", "global_norm"),
+            "lr_abs": _max_diff([r["learning_rate"] for r in logs], reference["lr_used"]),
+            "params_abs": max(_max_diff(ours[name], value) for name, value in final.items()),
+            "params_missing": sorted(set(final) - set(ours)),
+            "iterations": int(optimizer.iterations.value)}
+
+
+def no_tensorflow() -> dict:
+    import keras
+
+    import modeling
+    from modeling.training import jax_training
+
+    config = modeling.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
+                                 num_attention_heads=2, intermediate_size=32,
+                                 max_position_embeddings=16)
+    model = modeling.BertPretrainingModel(config)
+    optimizer = modeling.create_optimizer(1e-2, 10, 2)
+    optimizer.build(model.trainable_variables)
+    step = jax_training.make_train_step(model, optimizer)
+    state = jax_training.TrainState.from_model(model, optimizer)
+    rng = np.random.default_rng(0)
+    batch = {"input_ids": rng.integers(5, 50, (4, 8)).astype(np.int32),
+             "input_mask": np.ones((4, 8), np.int32), "segment_ids": np.zeros((4, 8), np.int32),
+             "masked_lm_positions": np.tile(np.arange(1, 4, dtype=np.int32), (4, 1)),
+             "masked_lm_ids": rng.integers(5, 50, (4, 3)).astype(np.int32),
+             "masked_lm_weights": np.ones((4, 3), np.float32),
+             "next_sentence_labels": np.zeros((4, 1), np.int32)}
+    losses = []
+    for _ in range(5):
+        state, logs = step(state, batch)
+        losses.append(float(logs["loss"]))
+    classifier = modeling.BertClassifier(modeling.BertModel(config), num_labels=3)
+    logits = classifier({k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")})
+    return {"backend": keras.backend.backend(), "losses": losses,
+            "optimizer": type(optimizer).__module__,
+            "classifier_logits": list(np.shape(logits["logits"] if isinstance(logits, dict)
+                                               else logits)),
+            "tensorflow_loaded": "tensorflow" in sys.modules}
+
+
+if __name__ == "__main__":
+    import jax
+
+    jax.config.update("jax_default_matmul_precision", "highest")
+    print("JAX_CHECK " + json.dumps(globals()[sys.argv[1]]()), flush=True)

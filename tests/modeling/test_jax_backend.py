@@ -1,0 +1,66 @@
+"""The model on Keras' JAX backend (CPU), each check in its own process (KERAS_BACKEND is read
+once per process): the public encoder goldens, the original's dropout-free 40-step pre-training
+trajectory with the original optimizer, and model + optimizer + training steps with TensorFlow
+imports blocked. The measurements come from tests/modeling/jax_checks.py."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests import paths
+from tests.bert_cli.test_run_pretraining import NOISE_MARGIN, TRAJ
+
+pytest.importorskip("jax", reason="jax is in requirements-dev.txt")
+
+NO_TENSORFLOW = os.path.join(paths.ROOT, "tests", "support", "no_tensorflow")
+
+
+def _run(check, block_tensorflow=False):
+    env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu")
+    if block_tensorflow:
+        env["PYTHONPATH"] = os.pathsep.join([NO_TENSORFLOW, paths.ROOT])
+    proc = subprocess.run([sys.executable, "-m", "tests.modeling.jax_checks", check],
+                          cwd=paths.ROOT, env=env, capture_output=True, text=True, timeout=600)
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("JAX_CHECK ")]
+    assert proc.returncode == 0 and lines, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return json.loads(lines[-1][len("JAX_CHECK "):])
+
+
+def test_encoder_goldens_on_jax():
+    """tiny and tiny_wide_init within the TensorFlow tests' 1e-5, MiniLM (Hugging Face
+    safetensors, read without TensorFlow) within their 5e-5."""
+    result = _run("goldens")
+    for name in ("tiny", "tiny_wide_init"):
+        for key, diff in result[name].items():
+            assert diff <= 1e-5, (name, key, diff)
+    for key, diff in result["minilm"].items():
+        assert diff <= 5e-5, ("minilm", key, diff)
+
+
+def test_pretraining_trajectory_on_jax_matches_the_original():
+    """40 steps of the original's run (AdamWeightDecay, clip 1.0, warmup + decay, schedule one
+    step ahead; records in file order through the numpy reader): losses and gradient norms within
+    1e-5 relative, the rate within 1e-5 of the peak, final parameters within the TensorFlow
+    test's bound (5x the original's own float noise floor)."""
+    with open(os.path.join(TRAJ, "float_noise_floor.json")) as f:
+        floor = json.load(f)["float_noise_floor_same_lr"]
+    result = _run("trajectory")
+    assert result["steps"] == 40 and result["iterations"] == 40
+    assert result["params_missing"] == []
+    assert result["loss_rel"] <= 1e-5, result
+    assert result["global_norm_rel"] <= 1e-5, result
+    assert result["lr_abs"] <= 1e-5 * 1e-3, result
+    assert result["params_abs"] <= NOISE_MARGIN * floor["final_params_max_abs_diff"], result
+
+
+def test_model_optimizer_and_steps_without_tensorflow():
+    result = _run("no_tensorflow", block_tensorflow=True)
+    assert result["backend"] == "jax"
+    assert result["tensorflow_loaded"] is False
+    assert result["optimizer"] == "modeling.training.keras_optimization"
+    assert result["classifier_logits"] == [4, 3]
+    losses = result["losses"]
+    assert losses[-1] < 0.7 * losses[0], losses  # five steps on one batch: the loss falls
