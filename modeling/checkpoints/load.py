@@ -57,9 +57,8 @@ def load_checkpoint(model, path: str, log: bool = True) -> LoadReport:
         report.missing                                                   # == []
         len(report.loaded) == len(encoder.weights)                       # == True
     """
-    if is_training_checkpoint(path):
-        report = _load_training_checkpoint(model, path)
-    elif hf.is_hf_checkpoint(path):
+    # The formats that need no TensorFlow first (a JAX process may not have it).
+    if hf.is_hf_checkpoint(path):
         weights = hf.read_hf_weights(path)
         report = assign_tf1_values(model, array_source(weights.source, weights.arrays))
         report.unused.extend(weights.unmapped)
@@ -74,6 +73,8 @@ def load_checkpoint(model, path: str, log: bool = True) -> LoadReport:
             raise CheckpointError("%s: does not fit this model (%s)"
                                   % (path, str(e).splitlines()[0])) from None
         report = LoadReport(source=path, loaded=[v.path for v in model.weights])
+    elif is_training_checkpoint(path):
+        report = _load_training_checkpoint(model, path)
     else:
         report = assign_tf1_values(model, tf1_checkpoint_source(path))
     if log:

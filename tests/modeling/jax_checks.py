@@ -108,9 +108,23 @@ def no_tensorflow() -> dict:
     for _ in range(5):
         state, logs = step(state, batch)
         losses.append(float(logs["loss"]))
+    import tempfile
+
+    state.assign_to(model, optimizer)
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "model.weights.h5")
+        model.save_weights(path)
+        again = modeling.BertPretrainingModel(config)
+        modeling.load_checkpoint(again, path, log=False)
+        reloaded = max(_max_diff(a.value, b.value)
+                       for a, b in zip(model.weights, again.weights))
+    minilm = os.path.join(paths.DATA, "minilm")
+    hf_model = modeling.BertModel(modeling.checkpoints.hf.read_hf_config(minilm))
+    hf_missing = modeling.load_checkpoint(hf_model, minilm, log=False).missing
     classifier = modeling.BertClassifier(modeling.BertModel(config), num_labels=3)
     logits = classifier({k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")})
-    return {"backend": keras.backend.backend(), "losses": losses,
+    return {"backend": keras.backend.backend(), "losses": losses, "reloaded_max_diff": reloaded,
+            "hf_missing": hf_missing,
             "optimizer": type(optimizer).__module__,
             "classifier_logits": list(np.shape(logits["logits"] if isinstance(logits, dict)
                                                else logits)),

@@ -62,5 +62,7 @@ def test_model_optimizer_and_steps_without_tensorflow():
     assert result["tensorflow_loaded"] is False
     assert result["optimizer"] == "modeling.training.keras_optimization"
     assert result["classifier_logits"] == [4, 3]
+    assert result["reloaded_max_diff"] == 0.0  # .weights.h5 written and read back
+    assert result["hf_missing"] == []  # a Hugging Face folder (safetensors) read in full
     losses = result["losses"]
     assert losses[-1] < 0.7 * losses[0], losses  # five steps on one batch: the loss falls
