@@ -206,6 +206,12 @@ def pretrain(settings) -> Optional[Dict[str, float]]:
     Raises:
         FlagError: a missing or bad flag.
     """
+    import keras
+
+    if keras.backend.backend() != "tensorflow":  # KERAS_BACKEND=jax: docs/jax.md
+        from bert_tasks.jax_pretraining import pretrain_on_jax
+
+        return pretrain_on_jax(settings)
     config, strategy, precision = _setup(settings)  # the strategy before any other TF op
     import keras
     import tensorflow as tf

@@ -13,6 +13,7 @@ spellings would change the graph this port has always built, and with it oneDNN'
 * ``read``: ``tf.convert_to_tensor`` of a variable (a tensor, where Keras' conversion keeps the
   ``tf.Variable``, whose gather is a copy-on-read ResourceGather);
 * ``moments``: ``tf.nn.moments`` (the original's LayerNorm statistics);
+* ``argmax``: ``tf.argmax`` (``keras.ops.argmax`` adds a pass for negative zeros);
 * ``shape``: ``tf.shape`` (dynamic, where a traced batch dimension is unknown).
 
 Everywhere else they are the ``keras.ops`` equivalents. TensorFlow is imported only when the
@@ -125,6 +126,20 @@ def moments(x, axes: Sequence[int]):
     mean = ops.mean(x, axis=tuple(axes), keepdims=True)
     variance = ops.mean(ops.square(x - ops.stop_gradient(mean)), axis=tuple(axes), keepdims=True)
     return mean, variance
+
+
+def argmax(x):
+    """int32 index of the largest entry over the last axis.
+
+    Args:
+        x: [..., N].
+
+    Returns:
+        int32 [...].
+    """
+    if TENSORFLOW:
+        return tf.argmax(x, axis=-1, output_type=tf.int32)
+    return ops.cast(ops.argmax(x, axis=-1), "int32")
 
 
 def shape(x) -> Sequence:

@@ -58,6 +58,9 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from modeling.encoder import INPUT_NAMES
+# The metrics have one definition for every backend (keras.ops); importable from here as before.
+from modeling.training.pretraining_metrics import EVAL_KEYS, eval_metrics  # noqa: F401
+from modeling.training.pretraining_metrics import _flat_weights, head_metrics
 from modeling.heads.pretraining import MLM_LOSS_EPSILON, PRETRAINING_INPUT_NAMES
 
 Logs = Dict[str, Tuple[tf.Tensor, tf.Tensor]]  # {name: (numerator, denominator)}
@@ -187,61 +190,6 @@ class WeightedMeanLossObjective(MeanLossObjective):
 # The model's inputs, named as the pre-training records' features (data.pretraining.schema):
 # the model defines the names, the records follow them.
 MODEL_INPUT_NAMES = tuple(INPUT_NAMES) + tuple(PRETRAINING_INPUT_NAMES)
-
-EVAL_KEYS = ("loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
-             "next_sentence_loss")
-
-
-def _flat_weights(batch) -> tf.Tensor:
-    return tf.reshape(tf.cast(batch["masked_lm_weights"], tf.float32), [-1])  # [B*P]
-
-
-def head_metrics(outputs, batch) -> Dict[str, Tuple[tf.Tensor, tf.Tensor]]:
-    """The four head metrics as (numerator, denominator) sums over ``batch``.
-
-    Args:
-        outputs: the pre-training model's outputs (``masked_lm_log_probs`` [B*P, V],
-            ``masked_lm_example_loss`` [B*P], ``next_sentence_log_probs`` [B, 2],
-            ``next_sentence_example_loss`` [B]).
-        batch: the record features (``masked_lm_ids``/``masked_lm_weights`` [B, P],
-            ``next_sentence_labels`` [B] or [B, 1]).
-
-    Returns:
-        name -> (numerator, denominator) float32 scalars.
-    """
-    weights = _flat_weights(batch)  # [B*P]
-    mlm_ids = tf.reshape(tf.cast(batch["masked_lm_ids"], tf.int32), [-1])  # [B*P]
-    mlm_pred = tf.argmax(outputs["masked_lm_log_probs"], axis=-1, output_type=tf.int32)
-    mlm_correct = tf.cast(tf.equal(mlm_pred, mlm_ids), tf.float32)  # [B*P]
-    mlm_loss = tf.cast(outputs["masked_lm_example_loss"], tf.float32)  # [B*P]
-    nsp_labels = tf.reshape(tf.cast(batch["next_sentence_labels"], tf.int32), [-1])  # [B]
-    nsp_pred = tf.argmax(outputs["next_sentence_log_probs"], axis=-1, output_type=tf.int32)
-    nsp_correct = tf.cast(tf.equal(nsp_pred, nsp_labels), tf.float32)  # [B]
-    nsp_loss = tf.cast(outputs["next_sentence_example_loss"], tf.float32)  # [B]
-    weight_sum = tf.reduce_sum(weights)
-    count = tf.cast(tf.size(nsp_labels), tf.float32)
-    return {
-        "masked_lm_accuracy": (tf.reduce_sum(weights * mlm_correct), weight_sum),
-        "masked_lm_loss": (tf.reduce_sum(weights * mlm_loss), weight_sum),
-        "next_sentence_accuracy": (tf.reduce_sum(nsp_correct), count),
-        "next_sentence_loss": (tf.reduce_sum(nsp_loss), count),
-    }
-
-
-def eval_metrics(outputs, batch) -> Dict[str, Tuple[tf.Tensor, tf.Tensor]]:
-    """``head_metrics`` plus ``loss`` = (total_loss of the batch, 1).
-
-    Args:
-        outputs: the pre-training model's outputs, with ``total_loss``.
-        batch: the record features.
-
-    Returns:
-        name -> (numerator, denominator) float32 scalars.
-    """
-    metrics = head_metrics(outputs, batch)
-    metrics["loss"] = (tf.cast(outputs["total_loss"], tf.float32), tf.constant(1.0))
-    return metrics
-
 
 def model_inputs(batch) -> Dict[str, tf.Tensor]:
     """The pre-training model's inputs: the 7 record features.

@@ -1,0 +1,453 @@
+"""Pre-training on Keras' JAX backend: ``run_pretraining.py`` under ``KERAS_BACKEND=jax``.
+
+``pretrain_on_jax(settings)`` runs the job of ``bert_tasks.pretraining.pretrain`` with the same
+flags, model, losses, optimizer rules (``modeling.training.update_rules``), step log, eval
+metrics (``modeling.training.pretraining_metrics``) and eval file, without TensorFlow:
+
+* input: the pre-training records read with numpy (``data.numpy_records``), repeated; in file
+  order with ``--deterministic``, else the files and a 10,000-record buffer shuffled per epoch
+  from ``--random_seed``;
+* the step: ``modeling.training.jax_training.make_train_step`` (compiled, ``mixed_bfloat16``
+  with ``--mixed_precision=bf16``); several local devices (GPUs, TPU cores) train data-parallel
+  (``keras.distribution.DataParallel``: the batch split over them, one update);
+* checkpoints every ``--save_checkpoints_steps`` and at the end: ``output_dir/jax-ckpt-N.npz``,
+  written atomically, holding every model and optimizer value (the dropout seeds among them),
+  the step and the records read; the newest ``--keep_checkpoint_max`` are kept. A rerun resumes
+  from the newest: the values, the step log cut at its step, the input re-read up to its
+  position. Resume is exact: the run ends bit for bit where an uninterrupted one ends (CPU);
+* TensorBoard scalars in ``output_dir/train`` (loss, learning rate, global norm, the head
+  losses; tensorboard's own event writer) and the eval results in ``output_dir/eval``;
+* the export: ``output_dir/export/bert_model.ckpt`` (Google's names) where TensorFlow is
+  installed, else ``export/model.weights.h5``; ``bert_config.json`` beside it.
+
+Flags of the TensorFlow path only (``--strategy`` other than default, ``--use_tpu``,
+``--num_cpu_devices``, ``--num_accumulation_steps`` > 1, fp16, ``clip_then_sum``) stop the run
+with one line naming the flag.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import sys
+import time
+from typing import Dict, Iterator, List, Optional
+
+import numpy as np
+from absl import logging
+
+from bert_common import atomic
+from bert_common import files as fs
+from bert_common.errors import FlagError, InputError
+from bert_common.progress import Progress
+
+CHECKPOINT_PATTERN = re.compile(r"^jax-ckpt-(\d+)\.npz$")
+SHUFFLE_BUFFER = 10000
+
+
+def check_jax_settings(settings) -> None:
+    """The flags the JAX path cannot honour stop the run, naming the flag.
+
+    Args:
+        settings: the run's settings (the tool's flag values).
+
+    Raises:
+        FlagError: a flag of the TensorFlow path only.
+    """
+    def refuse(flag, why):
+        raise FlagError("%s: %s with KERAS_BACKEND=jax (it runs on TensorFlow)" % (flag, why))
+
+    if getattr(settings, "use_tpu", False) or getattr(settings, "strategy", "default") != "default":
+        refuse("--strategy=%s" % getattr(settings, "strategy", "tpu"),
+               "tf.distribute strategies are not used (the local devices train data-parallel)")
+    if getattr(settings, "num_cpu_devices", 0):
+        refuse("--num_cpu_devices", "not used; give JAX XLA_FLAGS="
+               "--xla_force_host_platform_device_count=N")
+    if getattr(settings, "num_accumulation_steps", 1) != 1:
+        refuse("--num_accumulation_steps", "gradient accumulation is not implemented")
+    if getattr(settings, "mixed_precision", None) == "fp16":
+        refuse("--mixed_precision=fp16", "loss scaling is not implemented; use bf16")
+    if getattr(settings, "gradient_reduction", "auto") == "clip_then_sum":
+        refuse("--gradient_reduction=clip_then_sum", "per-replica clipping is not implemented")
+
+
+# ------------------------------------------------------------------------------------ input
+
+def _record_stream(paths: List[str], names, deterministic: bool, seed: int
+                   ) -> Iterator[Dict[str, np.ndarray]]:
+    """Every record's features, epoch after epoch (see the module docstring)."""
+    from data import numpy_records
+
+    epoch = 0
+    while True:
+        rng = np.random.default_rng([seed, epoch])
+        order = list(paths) if deterministic else [paths[i] for i in rng.permutation(len(paths))]
+        buffer: List[Dict[str, np.ndarray]] = []
+        for path in order:
+            for record in numpy_records.read_records(path):
+                features = numpy_records.parse_example(record)
+                try:
+                    row = {n: features[n] for n in names}
+                except KeyError as e:
+                    raise InputError("%s: a record has no feature %s" % (path, e)) from None
+                if deterministic:
+                    yield row
+                    continue
+                buffer.append(row)
+                if len(buffer) >= SHUFFLE_BUFFER:
+                    yield buffer.pop(int(rng.integers(len(buffer))))
+        while buffer:
+            yield buffer.pop(int(rng.integers(len(buffer))))
+        epoch += 1
+
+
+def batches(paths: List[str], batch_size: int, names, deterministic: bool, seed: int,
+            skip_records: int = 0) -> Iterator[Dict[str, np.ndarray]]:
+    """Training batches from the record stream, after ``skip_records`` records (a resumed
+    run's position: the stream is re-read up to it, so the batches are the ones an
+    uninterrupted run reads next).
+
+    Args:
+        paths: the input files.
+        batch_size: B.
+        names: the features.
+        deterministic: file order, no shuffling.
+        seed: the shuffles' seed.
+        skip_records: records already trained on.
+    """
+    stream = _record_stream(paths, names, deterministic, seed)
+    for _ in range(skip_records):
+        next(stream)
+    while True:
+        rows = [next(stream) for _ in range(batch_size)]
+        yield {n: _as_model_dtype(np.stack([r[n] for r in rows])) for n in names}
+
+
+def _as_model_dtype(values: np.ndarray) -> np.ndarray:
+    return values.astype(np.int32) if values.dtype == np.int64 else values
+
+
+# ------------------------------------------------------------------------------ checkpoints
+
+def checkpoints_in(folder: str) -> List[tuple]:
+    """``(step, path)`` of the JAX checkpoints in ``folder``, oldest first."""
+    found = []
+    for path in fs.glob(os.path.join(folder, "jax-ckpt-*.npz")):
+        match = CHECKPOINT_PATTERN.match(os.path.basename(path))
+        if match:
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def save_checkpoint(folder: str, state, model, optimizer, step: int, records: int,
+                    keep: int) -> str:
+    """``folder/jax-ckpt-<step>.npz`` (atomic), then only the newest ``keep`` kept.
+
+    Args:
+        folder: the output folder.
+        state: the ``TrainState``.
+        model: the model (its variable paths are recorded, checked on restore).
+        optimizer: the optimizer (likewise).
+        step: the global step.
+        records: records read so far (the input position).
+        keep: checkpoints kept (``--keep_checkpoint_max``; 0 keeps all).
+
+    Returns:
+        The path written.
+    """
+    import jax
+
+    arrays = {}
+    for prefix, values in (("t", state.trainable), ("n", state.non_trainable),
+                           ("o", state.optimizer)):
+        for index, value in enumerate(jax.device_get(values)):
+            arrays["%s%d" % (prefix, index)] = np.asarray(value)
+    meta = {"step": step, "records": records,
+            "variables": [v.path for v in model.trainable_variables],
+            "non_trainable": [v.path for v in model.non_trainable_variables],
+            "optimizer": [v.path for v in optimizer.variables]}
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), np.uint8)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    path = os.path.join(folder, "jax-ckpt-%d.npz" % step)
+    with atomic.atomic_open(path, "wb") as f:
+        f.write(buffer.getvalue())
+    if keep > 0:
+        for _, old in checkpoints_in(folder)[:-keep]:
+            fs.remove(old)
+    return path
+
+
+def restore_checkpoint(path: str, model, optimizer):
+    """The ``TrainState`` and ``(step, records)`` of a checkpoint written by this run's model.
+
+    Raises:
+        InputError: a damaged file, or one of another model.
+    """
+    from modeling.training.jax_training import TrainState
+
+    try:
+        with fs.open(path, "rb") as f:
+            data = np.load(io.BytesIO(f.read()))
+            arrays = {k: data[k] for k in data.files}
+        meta = json.loads(bytes(arrays.pop("meta")).decode("utf-8"))
+    except (OSError, ValueError, KeyError) as e:
+        raise InputError("%s: damaged checkpoint (%s)" % (path, e)) from None
+    if (meta["variables"] != [v.path for v in model.trainable_variables]
+            or meta["optimizer"] != [v.path for v in optimizer.variables]):
+        raise InputError("%s: a checkpoint of another model or optimizer (its variables differ "
+                         "from this run's); use another --output_dir" % path)
+
+    def take(prefix, variables):
+        return [arrays["%s%d" % (prefix, i)] for i in range(len(variables))]
+
+    state = TrainState(take("t", model.trainable_variables),
+                       take("n", model.non_trainable_variables),
+                       take("o", optimizer.variables))
+    return state, meta["step"], meta["records"]
+
+
+# ---------------------------------------------------------------------------- TensorBoard
+
+class ScalarWriter:
+    """TensorBoard scalars with tensorboard's own event writer (no TensorFlow)."""
+
+    def __init__(self, folder: str):
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+        fs.makedirs(folder)
+        self._writer = EventFileWriter(folder)
+
+    def write(self, step: int, values: Dict[str, float]) -> None:
+        """One scalar per name at ``step``."""
+        from tensorboard.compat.proto import event_pb2, summary_pb2
+
+        summary = summary_pb2.Summary(value=[
+            summary_pb2.Summary.Value(tag=name, simple_value=float(value))
+            for name, value in values.items()])
+        self._writer.add_event(event_pb2.Event(wall_time=time.time(), step=int(step),
+                                               summary=summary))
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+# ------------------------------------------------------------------------------------ job
+
+def _distribute(batch_size: int):
+    """``keras.distribution.DataParallel`` over the local devices when there are several
+    (and the batch splits evenly), else None."""
+    import jax
+    import keras
+
+    devices = jax.local_devices()
+    if len(devices) <= 1:
+        return None
+    if batch_size % len(devices):
+        raise FlagError("--train_batch_size=%d is not divisible by the %d local devices"
+                        % (batch_size, len(devices)))
+    distribution = keras.distribution.DataParallel(devices=devices)
+    keras.distribution.set_distribution(distribution)
+    return distribution
+
+
+def _shard(batch, distribution):
+    import jax
+
+    if distribution is None:
+        return batch
+    layout = distribution.get_data_layout(next(iter(batch.values())).shape)
+    sharding = layout.backend_layout if hasattr(layout, "backend_layout") else layout
+    return jax.device_put(batch, sharding)
+
+
+def pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
+    """The whole pre-training job on JAX (see the module docstring).
+
+    Args:
+        settings: the run's settings (``run_pretraining``'s flag values).
+
+    Returns:
+        The eval results, or None without ``--do_eval``.
+
+    Raises:
+        FlagError: a bad flag, or one of the TensorFlow path only.
+        InputError: bad input files or a damaged checkpoint.
+    """
+    import keras
+
+    import modeling
+    from bert_tasks.pretraining import check_settings, load_init_checkpoint
+    from data.pretraining import schema
+
+    check_settings(settings)
+    check_jax_settings(settings)
+    config = modeling.BertConfig.from_json_file(settings.bert_config_file)
+    if settings.max_seq_length > config.max_position_embeddings:
+        raise FlagError("Cannot use sequence length %d because the BERT model was only trained "
+                        "up to sequence length %d" % (settings.max_seq_length,
+                                                      config.max_position_embeddings))
+    paths = _input_files(settings.input_file)
+    fs.prepare_output_dir(settings.output_dir)
+    keras.utils.set_random_seed(settings.random_seed)
+    if settings.mixed_precision == "bf16":
+        keras.config.set_dtype_policy("mixed_bfloat16")
+    distribution = _distribute(settings.train_batch_size if settings.do_train
+                               else settings.eval_batch_size)
+    model = modeling.BertPretrainingModel(config, seq_length=settings.max_seq_length)
+    optimizer = modeling.create_optimizer(
+        settings.learning_rate, settings.num_train_steps, settings.num_warmup_steps,
+        optimizer=settings.optimizer, one_step_ahead=not settings.corrected_lr_schedule)
+    optimizer.build(model.trainable_variables)
+    logging.info("KERAS_BACKEND=jax: %d input files; devices %s; policy %s", len(paths),
+                 _device_names(), keras.config.dtype_policy().name)
+    own = checkpoints_in(settings.output_dir)
+    if not own and settings.init_checkpoint:
+        load_init_checkpoint(model, settings.init_checkpoint)
+    step = 0
+    if settings.do_train:
+        step = _train(settings, model, optimizer, paths, own, distribution, schema.FEATURE_NAMES)
+        export(model, settings, step)
+    elif own:
+        state, step, _ = restore_checkpoint(own[-1][1], model, optimizer)
+        state.assign_to(model, optimizer)
+    if settings.do_eval:
+        return evaluate(settings, model, paths, step, distribution)
+    return None
+
+
+def _device_names() -> str:
+    import jax
+
+    return ", ".join(str(d) for d in jax.local_devices())
+
+
+def _input_files(pattern: str) -> List[str]:
+    paths = []
+    for part in pattern.split(","):
+        part = part.strip()
+        matched = sorted(fs.glob(part)) if fs.has_magic(part) else [part]
+        paths.extend(matched)
+    missing = [p for p in paths if not fs.exists(p)]
+    if not paths or missing:
+        raise FlagError("--input_file=%s: no such file %s" % (pattern, missing[0] if missing
+                                                               else pattern))
+    return paths
+
+
+def _train(settings, model, optimizer, paths, own, distribution, names) -> int:
+    from modeling.training import jax_training, step_log
+
+    step_fn = jax_training.make_train_step(model, optimizer)
+    if own:
+        state, step, records = restore_checkpoint(own[-1][1], model, optimizer)
+        logging.info("Resuming from %s (step %d, %d records read)", own[-1][1], step, records)
+    else:
+        state, step, records = jax_training.TrainState.from_model(model, optimizer), 0, 0
+    log_path = step_log.path_in(settings.output_dir)
+    step_log.truncate(log_path, step)
+    writer = ScalarWriter(os.path.join(settings.output_dir, "train"))
+    total = settings.num_train_steps
+    logging.info("***** Running training on JAX *****  batch size %d, %d steps (from %d)",
+                 settings.train_batch_size, total, step)
+    progress = Progress("train step", total, unit="examples")
+    data = batches(paths, settings.train_batch_size, names, settings.deterministic,
+                   settings.random_seed, skip_records=records)
+    loop = max(1, settings.iterations_per_loop)
+    save_every = settings.save_checkpoints_steps or total
+    try:
+        while step < total:
+            n = min(loop, total - step, save_every - step % save_every)
+            pending = []
+            for _ in range(n):
+                state, logs = step_fn(state, _shard(next(data), distribution))
+                pending.append(logs)
+            import jax
+
+            pending = jax.device_get(pending)
+            first = step + 1
+            step += n
+            records += n * settings.train_batch_size
+            step_log.append(log_path, first, [float(r["loss"]) for r in pending],
+                            [float(r["learning_rate"]) for r in pending],
+                            [float(r["global_norm"]) for r in pending])
+            for offset, r in enumerate(pending):
+                writer.write(first + offset, {k: float(v) for k, v in r.items()})
+            last = pending[-1]
+            progress.update(step, "loss %.4f lr %.5g" % (float(last["loss"]),
+                                                         float(last["learning_rate"])))
+            if step % save_every == 0 or step == total:
+                path = save_checkpoint(settings.output_dir, state, model, optimizer, step,
+                                       records, settings.keep_checkpoint_max)
+                print("Saved checkpoint for step %d: %s" % (step, path), file=sys.stderr,
+                      flush=True)
+    finally:
+        writer.close()
+    progress.finish()
+    state.assign_to(model, optimizer)
+    return step
+
+
+def export(model, settings, step: int) -> str:
+    """``export/bert_model.ckpt`` (TF1 names) where TensorFlow is installed, else
+    ``export/model.weights.h5``; ``bert_config.json`` beside it. Returns the path written."""
+    import importlib.util
+
+    folder = os.path.join(settings.output_dir, "export")
+    fs.makedirs(folder)
+    if importlib.util.find_spec("tensorflow") is not None:
+        from bert_tasks.pretraining import export_for_finetuning
+
+        return export_for_finetuning(model, settings, step)
+    path = os.path.join(folder, "model.weights.h5")
+    model.save_weights(path)
+    with atomic.atomic_open(os.path.join(folder, "bert_config.json")) as f:
+        f.write(fs.read_text(settings.bert_config_file))
+    logging.info("Exported %s (TensorFlow is not installed: convert_checkpoint.py turns it into "
+                 "a TF1 checkpoint where it is)", path)
+    return path
+
+
+def evaluate(settings, model, paths, step: int, distribution) -> Dict[str, float]:
+    """``--max_eval_steps`` batches in file order: the original's metrics, written to
+    ``eval_results.txt`` and TensorBoard (``output_dir/eval``)."""
+    import jax
+
+    from bert_common.results import write_eval_results
+    from bert_tasks.pretraining import EVAL_RESULTS
+    from data import numpy_records
+    from data.pretraining import schema
+    from modeling.training import pretraining_metrics
+
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+
+    @jax.jit
+    def metrics(batch):
+        outputs, _ = model.stateless_call(trainable, non_trainable, batch, training=False)
+        return pretraining_metrics.eval_metrics(outputs, batch)
+
+    sums: Dict[str, List[float]] = {}
+    logging.info("***** Running evaluation on JAX *****  batch size %d, %d steps",
+                 settings.eval_batch_size, settings.max_eval_steps)
+    for index, batch in enumerate(numpy_records.batches(paths, settings.eval_batch_size,
+                                                        schema.FEATURE_NAMES)):
+        if index >= settings.max_eval_steps:
+            break
+        for name, (num, den) in jax.device_get(metrics(_shard(batch, distribution))).items():
+            total = sums.setdefault(name, [0.0, 0.0])
+            total[0] += float(num)
+            total[1] += float(den)
+    results = {k: (sums[k][0] / sums[k][1] if sums.get(k) and sums[k][1] else 0.0)
+               for k in pretraining_metrics.EVAL_KEYS}
+    results["global_step"] = step
+    write_eval_results(os.path.join(settings.output_dir, EVAL_RESULTS), results)
+    writer = ScalarWriter(os.path.join(settings.output_dir, "eval"))
+    writer.write(step, {k: v for k, v in results.items() if k != "global_step"})
+    writer.close()
+    return results
+
+
+__all__ = ["check_jax_settings", "pretrain_on_jax"]

@@ -1,0 +1,117 @@
+"""run_pretraining.py with KERAS_BACKEND=jax (bert_tasks/jax_pretraining.py), as processes: the
+original's 40-step run (step log, eval results, export against the goldens), kill -9 after a
+checkpoint then resume (bit for bit the uninterrupted run), and flags of the TensorFlow path
+refused with one line."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests import paths
+from tests.bert_cli.test_run_pretraining import NOISE_MARGIN, TRAJ, trajectory_args
+from tests.support.tools import KilledAfterFirstCheckpoint
+
+pytest.importorskip("jax", reason="jax is in requirements-dev.txt")
+
+SCRIPT = os.path.join(paths.ROOT, "run_pretraining.py")
+ENV = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
+ARGS = ("--do_train", "--do_eval", "--deterministic", "--iterations_per_loop=5",
+        "--save_checkpoints_steps=10")
+
+
+def _command(output_dir, *extra):
+    return [sys.executable, SCRIPT] + trajectory_args(output_dir, *ARGS, *extra)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("jax") / "whole"
+    proc = subprocess.run(_command(out), cwd=paths.ROOT, env=ENV, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def _steps(output_dir):
+    from modeling.training import step_log
+
+    return step_log.read_step_log(str(output_dir))
+
+
+def _export(output_dir):
+    from modeling import checkpoints
+
+    return checkpoints.read_tf1_checkpoint(str(output_dir / "export" / "bert_model.ckpt"))
+
+
+def test_the_originals_run_on_jax(uninterrupted):
+    """Losses and gradient norms within 1e-5 relative of the original's, the eval results of
+    the original (same 5 metrics, 1e-5 relative), the export within 5x the original's own float
+    noise floor, TensorBoard events written."""
+    from bert_common.results import read_eval_results
+
+    with open(os.path.join(TRAJ, "float_noise_floor.json")) as f:
+        floor = json.load(f)["float_noise_floor_same_lr"]
+    trajectory = np.load(os.path.join(TRAJ, "trajectory.npz"))
+    log = _steps(uninterrupted)
+    assert [r["step"] for r in log] == list(range(1, 41))
+    for key, ref in (("loss", "total_loss"), ("global_norm", "global_norm")):
+        ours = np.array([r[key] for r in log])
+        np.testing.assert_allclose(ours, trajectory[ref], rtol=1e-5, err_msg=key)
+    ours = read_eval_results(str(uninterrupted / "eval_results.txt"))
+    golden = read_eval_results(os.path.join(TRAJ, "eval_results.txt"))
+    assert int(ours["global_step"]) == int(golden["global_step"]) == 40
+    for key in ("loss", "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
+                "next_sentence_loss"):
+        assert float(ours[key]) == pytest.approx(float(golden[key]), rel=1e-5), key
+    from modeling import checkpoints
+
+    final = checkpoints.read_tf1_checkpoint(os.path.join(TRAJ, "after_step_40",
+                                                         "bert_model.ckpt"))
+    exported = _export(uninterrupted)
+    worst = max(np.abs(exported[name] - value).max() for name, value in final.items())
+    assert worst <= NOISE_MARGIN * floor["final_params_max_abs_diff"], worst
+    for folder in ("train", "eval"):
+        assert any(n.startswith("events.out.tfevents") for n in os.listdir(uninterrupted
+                                                                           / folder)), folder
+    kept = sorted(n for n in os.listdir(uninterrupted) if n.startswith("jax-ckpt-"))
+    assert kept == ["jax-ckpt-%d.npz" % s for s in (10, 20, 30, 40)]
+
+
+def test_kill_9_after_a_checkpoint_then_resume_is_exact(uninterrupted, tmp_path):
+    out = tmp_path / "killed"
+    lines = KilledAfterFirstCheckpoint(_command(out), cwd=paths.ROOT, env=ENV).wait()
+    assert any("Saved checkpoint for step 10" in line for line in lines), "".join(lines[-20:])
+    proc = subprocess.run(_command(out), cwd=paths.ROOT, env=ENV, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Resuming from" in proc.stderr and "step 10" in proc.stderr
+    assert _steps(out) == _steps(uninterrupted)
+    whole, resumed = _export(uninterrupted), _export(out)
+    assert sorted(whole) == sorted(resumed)
+    for name, value in whole.items():
+        np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+
+
+@pytest.mark.parametrize("flag, named", [
+    ("--strategy=mirrored", "--strategy=mirrored"),
+    ("--num_accumulation_steps=2", "--num_accumulation_steps"),
+    ("--mixed_precision=fp16", "--mixed_precision=fp16"),
+])
+def test_flags_of_the_tensorflow_path_are_refused(tmp_path, flag, named):
+    from bert_tasks import jax_pretraining
+    from bert_common.errors import FlagError
+
+    class Settings:
+        strategy, use_tpu, num_cpu_devices = "default", False, 0
+        num_accumulation_steps, mixed_precision, gradient_reduction = 1, None, "auto"
+
+    name, value = flag[2:].split("=")
+    setattr(Settings, name, type(getattr(Settings, name))(value) if name != "mixed_precision"
+            else value)
+    with pytest.raises(FlagError, match=named):
+        jax_pretraining.check_jax_settings(Settings)
