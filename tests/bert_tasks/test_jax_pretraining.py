@@ -1,7 +1,8 @@
-"""run_pretraining.py with KERAS_BACKEND=jax (bert_tasks/jax_pretraining.py), as processes: the
-original's 40-step run (step log, eval results, export against the goldens), kill -9 after a
-checkpoint then resume (bit for bit the uninterrupted run), and flags of the TensorFlow path
-refused with one line."""
+"""run_pretraining.py with KERAS_BACKEND=jax (bert_tasks/jax_pretraining.py), as processes on two
+host devices (data-parallel, XLA's flag): the original's 40-step run (step log, eval results,
+export against the goldens), kill -9 after a checkpoint then resume (bit for bit the
+uninterrupted run), and flags of the TensorFlow path refused with one line. One device's steps
+are tests/modeling/test_jax_backend.py's."""
 
 import json
 import os
@@ -18,7 +19,8 @@ from tests.support.tools import KilledAfterFirstCheckpoint
 pytest.importorskip("jax", reason="jax is in requirements-dev.txt")
 
 SCRIPT = os.path.join(paths.ROOT, "run_pretraining.py")
-ENV = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3")
+ENV = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
+           XLA_FLAGS="--xla_force_host_platform_device_count=2")
 ARGS = ("--do_train", "--do_eval", "--deterministic", "--iterations_per_loop=5",
         "--save_checkpoints_steps=10")
 
@@ -33,6 +35,7 @@ def uninterrupted(tmp_path_factory):
     proc = subprocess.run(_command(out), cwd=paths.ROOT, env=ENV, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "devices cpu:0, cpu:1" in proc.stderr  # the batch split over both, one update
     return out
 
 
@@ -115,3 +118,4 @@ def test_flags_of_the_tensorflow_path_are_refused(tmp_path, flag, named):
             else value)
     with pytest.raises(FlagError, match=named):
         jax_pretraining.check_jax_settings(Settings)
+

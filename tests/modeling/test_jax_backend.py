@@ -40,11 +40,13 @@ def test_encoder_goldens_on_jax():
         assert diff <= 5e-5, ("minilm", key, diff)
 
 
-def test_pretraining_trajectory_on_jax_matches_the_original():
+def test_pretraining_trajectory_on_one_device_matches_the_original():
     """40 steps of the original's run (AdamWeightDecay, clip 1.0, warmup + decay, schedule one
-    step ahead; records in file order through the numpy reader): losses and gradient norms within
-    1e-5 relative, the rate within 1e-5 of the peak, final parameters within the TensorFlow
-    test's bound (5x the original's own float noise floor)."""
+    step ahead; records in file order through the numpy reader) on one device, with the step
+    and optimizer alone (run_pretraining.py's run on two devices:
+    tests/bert_tasks/test_jax_pretraining.py): losses and gradient norms within 1e-5 relative,
+    the rate within 1e-5 of the peak, final parameters within the TensorFlow test's bound (5x
+    the original's own float noise floor)."""
     with open(os.path.join(TRAJ, "float_noise_floor.json")) as f:
         floor = json.load(f)["float_noise_floor_same_lr"]
     result = _run("trajectory")
