@@ -162,6 +162,49 @@ def pretrain(batches, steps: int, peak: float, seq: int = 128, preds: int = 20,
         keras.config.set_dtype_policy("float32")
 
 
+def step_parts(batch: int, steps: int, seq: int = 128, preds: int = 20) -> None:
+    """Where a pre-training step's time goes: the forward (training mode) alone, forward +
+    backward, and the whole step (+ clipping and the update), each compiled on its own."""
+    import jax
+    import keras
+
+    import modeling
+    from modeling.training import jax_training
+
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        model = modeling.BertPretrainingModel(modeling.BertConfig(**BASE), seq_length=seq)
+        optimizer = modeling.create_optimizer(1e-4, 10000, 100)
+        optimizer.build(model.trainable_variables)
+        state = jax_training.TrainState.from_model(model, optimizer)
+        data = jax.device_put(_pretraining_batch(np.random.default_rng(0), batch, seq, preds))
+
+        def loss(trainable, non_trainable, x):
+            out, _ = model.stateless_call(trainable, non_trainable, x, training=True)
+            return out["total_loss"]
+
+        forward = jax.jit(loss)
+        grads = jax.jit(jax.grad(loss))
+        full = jax_training.make_train_step(model, optimizer, jit=False)
+        full = jax.jit(full)
+
+        def timed(fn, *args):
+            jax.block_until_ready(fn(*args))
+            start = time.perf_counter()
+            for _ in range(steps):
+                out = fn(*args)
+            jax.block_until_ready(out)
+            return (time.perf_counter() - start) / steps * 1000
+
+        parts = {"forward_ms": timed(forward, state.trainable, state.non_trainable, data),
+                 "forward_backward_ms": timed(grads, state.trainable, state.non_trainable,
+                                              data),
+                 "step_ms": timed(full, state, data)}
+        report("parts", batch=batch, **{k: round(v, 2) for k, v in parts.items()})
+    finally:
+        keras.config.set_dtype_policy("float32")
+
+
 def infer(batch: int, steps: int, seq: int = 128) -> None:
     import jax
 
@@ -250,6 +293,8 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--infer_batch", type=int, default=256)
     parser.add_argument("--peers", action="store_true")
+    parser.add_argument("--parts_only", action="store_true",
+                        help="only time the step's parts (forward, backward, update)")
     parser.add_argument("--peak_n", type=int, default=8192, help="the peak matmul's size")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
@@ -263,6 +308,9 @@ def main(argv=None) -> int:
            jax=jax.__version__, devices=[str(d) for d in jax.devices()],
            tensorflow="tensorflow" in sys.modules)
     try:
+        if args.parts_only:
+            step_parts(64, args.steps)
+            return 0
         if args.golden:
             golden(args.golden)
         peak = matmul_peak(args.peak_n)
