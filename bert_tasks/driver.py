@@ -74,7 +74,10 @@ def run(task: Task, settings: Any, *, warn: Optional[Callable[[str], None]] = No
     Raises:
         InputError: bad settings or input, naming the flag or the file.
     """
+    from modeling import backend
     from modeling.config import BertConfig
+
+    backend.require_tensorflow("fine-tuning (%s)" % type(task).__name__)
     from modeling.training import distribution, execution
 
     logging.set_verbosity(logging.INFO)

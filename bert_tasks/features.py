@@ -120,7 +120,9 @@ def extract(input_file: str, output_file: str, bert_config_file: str, init_check
         The number of input lines (= output lines).
     """
     from data.sentence_features import convert_examples_to_features
+    from modeling import backend
 
+    backend.require_tensorflow("extract_features.py")
     check_output_file(output_file)  # before any work, not after every feature is computed
     config, layer_indexes, tokenizer, examples = _inputs(
         input_file, bert_config_file, init_checkpoint, vocab_file, layers, max_seq_length,

@@ -40,6 +40,23 @@ if TENSORFLOW:
     import tensorflow as tf  # noqa: F401  (the TensorFlow backend has it installed)
 
 
+def require_tensorflow(what: str) -> None:
+    """Stops a TensorFlow-only job on another backend with one line (``InputError``).
+
+    Args:
+        what: the job, as the user named it (``"run_classifier.py"``).
+
+    Raises:
+        InputError: Keras runs on another backend than TensorFlow.
+    """
+    if not TENSORFLOW:
+        from bert_common.errors import InputError
+
+        raise InputError("%s runs on TensorFlow only, and KERAS_BACKEND is %s: unset it (on JAX "
+                         "today: run_pretraining.py and the modeling API, docs/jax.md)"
+                         % (what, BACKEND))
+
+
 def matmul(a, b, transpose_b: bool = False):
     """``a @ b`` or ``a @ b^T`` over the last two axes.
 
