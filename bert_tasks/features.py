@@ -120,9 +120,7 @@ def extract(input_file: str, output_file: str, bert_config_file: str, init_check
         The number of input lines (= output lines).
     """
     from data.sentence_features import convert_examples_to_features
-    from modeling import backend
 
-    backend.require_tensorflow("extract_features.py")
     check_output_file(output_file)  # before any work, not after every feature is computed
     config, layer_indexes, tokenizer, examples = _inputs(
         input_file, bert_config_file, init_checkpoint, vocab_file, layers, max_seq_length,
@@ -164,13 +162,10 @@ def _inputs(input_file, bert_config_file, init_checkpoint, vocab_file, layers, m
 
 def _encoder(config, init_checkpoint, max_seq_length, layer_indexes, inference_dtype):
     """The encoder with its weights, as a function from a batch to the chosen layers'
-    values, each float32 [B, S, H]."""
-    import tensorflow as tf
-
-    from modeling import checkpoints
+    values, each float32 [B, S, H] (compiled: XLA or a TensorFlow graph, ``jax.jit`` on
+    JAX)."""
+    from modeling import backend, checkpoints
     from modeling.encoder import BertModel
-    from modeling.kernels import switch
-    from modeling.training import distribution
 
     model = BertModel(config, seq_length=max_seq_length, dtype=inference_dtype)
     if init_checkpoint:
@@ -178,6 +173,12 @@ def _encoder(config, init_checkpoint, max_seq_length, layer_indexes, inference_d
     else:
         print("extract_features.py: warning: no --init_checkpoint, random weights",
               file=sys.stderr)
+    if not backend.TENSORFLOW:
+        return _jax_encoder(model, layer_indexes)
+    import tensorflow as tf
+
+    from modeling.kernels import switch
+    from modeling.training import distribution
     # bfloat16 runs as a graph, with the fused LayerNorm on a CPU (float32: XLA, which
     # compiles TensorFlow's ops and cannot take the kernel library's)
     fused = (inference_dtype != "float32" and distribution.prediction_kernels_apply(
@@ -191,6 +192,22 @@ def _encoder(config, init_checkpoint, max_seq_length, layer_indexes, inference_d
         with switch.use_kernels(model, switch.Kernels(inference=fused)):  # read when traced
             outputs = model(batch, training=False)["encoder_outputs"]
         return [tf.cast(outputs[index], tf.float32) for index in layer_indexes]  # [B, S, H]
+
+    return predict
+
+
+def _jax_encoder(model, layer_indexes):
+    """``_encoder``'s function on Keras' JAX backend (``KERAS_BACKEND=jax``, docs/jax.md)."""
+    import jax
+    from keras import ops
+
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+
+    @jax.jit
+    def predict(batch):
+        outputs, _ = model.stateless_call(trainable, non_trainable, batch, training=False)
+        return [ops.cast(outputs["encoder_outputs"][i], "float32") for i in layer_indexes]
 
     return predict
 

@@ -40,6 +40,10 @@ def test_minilm_features_match_golden(tmp_path, minilm_prefix):
     assert features.extract(input_file, output, golden_dir("minilm") + "/bert_config.json",
                                 minilm_prefix, os.path.join(MINILM, "vocab.txt"), layers="-1,-3",
                                 max_seq_length=32, batch_size=4) == count
+    _check_against_golden(output, count)
+
+
+def _check_against_golden(output, count):
     golden = load_outputs("minilm")
     with open(golden_dir("minilm") + "/meta.json") as f:
         meta_sentences = json.load(f)["sentences"]
@@ -58,6 +62,26 @@ def test_minilm_features_match_golden(tmp_path, minilm_prefix):
             worst = max(worst, np.abs(last - golden["sequence_output"][b, i]).max(),
                         np.abs(third - golden["all_encoder_layers"][-3, b, i]).max())
     assert worst <= 5e-5 + 5e-7
+
+
+def test_on_jax_without_tensorflow(tmp_path):
+    """KERAS_BACKEND=jax with TensorFlow imports blocked: the Hugging Face folder read from its
+    safetensors, the same golden bound."""
+    pytest.importorskip("jax", reason="jax is in requirements-dev.txt")
+    input_file, count = _input_file(tmp_path)
+    output = str(tmp_path / "features.jsonl")
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu",
+               PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "tests", "support",
+                                                        "no_tensorflow"), ROOT]))
+    proc = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "extract_features.py"), "--input_file=" + input_file,
+         "--output_file=" + output, "--bert_config_file=" + golden_dir("minilm")
+         + "/bert_config.json", "--init_checkpoint=" + MINILM,
+         "--vocab_file=" + os.path.join(MINILM, "vocab.txt"), "--layers=-1,-3",
+         "--max_seq_length=32", "--batch_size=4"], cwd=ROOT, env=env, capture_output=True,
+        text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _check_against_golden(output, count)
 
 
 def test_bfloat16_inference_is_close_to_golden(tmp_path, minilm_prefix):

@@ -125,9 +125,6 @@ def test_flags_of_the_tensorflow_path_are_refused(tmp_path, flag, named):
     ("run_classifier.py", ["--task_name=mrpc", "--do_train", "--data_dir={data}",
                            "--vocab_file={vocab}", "--bert_config_file={config}",
                            "--output_dir={out}"], "fine-tuning (ClassifierTask)"),
-    ("extract_features.py", ["--input_file={data}/input.txt", "--output_file={out}/f.jsonl",
-                             "--vocab_file={vocab}", "--bert_config_file={config}",
-                             "--init_checkpoint={ckpt}"], "extract_features.py"),
 ])
 def test_tensorflow_only_tools_refuse_another_backend(tmp_path, tool, args, named):
     """One line naming KERAS_BACKEND, exit != 0, no traceback, nothing written."""
