@@ -31,7 +31,7 @@ Example (``KERAS_BACKEND=jax``)::
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, List, Mapping, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import keras
 
@@ -103,17 +103,25 @@ def _register_pytree():
 
 
 def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
-                    loss_key: str = "total_loss", jit: bool = True
+                    loss_key: str = "total_loss", jit: bool = True,
+                    loss: Optional[Callable[[Mapping[str, Any], Mapping[str, Any]], Any]] = None,
+                    input_names: Optional[Sequence[str]] = None
                     ) -> Callable[[TrainState, Mapping[str, Any]],
                                   Tuple[TrainState, Dict[str, Any]]]:
     """The compiled step ``(state, batch) -> (state, logs)`` (see the module docstring).
 
     Args:
-        model: a model whose outputs dict holds the scalar loss under ``loss_key``.
+        model: a model whose outputs dict holds the scalar loss under ``loss_key``, or any
+            model with ``loss``.
         optimizer: a ``modeling.training.keras_optimization`` optimizer, built on
             ``model.trainable_variables``.
-        loss_key: the output minimised.
+        loss_key: the output minimised (without ``loss``).
         jit: compile with ``jax.jit`` (the state's buffers are donated: use the returned one).
+        loss: ``(outputs, batch) -> scalar``, the loss of a model that does not compute its
+            own (a task model: e.g. the mean of
+            ``modeling.heads.classifier.per_example_classifier_loss``).
+        input_names: the batch entries the model takes (default: the whole batch; a batch
+            with labels needs them, e.g. ``modeling.encoder.INPUT_NAMES``).
 
     Returns:
         The step function.
@@ -132,9 +140,11 @@ def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
                             if v is optimizer.iterations)
 
     def loss_fn(trainable, non_trainable, batch):
-        outputs, non_trainable = model.stateless_call(trainable, non_trainable, batch,
+        inputs = batch if input_names is None else {k: batch[k] for k in input_names}
+        outputs, non_trainable = model.stateless_call(trainable, non_trainable, inputs,
                                                       training=True)
-        return outputs[loss_key], (outputs, non_trainable)
+        value = loss(outputs, batch) if loss is not None else outputs[loss_key]
+        return value, (outputs, non_trainable)
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 

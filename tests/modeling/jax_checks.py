@@ -3,7 +3,8 @@
 ``python -m tests.modeling.jax_checks NAME`` prints one JSON line of measurements; the test
 asserts on them. NAME: ``goldens`` (encoder goldens from TF1 checkpoints, MiniLM from its
 safetensors), ``trajectory`` (the original's 40-step dropout-free pre-training run),
-``no_tensorflow`` (model, optimizer and a step with TensorFlow imports blocked).
+``finetuning`` (a classifier on MRPC pairs), ``no_tensorflow`` (model, optimizer and a step
+with TensorFlow imports blocked).
 """
 
 import json
@@ -81,6 +82,47 @@ def trajectory() -> dict:
             "params_abs": max(_max_diff(ours[name], value) for name, value in final.items()),
             "params_missing": sorted(set(final) - set(ours)),
             "iterations": int(optimizer.iterations.value)}
+
+
+def finetuning() -> dict:
+    """MiniLM (its safetensors) + a classifier head on 64 MRPC training pairs, 4 epochs of
+    batch 16 with the original's optimizer: the mean loss of each epoch."""
+    from keras import ops
+
+    import modeling
+    from data.glue import features, processors
+    from data.tokenization.wordpiece import FastFullTokenizer
+    from modeling.encoder import INPUT_NAMES
+    from modeling.heads.classifier import per_example_classifier_loss
+    from modeling.training import jax_training
+
+    minilm = os.path.join(paths.DATA, "minilm")
+    processor = processors.MrpcProcessor()
+    examples = processor.get_train_examples(os.path.join(paths.DATA, "glue", "MRPC"))[:64]
+    tokenizer = FastFullTokenizer(os.path.join(minilm, "vocab.txt"), do_lower_case=True)
+    rows = features.convert_examples_to_features(examples, processor.get_labels(), 64,
+                                                 tokenizer)
+    data = {"input_ids": np.array([f.input_ids for f in rows], np.int32),
+            "input_mask": np.array([f.input_mask for f in rows], np.int32),
+            "segment_ids": np.array([f.segment_ids for f in rows], np.int32),
+            "label_ids": np.array([f.label_id for f in rows], np.int32)}
+    encoder = modeling.BertModel(modeling.checkpoints.hf.read_hf_config(minilm))
+    modeling.load_checkpoint(encoder, minilm, log=False)
+    model = modeling.BertClassifier(encoder, num_labels=2)
+    optimizer = modeling.create_optimizer(5e-5, 16, 2)
+    optimizer.build(model.trainable_variables)
+    step = jax_training.make_train_step(
+        model, optimizer, input_names=INPUT_NAMES,
+        loss=lambda outputs, batch: ops.mean(per_example_classifier_loss(outputs, batch)))
+    state = jax_training.TrainState.from_model(model, optimizer)
+    epochs = []
+    for _ in range(4):
+        losses = []
+        for start in range(0, 64, 16):
+            state, logs = step(state, {k: v[start:start + 16] for k, v in data.items()})
+            losses.append(float(logs["loss"]))
+        epochs.append(sum(losses) / len(losses))
+    return {"epoch_losses": epochs, "labels": int(data["label_ids"].sum())}
 
 
 def no_tensorflow() -> dict:

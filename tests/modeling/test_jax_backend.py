@@ -68,3 +68,11 @@ def test_model_optimizer_and_steps_without_tensorflow():
     assert result["hf_missing"] == []  # a Hugging Face folder (safetensors) read in full
     losses = result["losses"]
     assert losses[-1] < 0.7 * losses[0], losses  # five steps on one batch: the loss falls
+
+
+def test_classifier_fine_tuning_loss_falls_without_tensorflow():
+    """MiniLM from its safetensors + a classifier head, 64 MRPC pairs, 4 epochs of the
+    original's optimizer (TensorFlow imports blocked): the epoch's mean loss falls each time."""
+    epochs = _run("finetuning", block_tensorflow=True)["epoch_losses"]
+    assert all(b < a for a, b in zip(epochs, epochs[1:])), epochs
+    assert epochs[-1] < 0.85 * epochs[0], epochs
