@@ -14,11 +14,11 @@ importable from here, as code ported from the original expects::
 from modeling import backend
 
 if backend.TENSORFLOW:
-    from modeling.training.optimization import (AdamWeightDecay, AdamWeightDecayOptimizer,
-                                                Lamb, create_optimizer)
+    from modeling.training.optimization import AdamWeightDecay, AdamWeightDecayOptimizer, Lamb
 else:
     from modeling.training.keras_optimization import (AdamWeightDecay, AdamWeightDecayOptimizer,
-                                                      Lamb, create_optimizer)
+                                                      Lamb)
+from modeling.training.optimizers import create_optimizer
 from modeling.training.update_rules import uses_weight_decay
 
 __all__ = ["AdamWeightDecay", "AdamWeightDecayOptimizer", "Lamb", "create_optimizer",

@@ -1,7 +1,8 @@
 """The original BERT optimizer on any Keras 3 backend (JAX; TensorFlow has its own, below).
 
-``create_optimizer(init_lr, num_train_steps, num_warmup_steps)`` returns an ``AdamWeightDecay``
-(or ``Lamb``) that does the original train step's update with ``keras.ops`` only:
+``modeling.create_optimizer(init_lr, num_train_steps, num_warmup_steps)``
+(``modeling.training.optimizers``) returns this module's ``AdamWeightDecay`` (or ``Lamb``) on a
+backend other than TensorFlow; it does the original train step's update with ``keras.ops`` only:
 
 1. clip by global norm 1.0 (``update_rules.clip_factor``, the factor of
    ``tf.clip_by_global_norm``), in ``_clip_gradients``, Keras' hook before the update;
@@ -25,10 +26,9 @@ What the TensorFlow path has and this one does not (the constructor says so when
 Example::
 
     import keras
-    from modeling.training import keras_optimization
+    import modeling
 
-    optimizer = keras_optimization.create_optimizer(2e-5, num_train_steps=1000,
-                                                    num_warmup_steps=100)
+    optimizer = modeling.create_optimizer(2e-5, num_train_steps=1000, num_warmup_steps=100)
     kernel = keras.Variable([[1.0, -2.0], [3.0, 0.5]])
     optimizer.apply([keras.ops.ones((2, 2))], [kernel])   # clip to norm 1, AdamWeightDecay
 """
@@ -38,15 +38,10 @@ from __future__ import annotations
 from typing import Any, List, Optional, Sequence, Union
 
 import keras
-import numpy as np
 from keras import ops
 
 from modeling.training import update_rules
-from modeling.training.lr_schedules import BertSchedule
 from modeling.training.update_rules import WEIGHT_DECAY_EXCLUSIONS, uses_weight_decay
-
-OPTIMIZERS = ("adamw", "lamb")
-
 
 def global_norm(grads: Sequence[Any]) -> Any:
     """sqrt(sum of every gradient's squared entries), float32 [] (None entries skipped).
@@ -224,48 +219,3 @@ class Lamb(_ClippedOptimizer):
         config = super().get_config()
         config.update(beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
         return config
-
-
-def create_optimizer(init_lr: float, num_train_steps: int, num_warmup_steps: int, *tf1_args,
-                     optimizer: str = "adamw", one_step_ahead: bool = True,
-                     gradient_reduction: str = "mean_then_clip",
-                     loss_scale: Union[None, str, float] = None,
-                     weight_decay_rate: float = 0.01, clip_norm: Optional[float] = 1.0,
-                     use_tpu: bool = False) -> _ClippedOptimizer:
-    """The original ``create_optimizer`` as a Keras optimizer on any backend (module docstring);
-    the arguments of ``modeling.training.optimization.create_optimizer``.
-
-    Args:
-        init_lr: the peak learning rate (after warmup).
-        num_train_steps: steps of the linear decay to 0.
-        num_warmup_steps: steps of the linear warmup from 0.
-        optimizer: "adamw" (``AdamWeightDecay``) or "lamb" (``Lamb``).
-        one_step_ahead: the update at iteration t uses schedule(t + 1), as the original.
-        gradient_reduction: "mean_then_clip" only (see the module docstring).
-        loss_scale: None only (see the module docstring).
-        weight_decay_rate: decoupled weight decay (0.01; 0 turns it off).
-        clip_norm: the global gradient norm clipped to (1.0); None: no clipping.
-        use_tpu: the original's per-core clipping: TensorFlow only (ValueError here).
-
-    Returns:
-        The optimizer, schedule included.
-
-    Raises:
-        TypeError: the original's TF1 call (a loss first).
-        ValueError: an unknown ``optimizer``, or an option of the TensorFlow path only.
-    """
-    if tf1_args or not isinstance(init_lr, (int, float, np.floating, np.integer)):
-        raise TypeError("create_optimizer(init_lr, num_train_steps, num_warmup_steps) takes no "
-                        "loss: it returns a Keras optimizer (the original's TF1 call was "
-                        "create_optimizer(loss, init_lr, ...)); got init_lr of type %s"
-                        % type(init_lr).__name__)
-    if optimizer not in OPTIMIZERS:
-        raise ValueError("optimizer must be one of %s, got %r" % (", ".join(OPTIMIZERS),
-                                                                  optimizer))
-    if use_tpu:
-        gradient_reduction = "clip_then_sum"
-    schedule = BertSchedule(init_lr, num_train_steps, num_warmup_steps,
-                            one_step_ahead=one_step_ahead)
-    cls = AdamWeightDecay if optimizer == "adamw" else Lamb
-    return cls(schedule, weight_decay_rate=weight_decay_rate, clip_norm=clip_norm,
-               gradient_reduction=gradient_reduction, loss_scale=loss_scale)
