@@ -32,7 +32,7 @@ from bert_common.errors import InputError
 from data.pretraining.records import crc32c, mask_crc
 
 
-class RecordError(InputError):
+class RecordError(InputError):  # a ValueError too
     """A damaged record; the message names the file and the record's offset."""
 
 

@@ -617,7 +617,8 @@ def write_feature_dicts(dicts: Iterable[Mapping[str, Sequence]], max_seq_length:
 
 
 def read_records(path: str) -> List[bytes]:
-    """The record payloads of a TFRecord file, CRCs checked (for tests and tools).
+    """The record payloads of a TFRecord file, CRCs checked (for tests and tools; the streaming
+    reader is ``data.numpy_records.read_records``).
 
     Args:
         path: a TFRecord file (local or URL).
@@ -628,24 +629,9 @@ def read_records(path: str) -> List[bytes]:
     Raises:
         ValueError: a truncated record or a bad CRC.
     """
-    out = []
-    with files.open(path, "rb") as f:
-        data = f.read()
-    pos = 0
-    while pos < len(data):
-        header = data[pos:pos + 8]
-        if len(header) < 8:
-            raise ValueError("%s: truncated record header at byte %d" % (path, pos))
-        (length,) = np.frombuffer(header, "<u8").tolist()
-        if int.from_bytes(data[pos + 8:pos + 12], "little") != mask_crc(crc32c(header)):
-            raise ValueError("%s: bad length CRC at byte %d" % (path, pos))
-        payload = data[pos + 12:pos + 12 + length]
-        crc = int.from_bytes(data[pos + 12 + length:pos + 16 + length], "little")
-        if len(payload) != length or crc != mask_crc(crc32c(payload)):
-            raise ValueError("%s: bad data CRC at byte %d" % (path, pos))
-        out.append(payload)
-        pos += 16 + length
-    return out
+    from data import numpy_records
+
+    return list(numpy_records.read_records(path))
 
 
 def read_first_record(path: str) -> Optional[bytes]:
@@ -705,37 +691,6 @@ def count_records(path: str) -> Optional[int]:
     return count
 
 
-def _read_varint(data: bytes, pos: int) -> Tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data):
-            raise ValueError("truncated varint")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, pos
-
-
-def _fields(data: bytes):
-    """(field number, wire type, value) of a protobuf message (varint and LEN fields)."""
-    pos = 0
-    while pos < len(data):
-        key, pos = _read_varint(data, pos)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _read_varint(data, pos)
-        elif wire == 2:
-            n, pos = _read_varint(data, pos)
-            value, pos = data[pos:pos + n], pos + n
-        elif wire == 5:
-            value, pos = data[pos:pos + 4], pos + 4
-        else:
-            raise ValueError("unsupported wire type %d" % wire)
-        yield field, wire, value
-
-
 def decode_example(data: bytes) -> Dict[str, list]:
     """A serialized ``tf.train.Example`` of int64/float lists -> name -> list of values
     (plain protobuf decoding, without TensorFlow; for tests and tools).
@@ -746,34 +701,7 @@ def decode_example(data: bytes) -> Dict[str, list]:
     Returns:
         Feature name -> list of ints or floats.
     """
-    out: Dict[str, list] = {}
-    for field, _, features in _fields(data):
-        if field != 1:
-            continue
-        for f2, _, entry in _fields(features):
-            if f2 != 1:
-                continue
-            name, feature = None, b""
-            for f3, _, v in _fields(entry):
-                if f3 == 1:
-                    name = v.decode("utf-8")
-                elif f3 == 2:
-                    feature = v
-            values: list = []
-            for kind, _, lst in _fields(feature):
-                for f4, wire, v in _fields(lst):
-                    if f4 != 1:
-                        continue
-                    if kind == 3:  # int64_list
-                        if wire == 2:
-                            pos = 0
-                            while pos < len(v):
-                                x, pos = _read_varint(v, pos)
-                                values.append(x - (1 << 64) if x >= 1 << 63 else x)
-                        else:
-                            values.append(v)
-                    elif kind == 2:  # float_list
-                        raw = v if wire == 2 else v
-                        values.extend(np.frombuffer(raw, "<f4").tolist())
-            out[name] = values
-    return out
+    from data import numpy_records
+
+    return {name: values.tolist()
+            for name, values in numpy_records.parse_example(data).items()}
