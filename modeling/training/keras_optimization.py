@@ -54,14 +54,17 @@ def global_norm(grads: Sequence[Any]) -> Any:
 
 
 class _ClippedOptimizer(keras.optimizers.Optimizer):
-    """Global-norm clipping and per-variable decay flags around an ``update_rules`` rule.
+    """Global-norm clipping, per-variable decay flags and the two moment slots around an
+    ``update_rules`` rule (both rules are Adam-family: ``beta_1``, ``beta_2``, ``epsilon``).
 
-    Subclasses set ``_SLOTS`` and implement ``_rule(param, grad, m, v, lr, decay)``.
+    Subclasses set ``_PREFIX`` (the slots' name) and implement
+    ``_rule(param, grad, m, v, lr, decay)``.
     """
 
     _SLOTS = ("m", "v")
 
-    def __init__(self, learning_rate, weight_decay_rate: float = 0.01,
+    def __init__(self, learning_rate, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
+                 beta_2: float = 0.999, epsilon: float = 1e-6,
                  exclude_from_weight_decay: Optional[Sequence[str]] = WEIGHT_DECAY_EXCLUSIONS,
                  clip_norm: Optional[float] = 1.0, gradient_reduction: str = "mean_then_clip",
                  loss_scale: Union[None, str, float] = None, name: str = "optimizer",
@@ -81,6 +84,9 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
         self.clip_norm = None if clip_norm is None else float(clip_norm)
         self.gradient_reduction = gradient_reduction
         self.loss_scale_mode = None
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
         self._decay_flags: List[bool] = []
 
     def build(self, variables):
@@ -125,7 +131,8 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
         config = super().get_config()
         config.update(weight_decay_rate=self.weight_decay_rate,
                       exclude_from_weight_decay=list(self.exclude_patterns),
-                      clip_norm=self.clip_norm, gradient_reduction=self.gradient_reduction)
+                      clip_norm=self.clip_norm, gradient_reduction=self.gradient_reduction,
+                      beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
         return config
 
 
@@ -148,19 +155,12 @@ class AdamWeightDecay(_ClippedOptimizer):
     def __init__(self, learning_rate, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
                  beta_2: float = 0.999, epsilon: float = 1e-6,
                  name: str = "AdamWeightDecayOptimizer", **kwargs):
-        super().__init__(learning_rate, weight_decay_rate=weight_decay_rate, name=name, **kwargs)
-        self.beta_1 = beta_1
-        self.beta_2 = beta_2
-        self.epsilon = epsilon
+        super().__init__(learning_rate, weight_decay_rate, beta_1, beta_2, epsilon, name=name,
+                         **kwargs)
 
     def _rule(self, param, grad, m, v, lr, decay):
         return update_rules.adam_weight_decay(param, grad, m, v, lr, decay, ops, self.beta_1,
                                               self.beta_2, self.epsilon, self.weight_decay_rate)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
-        return config
 
 
 class AdamWeightDecayOptimizer(AdamWeightDecay):
@@ -205,17 +205,10 @@ class Lamb(_ClippedOptimizer):
 
     def __init__(self, learning_rate, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
                  beta_2: float = 0.999, epsilon: float = 1e-6, name: str = "Lamb", **kwargs):
-        super().__init__(learning_rate, weight_decay_rate=weight_decay_rate, name=name, **kwargs)
-        self.beta_1 = beta_1
-        self.beta_2 = beta_2
-        self.epsilon = epsilon
+        super().__init__(learning_rate, weight_decay_rate, beta_1, beta_2, epsilon, name=name,
+                         **kwargs)
 
     def _rule(self, param, grad, m, v, lr, decay):
         step = ops.cast(self.iterations + 1, param.dtype)
         return update_rules.lamb(param, grad, m, v, lr, step, decay, ops, self.beta_1,
                                  self.beta_2, self.epsilon, self.weight_decay_rate)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon)
-        return config
