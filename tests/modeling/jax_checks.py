@@ -1,7 +1,7 @@
 """Checks run under KERAS_BACKEND=jax in their own process (tests/modeling/test_jax_backend.py).
 
-``python -m tests.modeling.jax_checks NAME`` prints one JSON line of measurements; the test
-asserts on them. NAME: ``goldens`` (encoder goldens from TF1 checkpoints, MiniLM from its
+``python -m tests.modeling.jax_checks NAME...`` prints one line per check, ``JAX_CHECK NAME``
+and its measurements as JSON; the test asserts on them. NAME: ``goldens`` (encoder goldens from TF1 checkpoints, MiniLM from its
 safetensors), ``trajectory`` (the original's 40-step dropout-free pre-training run),
 ``finetuning`` (a classifier on MRPC pairs), ``no_tensorflow`` (model, optimizer and a step
 with TensorFlow imports blocked).
@@ -177,4 +177,5 @@ if __name__ == "__main__":
     import jax
 
     jax.config.update("jax_default_matmul_precision", "highest")
-    print("JAX_CHECK " + json.dumps(globals()[sys.argv[1]]()), flush=True)
+    for name in sys.argv[1:]:  # several checks share one process's start-up and compiles
+        print("JAX_CHECK %s %s" % (name, json.dumps(globals()[name]())), flush=True)

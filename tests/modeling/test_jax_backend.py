@@ -1,7 +1,8 @@
-"""The model on Keras' JAX backend (CPU), each check in its own process (KERAS_BACKEND is read
-once per process): the public encoder goldens, the original's dropout-free 40-step pre-training
-trajectory with the original optimizer, and model + optimizer + training steps with TensorFlow
-imports blocked. The measurements come from tests/modeling/jax_checks.py."""
+"""The model on Keras' JAX backend (CPU), in two processes of their own (KERAS_BACKEND is read
+once per process): with TensorFlow installed, the public encoder goldens and the original's
+dropout-free 40-step pre-training trajectory with the original optimizer; with TensorFlow
+imports blocked, a classifier's fine-tuning and model + optimizer + training steps. The
+measurements come from tests/modeling/jax_checks.py."""
 
 import json
 import os
@@ -18,21 +19,36 @@ pytest.importorskip("jax", reason="jax is in requirements-dev.txt")
 NO_TENSORFLOW = os.path.join(paths.ROOT, "tests", "support", "no_tensorflow")
 
 
-def _run(check, block_tensorflow=False):
+def _run(checks, block_tensorflow=False):
     env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu")
     if block_tensorflow:
         env["PYTHONPATH"] = os.pathsep.join([NO_TENSORFLOW, paths.ROOT])
-    proc = subprocess.run([sys.executable, "-m", "tests.modeling.jax_checks", check],
+    proc = subprocess.run([sys.executable, "-m", "tests.modeling.jax_checks"] + list(checks),
                           cwd=paths.ROOT, env=env, capture_output=True, text=True, timeout=600)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("JAX_CHECK ")]
-    assert proc.returncode == 0 and lines, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return json.loads(lines[-1][len("JAX_CHECK "):])
+    results = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("JAX_CHECK "):
+            _, name, payload = line.split(" ", 2)
+            results[name] = json.loads(payload)
+    assert proc.returncode == 0 and set(results) == set(checks), (
+        proc.stdout[-2000:] + proc.stderr[-3000:])
+    return results
 
 
-def test_encoder_goldens_on_jax():
+@pytest.fixture(scope="module")
+def with_tensorflow():
+    return _run(["goldens", "trajectory"])
+
+
+@pytest.fixture(scope="module")
+def without_tensorflow():
+    return _run(["finetuning", "no_tensorflow"], block_tensorflow=True)
+
+
+def test_encoder_goldens_on_jax(with_tensorflow):
     """tiny and tiny_wide_init within the TensorFlow tests' 1e-5, MiniLM (Hugging Face
     safetensors, read without TensorFlow) within their 5e-5."""
-    result = _run("goldens")
+    result = with_tensorflow["goldens"]
     for name in ("tiny", "tiny_wide_init"):
         for key, diff in result[name].items():
             assert diff <= 1e-5, (name, key, diff)
@@ -40,7 +56,7 @@ def test_encoder_goldens_on_jax():
         assert diff <= 5e-5, ("minilm", key, diff)
 
 
-def test_pretraining_trajectory_on_one_device_matches_the_original():
+def test_pretraining_trajectory_on_one_device_matches_the_original(with_tensorflow):
     """40 steps of the original's run (AdamWeightDecay, clip 1.0, warmup + decay, schedule one
     step ahead; records in file order through the numpy reader) on one device, with the step
     and optimizer alone (run_pretraining.py's run on two devices:
@@ -49,7 +65,7 @@ def test_pretraining_trajectory_on_one_device_matches_the_original():
     the original's own float noise floor)."""
     with open(os.path.join(TRAJ, "float_noise_floor.json")) as f:
         floor = json.load(f)["float_noise_floor_same_lr"]
-    result = _run("trajectory")
+    result = with_tensorflow["trajectory"]
     assert result["steps"] == 40 and result["iterations"] == 40
     assert result["params_missing"] == []
     assert result["loss_rel"] <= 1e-5, result
@@ -58,8 +74,8 @@ def test_pretraining_trajectory_on_one_device_matches_the_original():
     assert result["params_abs"] <= NOISE_MARGIN * floor["final_params_max_abs_diff"], result
 
 
-def test_model_optimizer_and_steps_without_tensorflow():
-    result = _run("no_tensorflow", block_tensorflow=True)
+def test_model_optimizer_and_steps_without_tensorflow(without_tensorflow):
+    result = without_tensorflow["no_tensorflow"]
     assert result["backend"] == "jax"
     assert result["tensorflow_loaded"] is False
     assert result["optimizer"] == "modeling.training.keras_optimization"
@@ -70,9 +86,9 @@ def test_model_optimizer_and_steps_without_tensorflow():
     assert losses[-1] < 0.7 * losses[0], losses  # five steps on one batch: the loss falls
 
 
-def test_classifier_fine_tuning_loss_falls_without_tensorflow():
+def test_classifier_fine_tuning_loss_falls_without_tensorflow(without_tensorflow):
     """MiniLM from its safetensors + a classifier head, 64 MRPC pairs, 4 epochs of the
     original's optimizer (TensorFlow imports blocked): the epoch's mean loss falls each time."""
-    epochs = _run("finetuning", block_tensorflow=True)["epoch_losses"]
+    epochs = without_tensorflow["finetuning"]["epoch_losses"]
     assert all(b < a for a, b in zip(epochs, epochs[1:])), epochs
     assert epochs[-1] < 0.85 * epochs[0], epochs
