@@ -3,7 +3,8 @@
 ``python -m tests.modeling.jax_checks NAME...`` prints one line per check, ``JAX_CHECK NAME``
 and its measurements as JSON; the test asserts on them. NAME: ``goldens`` (encoder goldens from TF1 checkpoints, MiniLM from its
 safetensors), ``trajectory`` (the original's 40-step dropout-free pre-training run),
-``finetuning`` (a classifier on MRPC pairs), ``no_tensorflow`` (model, optimizer and a step
+``finetuning`` (a classifier on MRPC pairs), ``bf16`` (steps under ``mixed_bfloat16``),
+``no_tensorflow`` (model, optimizer and a step
 with TensorFlow imports blocked).
 """
 
@@ -125,6 +126,47 @@ def finetuning() -> dict:
     return {"epoch_losses": epochs, "labels": int(data["label_ids"].sum())}
 
 
+def bf16() -> dict:
+    """A tiny pre-training model under ``mixed_bfloat16``: five steps on one batch."""
+    import keras
+
+    import modeling
+    from modeling.training import jax_training
+
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        config = modeling.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=32,
+                                     max_position_embeddings=16)
+        model = modeling.BertPretrainingModel(config)
+        optimizer = modeling.create_optimizer(1e-2, 10, 2)
+        optimizer.build(model.trainable_variables)
+        step = jax_training.make_train_step(model, optimizer)
+        state = jax_training.TrainState.from_model(model, optimizer)
+        batch = _tiny_batch()
+        losses = []
+        for _ in range(5):
+            state, logs = step(state, batch)
+            losses.append(float(logs["loss"]))
+        outputs = model(batch)
+        return {"losses": losses,
+                "variable_dtypes": sorted({str(v.dtype) for v in model.trainable_variables}),
+                "sequence_output_dtype": str(outputs["sequence_output"].dtype),
+                "loss_dtype": str(outputs["total_loss"].dtype)}
+    finally:
+        keras.config.set_dtype_policy("float32")
+
+
+def _tiny_batch():
+    rng = np.random.default_rng(0)
+    return {"input_ids": rng.integers(5, 50, (4, 8)).astype(np.int32),
+            "input_mask": np.ones((4, 8), np.int32), "segment_ids": np.zeros((4, 8), np.int32),
+            "masked_lm_positions": np.tile(np.arange(1, 4, dtype=np.int32), (4, 1)),
+            "masked_lm_ids": rng.integers(5, 50, (4, 3)).astype(np.int32),
+            "masked_lm_weights": np.ones((4, 3), np.float32),
+            "next_sentence_labels": np.zeros((4, 1), np.int32)}
+
+
 def no_tensorflow() -> dict:
     import keras
 
@@ -139,13 +181,7 @@ def no_tensorflow() -> dict:
     optimizer.build(model.trainable_variables)
     step = jax_training.make_train_step(model, optimizer)
     state = jax_training.TrainState.from_model(model, optimizer)
-    rng = np.random.default_rng(0)
-    batch = {"input_ids": rng.integers(5, 50, (4, 8)).astype(np.int32),
-             "input_mask": np.ones((4, 8), np.int32), "segment_ids": np.zeros((4, 8), np.int32),
-             "masked_lm_positions": np.tile(np.arange(1, 4, dtype=np.int32), (4, 1)),
-             "masked_lm_ids": rng.integers(5, 50, (4, 3)).astype(np.int32),
-             "masked_lm_weights": np.ones((4, 3), np.float32),
-             "next_sentence_labels": np.zeros((4, 1), np.int32)}
+    batch = _tiny_batch()
     losses = []
     for _ in range(5):
         state, logs = step(state, batch)

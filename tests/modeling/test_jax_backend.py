@@ -1,7 +1,8 @@
 """The model on Keras' JAX backend (CPU), in two processes of their own (KERAS_BACKEND is read
 once per process): with TensorFlow installed, the public encoder goldens and the original's
 dropout-free 40-step pre-training trajectory with the original optimizer; with TensorFlow
-imports blocked, a classifier's fine-tuning and model + optimizer + training steps. The
+imports blocked, a classifier's fine-tuning, mixed_bfloat16 steps and model + optimizer +
+training steps. The
 measurements come from tests/modeling/jax_checks.py."""
 
 import json
@@ -42,7 +43,7 @@ def with_tensorflow():
 
 @pytest.fixture(scope="module")
 def without_tensorflow():
-    return _run(["finetuning", "no_tensorflow"], block_tensorflow=True)
+    return _run(["finetuning", "bf16", "no_tensorflow"], block_tensorflow=True)
 
 
 def test_encoder_goldens_on_jax(with_tensorflow):
@@ -92,3 +93,13 @@ def test_classifier_fine_tuning_loss_falls_without_tensorflow(without_tensorflow
     epochs = without_tensorflow["finetuning"]["epoch_losses"]
     assert all(b < a for a, b in zip(epochs, epochs[1:])), epochs
     assert epochs[-1] < 0.85 * epochs[0], epochs
+
+
+def test_mixed_bfloat16_steps(without_tensorflow):
+    """mixed_bfloat16 on JAX: float32 variables, bfloat16 activations, float32 losses (the
+    heads' log-softmax), and the loss falls over five steps on one batch."""
+    result = without_tensorflow["bf16"]
+    assert result["variable_dtypes"] == ["float32"]
+    assert result["sequence_output_dtype"] == "bfloat16"
+    assert result["loss_dtype"] == "float32"
+    assert result["losses"][-1] < 0.7 * result["losses"][0], result["losses"]
