@@ -27,12 +27,14 @@ with one line naming the flag.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
 import re
 import sys
 import time
+import zipfile
 from typing import Dict, Iterator, List, Optional
 
 import numpy as np
@@ -82,11 +84,13 @@ def _record_stream(paths: List[str], names, deterministic: bool, seed: int
 
     epoch = 0
     while True:
+        read = 0
         rng = np.random.default_rng([seed, epoch])
         order = list(paths) if deterministic else [paths[i] for i in rng.permutation(len(paths))]
         buffer: List[Dict[str, np.ndarray]] = []
         for path in order:
             for record in numpy_records.read_records(path):
+                read += 1
                 features = numpy_records.parse_example(record)
                 try:
                     row = {n: features[n] for n in names}
@@ -100,6 +104,8 @@ def _record_stream(paths: List[str], names, deterministic: bool, seed: int
                     yield buffer.pop(int(rng.integers(len(buffer))))
         while buffer:
             yield buffer.pop(int(rng.integers(len(buffer))))
+        if not read:  # else the repeat would spin for ever
+            raise InputError("--input_file: %s hold no records" % ", ".join(paths))
         epoch += 1
 
 
@@ -120,13 +126,10 @@ def batches(paths: List[str], batch_size: int, names, deterministic: bool, seed:
     stream = _record_stream(paths, names, deterministic, seed)
     for _ in range(skip_records):
         next(stream)
+    from data import numpy_records
+
     while True:
-        rows = [next(stream) for _ in range(batch_size)]
-        yield {n: _as_model_dtype(np.stack([r[n] for r in rows])) for n in names}
-
-
-def _as_model_dtype(values: np.ndarray) -> np.ndarray:
-    return values.astype(np.int32) if values.dtype == np.int64 else values
+        yield numpy_records.stack_rows([next(stream) for _ in range(batch_size)])
 
 
 # ------------------------------------------------------------------------------ checkpoints
@@ -193,7 +196,7 @@ def restore_checkpoint(path: str, model, optimizer):
             data = np.load(io.BytesIO(f.read()))
             arrays = {k: data[k] for k in data.files}
         meta = json.loads(bytes(arrays.pop("meta")).decode("utf-8"))
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
         raise InputError("%s: damaged checkpoint (%s)" % (path, e)) from None
     if (meta["variables"] != [v.path for v in model.trainable_variables]
             or meta["optimizer"] != [v.path for v in optimizer.variables]):
@@ -289,7 +292,16 @@ def pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
         raise FlagError("Cannot use sequence length %d because the BERT model was only trained "
                         "up to sequence length %d" % (settings.max_seq_length,
                                                       config.max_position_embeddings))
-    paths = _input_files(settings.input_file)
+    from data.pretraining.sharded import input_files
+
+    paths = input_files(settings.input_file)
+    if importlib.util.find_spec("tensorflow") is not None:
+        # The TensorFlow path's check of the files' first records against the flags (one
+        # rule; it reads them with TensorFlow). Without TensorFlow an empty input stops the
+        # run when the stream finds no record.
+        from data.pretraining import dataset as pd
+
+        pd.check_input_files(paths, settings.max_seq_length, settings.max_predictions_per_seq)
     fs.prepare_output_dir(settings.output_dir)
     keras.utils.set_random_seed(settings.random_seed)
     if settings.mixed_precision == "bf16":
@@ -322,19 +334,6 @@ def _device_names() -> str:
     import jax
 
     return ", ".join(str(d) for d in jax.local_devices())
-
-
-def _input_files(pattern: str) -> List[str]:
-    paths = []
-    for part in pattern.split(","):
-        part = part.strip()
-        matched = sorted(fs.glob(part)) if fs.has_magic(part) else [part]
-        paths.extend(matched)
-    missing = [p for p in paths if not fs.exists(p)]
-    if not paths or missing:
-        raise FlagError("--input_file=%s: no such file %s" % (pattern, missing[0] if missing
-                                                               else pattern))
-    return paths
 
 
 def _train(settings, model, optimizer, paths, own, distribution, names) -> int:
@@ -393,8 +392,6 @@ def _train(settings, model, optimizer, paths, own, distribution, names) -> int:
 def export(model, settings, step: int) -> str:
     """``export/bert_model.ckpt`` (TF1 names) where TensorFlow is installed, else
     ``export/model.weights.h5``; ``bert_config.json`` beside it. Returns the path written."""
-    import importlib.util
-
     folder = os.path.join(settings.output_dir, "export")
     fs.makedirs(folder)
     if importlib.util.find_spec("tensorflow") is not None:
@@ -440,7 +437,10 @@ def evaluate(settings, model, paths, step: int, distribution) -> Dict[str, float
             total = sums.setdefault(name, [0.0, 0.0])
             total[0] += float(num)
             total[1] += float(den)
-    results = {k: (sums[k][0] / sums[k][1] if sums.get(k) and sums[k][1] else 0.0)
+    if not sums:
+        raise InputError("--input_file: fewer records than one --eval_batch_size=%d batch"
+                         % settings.eval_batch_size)
+    results = {k: sums[k][0] / sums[k][1] if sums[k][1] else 0.0
                for k in pretraining_metrics.EVAL_KEYS}
     results["global_step"] = step
     write_eval_results(os.path.join(settings.output_dir, EVAL_RESULTS), results)

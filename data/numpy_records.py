@@ -181,13 +181,18 @@ def batches(paths: Sequence[str], batch_size: int, names: Iterable[str],
                                   % (path, index, ", ".join(missing)))
             pending.append({n: features[n] for n in names})
             if len(pending) == batch_size:
-                yield _stack(pending)
+                yield stack_rows(pending)
                 pending = []
     if pending and not drop_remainder:
-        yield _stack(pending)
+        yield stack_rows(pending)
 
 
-def _stack(rows: List[Dict[str, np.ndarray]]) -> Dict[str, np.ndarray]:
+def stack_rows(rows: List[Dict[str, np.ndarray]]) -> Dict[str, np.ndarray]:
+    """Feature rows -> ``{name: [B, L]}``; int64 becomes int32, as the TensorFlow input casts.
+
+    Args:
+        rows: one dict of 1-D arrays per record, the same names in each.
+    """
     out = {}
     for name in rows[0]:
         values = np.stack([row[name] for row in rows])

@@ -38,37 +38,11 @@ from bert_common.errors import first_line
 from data.pretraining import records as pretraining_records
 from data.pretraining import schema as pretraining_schema
 from data.pretraining.instances import PretrainingDataError
+# --input_file's rule has one definition, TensorFlow-free (the JAX path reads it too).
+from data.pretraining.sharded import input_files  # noqa: F401
 
 NUM_CPU_THREADS = 4  # the original's input_fn constant
 RECORD_SHUFFLE_BUFFER = 100
-
-
-def input_files(pattern_list: str) -> List[str]:
-    """``--input_file``: comma-separated globs -> files (sorted per glob, in flag order);
-    a glob skips the shards' manifest (``PREFIX.shards.json`` of create_pretraining_data).
-
-    Args:
-        pattern_list: comma-separated glob patterns.
-
-    Returns:
-        The matching files.
-
-    Raises:
-        PretrainingDataError: no file matched.
-    """
-    from data.pretraining.sharded import MANIFEST_SUFFIX
-
-    files: List[str] = []
-    for pattern in (pattern_list or "").split(","):
-        pattern = pattern.strip()
-        if pattern:
-            matches = sorted(tf.io.gfile.glob(pattern))
-            if any(c in pattern for c in "*?["):
-                matches = [m for m in matches if not m.endswith(MANIFEST_SUFFIX)]
-            files.extend(matches)
-    if not files:
-        raise PretrainingDataError("--input_file=%s: no file matched" % pattern_list)
-    return files
 
 
 def op_error_reason(error: Exception) -> str:

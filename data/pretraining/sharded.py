@@ -57,6 +57,32 @@ BUFFER_BYTES = 32 << 20  # the most document text a split task holds before appe
 _SHARD_FILE_RE = re.compile(r"-(\d{5})-of-(\d{5})$")
 
 
+def input_files(pattern_list: str) -> List[str]:
+    """``--input_file``: comma-separated globs -> files (sorted per glob, in flag order);
+    a glob skips the shards' manifest (``PREFIX.shards.json`` of create_pretraining_data).
+
+    Args:
+        pattern_list: comma-separated glob patterns.
+
+    Returns:
+        The matching files.
+
+    Raises:
+        PretrainingDataError: no file matched.
+    """
+    found: List[str] = []
+    for pattern in (pattern_list or "").split(","):
+        pattern = pattern.strip()
+        if pattern:
+            matches = sorted(files.glob(pattern))
+            if any(c in pattern for c in "*?["):
+                matches = [m for m in matches if not m.endswith(MANIFEST_SUFFIX)]
+            found.extend(matches)
+    if not found:
+        raise PretrainingDataError("--input_file=%s: no file matched" % pattern_list)
+    return found
+
+
 # ------------------------------------------------------------------------------------------
 # The rule (see the module docstring).
 # ------------------------------------------------------------------------------------------

@@ -141,3 +141,16 @@ def test_tensorflow_only_tools_refuse_another_backend(tmp_path, tool, args, name
         proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_an_empty_input_stops_before_anything_is_written(tmp_path):
+    (tmp_path / "empty.tfrecord").write_bytes(b"")
+    out = tmp_path / "out"
+    args = [a if not a.startswith("--input_file=") else
+            "--input_file=%s" % (tmp_path / "empty.tfrecord") for a in _command(out)]
+    proc = subprocess.run(args, cwd=paths.ROOT, env=ENV, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode != 0
+    errors = [l for l in proc.stderr.splitlines() if "error:" in l]
+    assert len(errors) == 1 and "no records" in errors[0], proc.stderr[-2000:]
+    assert not out.exists()

@@ -126,35 +126,8 @@ def finetuning() -> dict:
     return {"epoch_losses": epochs, "labels": int(data["label_ids"].sum())}
 
 
-def bf16() -> dict:
-    """A tiny pre-training model under ``mixed_bfloat16``: five steps on one batch."""
-    import keras
-
-    import modeling
-    from modeling.training import jax_training
-
-    keras.config.set_dtype_policy("mixed_bfloat16")
-    try:
-        config = modeling.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
-                                     num_attention_heads=2, intermediate_size=32,
-                                     max_position_embeddings=16)
-        model = modeling.BertPretrainingModel(config)
-        optimizer = modeling.create_optimizer(1e-2, 10, 2)
-        optimizer.build(model.trainable_variables)
-        step = jax_training.make_train_step(model, optimizer)
-        state = jax_training.TrainState.from_model(model, optimizer)
-        batch = _tiny_batch()
-        losses = []
-        for _ in range(5):
-            state, logs = step(state, batch)
-            losses.append(float(logs["loss"]))
-        outputs = model(batch)
-        return {"losses": losses,
-                "variable_dtypes": sorted({str(v.dtype) for v in model.trainable_variables}),
-                "sequence_output_dtype": str(outputs["sequence_output"].dtype),
-                "loss_dtype": str(outputs["total_loss"].dtype)}
-    finally:
-        keras.config.set_dtype_policy("float32")
+TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+            intermediate_size=32, max_position_embeddings=16)
 
 
 def _tiny_batch():
@@ -167,45 +140,66 @@ def _tiny_batch():
             "next_sentence_labels": np.zeros((4, 1), np.int32)}
 
 
-def no_tensorflow() -> dict:
-    import keras
-
+def _tiny_training(steps: int = 5):
+    """A tiny pre-training model and its optimizer after ``steps`` steps on one batch (under
+    the global dtype policy); (model, optimizer, batch, losses)."""
     import modeling
     from modeling.training import jax_training
 
-    config = modeling.BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
-                                 num_attention_heads=2, intermediate_size=32,
-                                 max_position_embeddings=16)
-    model = modeling.BertPretrainingModel(config)
+    model = modeling.BertPretrainingModel(modeling.BertConfig(**TINY))
     optimizer = modeling.create_optimizer(1e-2, 10, 2)
     optimizer.build(model.trainable_variables)
     step = jax_training.make_train_step(model, optimizer)
     state = jax_training.TrainState.from_model(model, optimizer)
     batch = _tiny_batch()
     losses = []
-    for _ in range(5):
+    for _ in range(steps):
         state, logs = step(state, batch)
         losses.append(float(logs["loss"]))
+    state.assign_to(model, optimizer)
+    return model, optimizer, batch, losses
+
+
+def bf16() -> dict:
+    """A tiny pre-training model under ``mixed_bfloat16``: five steps on one batch."""
+    import keras
+
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        model, _, batch, losses = _tiny_training()
+        outputs = model(batch)
+        return {"losses": losses,
+                "variable_dtypes": sorted({str(v.dtype) for v in model.trainable_variables}),
+                "sequence_output_dtype": str(outputs["sequence_output"].dtype),
+                "loss_dtype": str(outputs["total_loss"].dtype)}
+    finally:
+        keras.config.set_dtype_policy("float32")
+
+
+def no_tensorflow() -> dict:
     import tempfile
 
-    state.assign_to(model, optimizer)
+    import keras
+
+    import modeling
+
+    model, optimizer, batch, losses = _tiny_training()
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "model.weights.h5")
         model.save_weights(path)
-        again = modeling.BertPretrainingModel(config)
+        again = modeling.BertPretrainingModel(modeling.BertConfig(**TINY))
         modeling.load_checkpoint(again, path, log=False)
         reloaded = max(_max_diff(a.value, b.value)
                        for a, b in zip(model.weights, again.weights))
     minilm = os.path.join(paths.DATA, "minilm")
     hf_model = modeling.BertModel(modeling.checkpoints.hf.read_hf_config(minilm))
     hf_missing = modeling.load_checkpoint(hf_model, minilm, log=False).missing
-    classifier = modeling.BertClassifier(modeling.BertModel(config), num_labels=3)
+    classifier = modeling.BertClassifier(modeling.BertModel(modeling.BertConfig(**TINY)),
+                                         num_labels=3)
     logits = classifier({k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")})
     return {"backend": keras.backend.backend(), "losses": losses, "reloaded_max_diff": reloaded,
-            "hf_missing": hf_missing,
-            "optimizer": type(optimizer).__module__,
-            "classifier_logits": list(np.shape(logits["logits"] if isinstance(logits, dict)
-                                               else logits)),
+            "hf_missing": hf_missing, "optimizer": type(optimizer).__module__,
+            "classifier_logits": list(np.shape(logits["logits"])),
             "tensorflow_loaded": "tensorflow" in sys.modules}
 
 
