@@ -295,7 +295,7 @@ def pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
     from data.pretraining.sharded import input_files
 
     paths = input_files(settings.input_file)
-    if importlib.util.find_spec("tensorflow") is not None:
+    if _tensorflow_installed():
         # The TensorFlow path's check of the files' first records against the flags (one
         # rule; it reads them with TensorFlow). Without TensorFlow an empty input stops the
         # run when the stream finds no record.
@@ -330,6 +330,13 @@ def pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
     return None
 
 
+def _tensorflow_installed() -> bool:
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except ImportError:  # a finder that refuses it (tests/support/no_tensorflow)
+        return False
+
+
 def _device_names() -> str:
     import jax
 
@@ -351,7 +358,7 @@ def _train(settings, model, optimizer, paths, own, distribution, names) -> int:
     total = settings.num_train_steps
     logging.info("***** Running training on JAX *****  batch size %d, %d steps (from %d)",
                  settings.train_batch_size, total, step)
-    progress = Progress("train step", total, unit="examples")
+    progress = Progress("train step", total, unit="steps")
     data = batches(paths, settings.train_batch_size, names, settings.deterministic,
                    settings.random_seed, skip_records=records)
     loop = max(1, settings.iterations_per_loop)
@@ -394,12 +401,19 @@ def export(model, settings, step: int) -> str:
     ``export/model.weights.h5``; ``bert_config.json`` beside it. Returns the path written."""
     folder = os.path.join(settings.output_dir, "export")
     fs.makedirs(folder)
-    if importlib.util.find_spec("tensorflow") is not None:
+    if _tensorflow_installed():
         from bert_tasks.pretraining import export_for_finetuning
 
         return export_for_finetuning(model, settings, step)
     path = os.path.join(folder, "model.weights.h5")
-    model.save_weights(path)
+    # Keras writes the file in place (and wants the suffix): a temporary beside it, renamed in.
+    temp = os.path.join(folder, ".model-%d.weights.h5" % os.getpid())
+    try:
+        model.save_weights(temp)
+        fs.rename(temp, path)
+    finally:
+        if fs.exists(temp):
+            fs.remove(temp)
     with atomic.atomic_open(os.path.join(folder, "bert_config.json")) as f:
         f.write(fs.read_text(settings.bert_config_file))
     logging.info("Exported %s (TensorFlow is not installed: convert_checkpoint.py turns it into "

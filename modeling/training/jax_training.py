@@ -149,15 +149,15 @@ def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
     def step(state: TrainState, batch):
-        (loss, (outputs, non_trainable)), grads = grad_fn(state.trainable, state.non_trainable,
-                                                          batch)
+        (value, (outputs, non_trainable)), grads = grad_fn(state.trainable,
+                                                           state.non_trainable, batch)
         iteration = state.optimizer[iterations_index]
         rate = schedule(iteration) if callable(schedule) else schedule
         trainable, optimizer_values = optimizer.stateless_apply(state.optimizer, grads,
                                                                 state.trainable)
         logs = {key: value for key, value in outputs.items()
                 if hasattr(value, "shape") and value.shape == ()}
-        logs.update(loss=loss, global_norm=global_norm(grads), learning_rate=rate)
+        logs.update(loss=value, global_norm=global_norm(grads), learning_rate=rate)
         return TrainState(trainable, non_trainable, optimizer_values), logs
 
     return jax.jit(step, donate_argnums=0) if jit else step

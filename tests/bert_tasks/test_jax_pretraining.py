@@ -154,3 +154,24 @@ def test_an_empty_input_stops_before_anything_is_written(tmp_path):
     errors = [l for l in proc.stderr.splitlines() if "error:" in l]
     assert len(errors) == 1 and "no records" in errors[0], proc.stderr[-2000:]
     assert not out.exists()
+
+
+def test_without_tensorflow_the_export_is_a_weights_file(tmp_path):
+    """TensorFlow imports blocked: training, eval, TensorBoard and the export still work; the
+    export is model.weights.h5 (no temporary left), which load_checkpoint reads here."""
+    import modeling
+
+    out = tmp_path / "out"
+    env = dict(ENV, PYTHONPATH=os.pathsep.join(
+        [os.path.join(paths.ROOT, "tests", "support", "no_tensorflow"), paths.ROOT]))
+    args = [a for a in _command(out) if not a.startswith(("--init_checkpoint=",
+                                                          "--num_train_steps="))]
+    proc = subprocess.run(args + ["--num_train_steps=4", "--do_eval"], cwd=paths.ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(os.listdir(out / "export")) == ["bert_config.json", "model.weights.h5"]
+    assert (out / "eval_results.txt").exists()
+    config = modeling.BertConfig.from_json_file(str(out / "export" / "bert_config.json"))
+    model = modeling.BertPretrainingModel(config)
+    report = modeling.load_checkpoint(model, str(out / "export" / "model.weights.h5"), log=False)
+    assert len(report.loaded) == len(model.weights)
