@@ -61,6 +61,17 @@ def warn(tool: str, message: str) -> None:
     print("%s: warning: %s" % (tool, message), file=sys.stderr, flush=True)
 
 
+def _missing_tensorflow(error: BaseException) -> Optional[str]:
+    """The message for a run that needs TensorFlow where it is not installed (Keras on another
+    backend), or None for any other error."""
+    name = (getattr(error, "name", None) or "").split(".")[0]
+    if not isinstance(error, ModuleNotFoundError) or name not in ("tensorflow",
+                                                                   "tensorflow_text"):
+        return None
+    return ("%s is not installed, and this run needs it (without it, on KERAS_BACKEND=jax: "
+            "run_pretraining.py, extract_features.py and the modeling API; docs/jax.md)" % name)
+
+
 def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: flags.FlagValues,
              argv: Sequence[str]) -> Any:
     """``run(flag_values)``, with bad input reported as one line and exit status 1.
@@ -90,10 +101,15 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
         with atomic.recording_writes() as written, _kernel_choice(flag_values):
             result = run(flag_values)
     except Exception as e:  # noqa: BLE001
-        one_line = isinstance(e, (InputError, OSError)) or errors.is_tf_error(e)
+        missing = _missing_tensorflow(e)
+        one_line = (isinstance(e, (InputError, OSError)) or errors.is_tf_error(e)
+                    or missing is not None)
         if keep_traceback or not one_line:
             raise  # a bug: the traceback is what its report needs
-        message = str(e) if isinstance(e, (InputError, OSError)) else errors.reason(e)
+        if missing is not None:
+            message = missing
+        else:
+            message = str(e) if isinstance(e, (InputError, OSError)) else errors.reason(e)
         # Its notes belong on the line: e.g. where a previous output is kept that a failed
         # commit could not put back (bert_common.atomic).
         notes = [n for n in getattr(e, "__notes__", []) if n]

@@ -77,7 +77,11 @@ def run(task: Task, settings: Any, *, warn: Optional[Callable[[str], None]] = No
     from modeling import backend
     from modeling.config import BertConfig
 
-    backend.require_tensorflow("fine-tuning (%s)" % type(task).__name__)
+    on_jax = not backend.TENSORFLOW
+    if on_jax:
+        from bert_tasks import jax_finetuning
+
+        jax_finetuning.check_settings(settings)  # the flags of TensorFlow's path only
     from modeling.training import distribution, execution
 
     logging.set_verbosity(logging.INFO)
@@ -86,22 +90,20 @@ def run(task: Task, settings: Any, *, warn: Optional[Callable[[str], None]] = No
                   warn=warn or logging.warning)
     check_settings(task, ctx)
     task.read(ctx)
+    if on_jax:
+        jax_finetuning.prepare(settings)  # tf.data off the accelerators; JAX's devices
     ctx.strategy = distribution.strategy_from_settings(settings)  # before any other TF op
     precision = distribution.set_precision(settings.mixed_precision)  # the Keras dtype policy
     ctx.tpu = distribution.is_tpu(ctx.strategy)
-    execution.check_use_xla(ctx.strategy, settings.use_xla)  # before anything is written
+    if not on_jax:
+        execution.check_use_xla(ctx.strategy, settings.use_xla)  # before anything is written
     ctx.tokenizer = tokenizer_from_settings(settings)  # a bad vocab: nothing written
     task.prepare(ctx)
     start_output_dir(settings)
 
     with ctx.strategy.scope():
         model = task.build_model(ctx)
-    init_checkpoint = restore_checkpoint(model, settings, _without_training(task))
-    global_step = 0
-    if not settings.do_train:
-        from modeling import checkpoints
-
-        global_step = checkpoints.checkpoint_step(init_checkpoint)
+    global_step = _restore(model, settings, task)
     if settings.do_train:
         dataset, num_examples = task.train_dataset(ctx)
         global_step = train(settings, model, dataset, task.per_example_loss, num_examples,
@@ -285,6 +287,22 @@ def restore_checkpoint(model, settings: Any, without_training: str) -> Optional[
     return init_checkpoint
 
 
+def _restore(model, settings: Any, task: Task) -> int:
+    """``restore_checkpoint``, or on JAX without ``do_train`` and ``init_checkpoint`` the
+    newest JAX checkpoint of ``output_dir``; returns the step the values come from (0 when
+    training)."""
+    from modeling import backend, checkpoints
+
+    if not backend.TENSORFLOW and not settings.do_train and not settings.init_checkpoint:
+        from bert_tasks import jax_finetuning
+
+        step = jax_finetuning.restore_newest(settings, model)
+        if step is not None:
+            return step
+    init_checkpoint = restore_checkpoint(model, settings, _without_training(task))
+    return 0 if settings.do_train else checkpoints.checkpoint_step(init_checkpoint)
+
+
 def count_train_steps(num_examples: int, settings: Any) -> int:
     """The original's ``int(num_examples / train_batch_size * num_train_epochs)``.
 
@@ -328,6 +346,8 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_example
     """
     from modeling.training import distribution, finetuning, optimization
 
+    from modeling import backend
+
     checks.check_checkpoint_flags(settings)
     num_train_steps = count_train_steps(num_examples, settings)
     num_warmup_steps = int(num_train_steps * settings.warmup_proportion)
@@ -335,6 +355,11 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_example
     logging.info("  Num examples = %d", num_examples)
     logging.info("  Batch size = %d", settings.train_batch_size)
     logging.info("  Num steps = %d", num_train_steps)
+    if not backend.TENSORFLOW:
+        from bert_tasks import jax_finetuning
+
+        return jax_finetuning.train(settings, model, dataset, per_example_loss, num_train_steps,
+                                    num_warmup_steps, loss_weights=loss_weights)
     with strategy.scope():
         optimizer = optimization.create_optimizer(
             settings.learning_rate, num_train_steps, num_warmup_steps,

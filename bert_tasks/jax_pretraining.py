@@ -10,8 +10,9 @@ metrics (``modeling.training.pretraining_metrics``) and eval file, without Tenso
 * the step: ``modeling.training.jax_training.make_train_step`` (compiled, ``mixed_bfloat16``
   with ``--mixed_precision=bf16``); several local devices (GPUs, TPU cores) train data-parallel
   (``keras.distribution.DataParallel``: the batch split over them, one update);
-* checkpoints every ``--save_checkpoints_steps`` and at the end: ``output_dir/jax-ckpt-N.npz``,
-  written atomically, holding every model and optimizer value (the dropout seeds among them),
+* the job (``modeling.training.jax_trainer``, shared with the fine-tuning tools): checkpoints
+  every ``--save_checkpoints_steps`` and at the end, ``output_dir/jax-ckpt-N.npz``, written
+  atomically, holding every model and optimizer value (the dropout seeds among them),
   the step and the records read; the newest ``--keep_checkpoint_max`` are kept. A rerun resumes
   from the newest: the values, the step log cut at its step, the input re-read up to its
   position. Resume is exact: the run ends bit for bit where an uninterrupted one ends (CPU);
@@ -27,14 +28,7 @@ with one line naming the flag.
 
 from __future__ import annotations
 
-import importlib.util
-import io
-import json
 import os
-import re
-import sys
-import time
-import zipfile
 from typing import Dict, Iterator, List, Optional
 
 import numpy as np
@@ -43,9 +37,8 @@ from absl import logging
 from bert_common import atomic
 from bert_common import files as fs
 from bert_common.errors import FlagError, InputError
-from bert_common.progress import Progress
+from modeling import backend
 
-CHECKPOINT_PATTERN = re.compile(r"^jax-ckpt-(\d+)\.npz$")
 SHUFFLE_BUFFER = 10000
 
 
@@ -132,139 +125,7 @@ def batches(paths: List[str], batch_size: int, names, deterministic: bool, seed:
         yield numpy_records.stack_rows([next(stream) for _ in range(batch_size)])
 
 
-# ------------------------------------------------------------------------------ checkpoints
-
-def checkpoints_in(folder: str) -> List[tuple]:
-    """``(step, path)`` of the JAX checkpoints in ``folder``, oldest first."""
-    found = []
-    for path in fs.glob(os.path.join(folder, "jax-ckpt-*.npz")):
-        match = CHECKPOINT_PATTERN.match(os.path.basename(path))
-        if match:
-            found.append((int(match.group(1)), path))
-    return sorted(found)
-
-
-def save_checkpoint(folder: str, state, model, optimizer, step: int, records: int,
-                    keep: int) -> str:
-    """``folder/jax-ckpt-<step>.npz`` (atomic), then only the newest ``keep`` kept.
-
-    Args:
-        folder: the output folder.
-        state: the ``TrainState``.
-        model: the model (its variable paths are recorded, checked on restore).
-        optimizer: the optimizer (likewise).
-        step: the global step.
-        records: records read so far (the input position).
-        keep: checkpoints kept (``--keep_checkpoint_max``; 0 keeps all).
-
-    Returns:
-        The path written.
-    """
-    import jax
-
-    arrays = {}
-    for prefix, values in (("t", state.trainable), ("n", state.non_trainable),
-                           ("o", state.optimizer)):
-        for index, value in enumerate(jax.device_get(values)):
-            arrays["%s%d" % (prefix, index)] = np.asarray(value)
-    meta = {"step": step, "records": records,
-            "variables": [v.path for v in model.trainable_variables],
-            "non_trainable": [v.path for v in model.non_trainable_variables],
-            "optimizer": [v.path for v in optimizer.variables]}
-    arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), np.uint8)
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    path = os.path.join(folder, "jax-ckpt-%d.npz" % step)
-    with atomic.atomic_open(path, "wb") as f:
-        f.write(buffer.getvalue())
-    if keep > 0:
-        for _, old in checkpoints_in(folder)[:-keep]:
-            fs.remove(old)
-    return path
-
-
-def restore_checkpoint(path: str, model, optimizer):
-    """The ``TrainState`` and ``(step, records)`` of a checkpoint written by this run's model.
-
-    Raises:
-        InputError: a damaged file, or one of another model.
-    """
-    from modeling.training.jax_training import TrainState
-
-    try:
-        with fs.open(path, "rb") as f:
-            data = np.load(io.BytesIO(f.read()))
-            arrays = {k: data[k] for k in data.files}
-        meta = json.loads(bytes(arrays.pop("meta")).decode("utf-8"))
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
-        raise InputError("%s: damaged checkpoint (%s)" % (path, e)) from None
-    if (meta["variables"] != [v.path for v in model.trainable_variables]
-            or meta["optimizer"] != [v.path for v in optimizer.variables]):
-        raise InputError("%s: a checkpoint of another model or optimizer (its variables differ "
-                         "from this run's); use another --output_dir" % path)
-
-    def take(prefix, variables):
-        return [arrays["%s%d" % (prefix, i)] for i in range(len(variables))]
-
-    state = TrainState(take("t", model.trainable_variables),
-                       take("n", model.non_trainable_variables),
-                       take("o", optimizer.variables))
-    return state, meta["step"], meta["records"]
-
-
-# ---------------------------------------------------------------------------- TensorBoard
-
-class ScalarWriter:
-    """TensorBoard scalars with tensorboard's own event writer (no TensorFlow)."""
-
-    def __init__(self, folder: str):
-        from tensorboard.summary.writer.event_file_writer import EventFileWriter
-
-        fs.makedirs(folder)
-        self._writer = EventFileWriter(folder)
-
-    def write(self, step: int, values: Dict[str, float]) -> None:
-        """One scalar per name at ``step``."""
-        from tensorboard.compat.proto import event_pb2, summary_pb2
-
-        summary = summary_pb2.Summary(value=[
-            summary_pb2.Summary.Value(tag=name, simple_value=float(value))
-            for name, value in values.items()])
-        self._writer.add_event(event_pb2.Event(wall_time=time.time(), step=int(step),
-                                               summary=summary))
-
-    def close(self) -> None:
-        self._writer.close()
-
-
 # ------------------------------------------------------------------------------------ job
-
-def _distribute(batch_size: int):
-    """``keras.distribution.DataParallel`` over the local devices when there are several
-    (and the batch splits evenly), else None."""
-    import jax
-    import keras
-
-    devices = jax.local_devices()
-    if len(devices) <= 1:
-        return None
-    if batch_size % len(devices):
-        raise FlagError("--train_batch_size=%d is not divisible by the %d local devices"
-                        % (batch_size, len(devices)))
-    distribution = keras.distribution.DataParallel(devices=devices)
-    keras.distribution.set_distribution(distribution)
-    return distribution
-
-
-def _shard(batch, distribution):
-    import jax
-
-    if distribution is None:
-        return batch
-    layout = distribution.get_data_layout(next(iter(batch.values())).shape)
-    sharding = layout.backend_layout if hasattr(layout, "backend_layout") else layout
-    return jax.device_put(batch, sharding)
-
 
 def pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
     """The whole pre-training job on JAX (see the module docstring).
@@ -282,7 +143,8 @@ def pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
     import keras
 
     import modeling
-    from bert_tasks.pretraining import check_settings, load_init_checkpoint
+    from bert_tasks.pretraining import check_settings
+    from modeling.training import jax_trainer, load_init_checkpoint
     from data.pretraining import schema
 
     check_settings(settings)
@@ -295,7 +157,7 @@ def pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
     from data.pretraining.sharded import input_files
 
     paths = input_files(settings.input_file)
-    if _tensorflow_installed():
+    if backend.tensorflow_installed():
         # The TensorFlow path's check of the files' first records against the flags (one
         # rule; it reads them with TensorFlow). Without TensorFlow an empty input stops the
         # run when the stream finds no record.
@@ -306,94 +168,43 @@ def pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
     keras.utils.set_random_seed(settings.random_seed)
     if settings.mixed_precision == "bf16":
         keras.config.set_dtype_policy("mixed_bfloat16")
-    distribution = _distribute(settings.train_batch_size if settings.do_train
-                               else settings.eval_batch_size)
+    distribution = jax_trainer.distribute(
+        settings.train_batch_size if settings.do_train else settings.eval_batch_size,
+        "--train_batch_size" if settings.do_train else "--eval_batch_size")
     model = modeling.BertPretrainingModel(config, seq_length=settings.max_seq_length)
     optimizer = modeling.create_optimizer(
         settings.learning_rate, settings.num_train_steps, settings.num_warmup_steps,
         optimizer=settings.optimizer, one_step_ahead=not settings.corrected_lr_schedule)
     optimizer.build(model.trainable_variables)
     logging.info("KERAS_BACKEND=jax: %d input files; devices %s; policy %s", len(paths),
-                 _device_names(), keras.config.dtype_policy().name)
-    own = checkpoints_in(settings.output_dir)
+                 jax_trainer.device_names(), keras.config.dtype_policy().name)
+    own = jax_trainer.checkpoints_in(settings.output_dir)
     if not own and settings.init_checkpoint:
         load_init_checkpoint(model, settings.init_checkpoint)
     step = 0
     if settings.do_train:
-        step = _train(settings, model, optimizer, paths, own, distribution, schema.FEATURE_NAMES)
+        step = _train(settings, model, optimizer, paths, distribution, schema.FEATURE_NAMES)
         export(model, settings, step)
     elif own:
-        state, step, _ = restore_checkpoint(own[-1][1], model, optimizer)
-        state.assign_to(model, optimizer)
+        step = jax_trainer.restore_newest_model(settings.output_dir, model)[1]
     if settings.do_eval:
         return evaluate(settings, model, paths, step, distribution)
     return None
 
 
-def _tensorflow_installed() -> bool:
-    try:
-        return importlib.util.find_spec("tensorflow") is not None
-    except ImportError:  # a finder that refuses it (tests/support/no_tensorflow)
-        return False
+def _train(settings, model, optimizer, paths, distribution, names) -> int:
+    from modeling.training import jax_trainer, jax_training
 
+    def batches_after(records):
+        return batches(paths, settings.train_batch_size, names, settings.deterministic,
+                       settings.random_seed, skip_records=records)
 
-def _device_names() -> str:
-    import jax
-
-    return ", ".join(str(d) for d in jax.local_devices())
-
-
-def _train(settings, model, optimizer, paths, own, distribution, names) -> int:
-    from modeling.training import jax_training, step_log
-
-    step_fn = jax_training.make_train_step(model, optimizer)
-    if own:
-        state, step, records = restore_checkpoint(own[-1][1], model, optimizer)
-        logging.info("Resuming from %s (step %d, %d records read)", own[-1][1], step, records)
-    else:
-        state, step, records = jax_training.TrainState.from_model(model, optimizer), 0, 0
-    log_path = step_log.path_in(settings.output_dir)
-    step_log.truncate(log_path, step)
-    writer = ScalarWriter(os.path.join(settings.output_dir, "train"))
-    total = settings.num_train_steps
-    logging.info("***** Running training on JAX *****  batch size %d, %d steps (from %d)",
-                 settings.train_batch_size, total, step)
-    progress = Progress("train step", total, unit="steps")
-    data = batches(paths, settings.train_batch_size, names, settings.deterministic,
-                   settings.random_seed, skip_records=records)
-    loop = max(1, settings.iterations_per_loop)
-    save_every = settings.save_checkpoints_steps or total
-    try:
-        while step < total:
-            n = min(loop, total - step, save_every - step % save_every)
-            pending = []
-            for _ in range(n):
-                state, logs = step_fn(state, _shard(next(data), distribution))
-                pending.append(logs)
-            import jax
-
-            pending = jax.device_get(pending)
-            first = step + 1
-            step += n
-            records += n * settings.train_batch_size
-            step_log.append(log_path, first, [float(r["loss"]) for r in pending],
-                            [float(r["learning_rate"]) for r in pending],
-                            [float(r["global_norm"]) for r in pending])
-            for offset, r in enumerate(pending):
-                writer.write(first + offset, {k: float(v) for k, v in r.items()})
-            last = pending[-1]
-            progress.update(step, "loss %.4f lr %.5g" % (float(last["loss"]),
-                                                         float(last["learning_rate"])))
-            if step % save_every == 0 or step == total:
-                path = save_checkpoint(settings.output_dir, state, model, optimizer, step,
-                                       records, settings.keep_checkpoint_max)
-                print("Saved checkpoint for step %d: %s" % (step, path), file=sys.stderr,
-                      flush=True)
-    finally:
-        writer.close()
-    progress.finish()
-    state.assign_to(model, optimizer)
-    return step
+    return jax_trainer.train(
+        model, optimizer, jax_training.make_train_step(model, optimizer), batches_after,
+        output_dir=settings.output_dir, num_train_steps=settings.num_train_steps,
+        batch_size=settings.train_batch_size, steps_per_loop=settings.iterations_per_loop,
+        save_checkpoints_steps=settings.save_checkpoints_steps,
+        keep_checkpoint_max=settings.keep_checkpoint_max, distribution=distribution)
 
 
 def export(model, settings, step: int) -> str:
@@ -401,7 +212,7 @@ def export(model, settings, step: int) -> str:
     ``export/model.weights.h5``; ``bert_config.json`` beside it. Returns the path written."""
     folder = os.path.join(settings.output_dir, "export")
     fs.makedirs(folder)
-    if _tensorflow_installed():
+    if backend.tensorflow_installed():
         from bert_tasks.pretraining import export_for_finetuning
 
         return export_for_finetuning(model, settings, step)
@@ -430,7 +241,7 @@ def evaluate(settings, model, paths, step: int, distribution) -> Dict[str, float
     from bert_tasks.pretraining import EVAL_RESULTS
     from data import numpy_records
     from data.pretraining import schema
-    from modeling.training import pretraining_metrics
+    from modeling.training import jax_trainer, pretraining_metrics
 
     trainable = [v.value for v in model.trainable_variables]
     non_trainable = [v.value for v in model.non_trainable_variables]
@@ -447,7 +258,7 @@ def evaluate(settings, model, paths, step: int, distribution) -> Dict[str, float
                                                         schema.FEATURE_NAMES)):
         if index >= settings.max_eval_steps:
             break
-        for name, (num, den) in jax.device_get(metrics(_shard(batch, distribution))).items():
+        for name, (num, den) in jax.device_get(metrics(jax_trainer.shard(batch, distribution))).items():
             total = sums.setdefault(name, [0.0, 0.0])
             total[0] += float(num)
             total[1] += float(den)
@@ -458,7 +269,7 @@ def evaluate(settings, model, paths, step: int, distribution) -> Dict[str, float
                for k in pretraining_metrics.EVAL_KEYS}
     results["global_step"] = step
     write_eval_results(os.path.join(settings.output_dir, EVAL_RESULTS), results)
-    writer = ScalarWriter(os.path.join(settings.output_dir, "eval"))
+    writer = jax_trainer.ScalarWriter(os.path.join(settings.output_dir, "eval"))
     writer.write(step, {k: v for k, v in results.items() if k != "global_step"})
     writer.close()
     return results

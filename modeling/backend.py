@@ -40,21 +40,15 @@ if TENSORFLOW:
     import tensorflow as tf  # noqa: F401  (the TensorFlow backend has it installed)
 
 
-def require_tensorflow(what: str) -> None:
-    """Stops a TensorFlow-only job on another backend with one line (``InputError``).
+def tensorflow_installed() -> bool:
+    """Whether TensorFlow can be imported (on any backend: the JAX tools use it, where it is
+    installed, for tf.data input and TF1 checkpoints)."""
+    import importlib.util
 
-    Args:
-        what: the job, as the user named it (``"run_classifier.py"``).
-
-    Raises:
-        InputError: Keras runs on another backend than TensorFlow.
-    """
-    if not TENSORFLOW:
-        from bert_common.errors import InputError
-
-        raise InputError("%s runs on TensorFlow only, and KERAS_BACKEND is %s: unset it (on JAX "
-                         "today: run_pretraining.py and the modeling API, docs/jax.md)"
-                         % (what, BACKEND))
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except (ImportError, ValueError):  # a finder that refuses it (tests/support/no_tensorflow)
+        return False
 
 
 def matmul(a, b, transpose_b: bool = False):

@@ -261,6 +261,10 @@ def predict(model, dataset: tf.data.Dataset, output_names: Sequence[str],
     Returns:
         As ``Predictor.run``.
     """
+    from modeling import backend
+
+    if not backend.TENSORFLOW:
+        return _predict_on_jax(model, dataset, output_names, total, label)
     strategy = strategy or tf.distribute.get_strategy()
     per_model = _PREDICTORS.setdefault(model, {})
     key = (tuple(output_names), id(strategy), switch.inference_kernels_allowed())
@@ -268,3 +272,26 @@ def predict(model, dataset: tf.data.Dataset, output_names: Sequence[str],
     if predictor is None or predictor.strategy is not strategy:
         predictor = per_model[key] = _CachedPredictor(model, output_names, strategy)
     return predictor.run(dataset, total, label)
+
+
+def _predict_on_jax(model, dataset: tf.data.Dataset, output_names: Sequence[str],
+                    total: Optional[int], label: str) -> Dict[str, np.ndarray]:
+    """``predict`` under ``KERAS_BACKEND=jax``: tf.data feeds numpy batches to
+    ``jax_training.Predictor`` (over Keras' distribution, when one is set)."""
+    import keras
+
+    from modeling.training import jax_training
+
+    predictor = jax_training.Predictor(model, output_names, MODEL_INPUT_NAMES)
+    chunks: Dict[str, List[np.ndarray]] = {}
+    reporter = Progress(label, total, unit="examples") if total else None
+    done = 0
+    for out in predictor.run(dataset.as_numpy_iterator(), keras.distribution.distribution()):
+        for name, value in out.items():
+            chunks.setdefault(name, []).append(value)
+        done += len(out[predictor.output_names[0]])
+        if reporter is not None:
+            reporter.update(done)
+    if total and done != total:
+        logging.info("%s: %d of %d examples", label, done, total)
+    return {name: concatenate_padded(parts) for name, parts in chunks.items()}

@@ -56,7 +56,9 @@ def bert_schedule_value(step, init_lr: float, num_train_steps: int,
     step_f = ops.cast(step, "float32")
     # Polynomial decay, power 1, end 0.
     p = ops.minimum(step_f, float(num_train_steps)) * _reciprocal32(num_train_steps)
-    decayed = lr * (1.0 - p)
+    # Never below the end rate 0: XLA contracts lr * (1 - p) into a fused multiply-add, which
+    # at p = N * (1/N) leaves -1e-11 instead of 0 (the original's graph rounds to 0 here).
+    decayed = ops.maximum(lr * (1.0 - p), 0.0)
     if not num_warmup_steps:
         return decayed
     warmup_lr = (lr * _reciprocal32(num_warmup_steps)) * step_f

@@ -120,29 +120,6 @@ def test_flags_of_the_tensorflow_path_are_refused(tmp_path, flag, named):
 
 
 
-@pytest.mark.parametrize("tool, args, named", [
-    ("run_classifier.py", ["--task_name=mrpc", "--do_train", "--data_dir={data}",
-                           "--vocab_file={vocab}", "--bert_config_file={config}",
-                           "--output_dir={out}"], "fine-tuning (ClassifierTask)"),
-])
-def test_tensorflow_only_tools_refuse_another_backend(tmp_path, tool, args, named):
-    """One line naming KERAS_BACKEND, exit != 0, no traceback, nothing written."""
-    (tmp_path / "input.txt").write_text("a sentence\n")
-    values = dict(data=tmp_path, out=tmp_path / "out",
-                  vocab=paths.GOLDEN_VOCAB,
-                  config=os.path.join(TRAJ, "init", "bert_config.json"),
-                  ckpt=os.path.join(TRAJ, "init", "bert_model.ckpt"))
-    argv = [a.format(**values) for a in args]
-    proc = subprocess.run([sys.executable, os.path.join(paths.ROOT, tool)] + argv,
-                          cwd=paths.ROOT, env=ENV, capture_output=True, text=True, timeout=300)
-    assert proc.returncode != 0
-    errors = [l for l in proc.stderr.splitlines() if "error:" in l]
-    assert len(errors) == 1 and named in errors[0] and "KERAS_BACKEND is jax" in errors[0], (
-        proc.stderr[-2000:])
-    assert "Traceback" not in proc.stderr
-    assert not (tmp_path / "out").exists()
-
-
 def test_an_empty_input_stops_before_anything_is_written(tmp_path):
     (tmp_path / "empty.tfrecord").write_bytes(b"")
     out = tmp_path / "out"

@@ -8,7 +8,8 @@ import sys
 class _NoTensorFlow:
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in ("tensorflow", "tensorflow_text"):
-            raise ModuleNotFoundError("No module named %r (blocked: no-TensorFlow test)" % name)
+            raise ModuleNotFoundError("No module named %r (blocked: no-TensorFlow test)" % name,
+                                      name=name)  # as an import of a missing module
         return None
 
 

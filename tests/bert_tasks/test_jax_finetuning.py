@@ -1,0 +1,199 @@
+"""The fine-tuning tools with KERAS_BACKEND=jax (bert_tasks/jax_finetuning.py), as processes on
+two host devices (data-parallel, XLA's flag): run_classifier trains, evaluates, predicts and
+exports (TF1 and HF); TensorFlow evaluating that export gives the JAX run's metrics and
+probabilities; kill -9 after a checkpoint then resume is bit for bit the uninterrupted run;
+SQuAD, SWAG and NER run end to end (tests/bert_tasks/jax_tools.py); --export_dir (TensorFlow's
+SavedModel) and a missing TensorFlow stop the run with one line, nothing written."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests import paths
+from tests.support.slices import glue_slice
+from tests.support.tools import KilledAfterFirstCheckpoint, run_tool
+
+pytest.importorskip("jax", reason="jax is in requirements-dev.txt")
+
+TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
+MRPC = os.path.join(paths.DATA, "glue", "MRPC")
+ENV = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
+           XLA_FLAGS="--xla_force_host_platform_device_count=2", PYTHONPATH=paths.ROOT)
+STEPS = 64  # 32 pairs, batch 4, 8 epochs; a checkpoint every 8 steps
+
+
+def _flags(data_dir, out, *extra):
+    return ["--task_name=mrpc", "--data_dir=%s" % data_dir,
+            "--vocab_file=%s" % paths.GOLDEN_VOCAB,
+            "--bert_config_file=%s" % os.path.join(TINY, "bert_config.json"),
+            "--output_dir=%s" % out, "--max_seq_length=64", *extra]
+
+
+def _training(data_dir, out, *extra):
+    return [sys.executable, os.path.join(paths.ROOT, "run_classifier.py")] + _flags(
+        data_dir, out, "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"),
+        "--do_train", "--train_batch_size=4", "--num_train_epochs=8", "--learning_rate=1e-3",
+        "--save_checkpoints_steps=8", "--iterations_per_loop=2", *extra)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("jax_classifier")
+    data_dir = glue_slice(MRPC, tmp / "mrpc", {"train": 32, "dev": 24, "test": 20})
+    out = tmp / "out"
+    proc = subprocess.run(_training(data_dir, out, "--do_eval", "--do_predict",
+                                    "--export_hf_dir=%s" % (tmp / "hf")),
+                          cwd=paths.ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"data_dir": data_dir, "out": out, "hf": tmp / "hf", "stderr": proc.stderr}
+
+
+def _results(path):
+    return dict(line.split(" = ") for line in path.read_text().splitlines())
+
+
+def _steps(out):
+    from modeling.training import step_log
+
+    return step_log.read_step_log(str(out))
+
+
+def test_classifier_trains_evaluates_predicts_and_exports(trained):
+    out = trained["out"]
+    assert "devices cpu:0, cpu:1" in trained["stderr"]  # the batch split over both
+    log = _steps(out)
+    assert [r["step"] for r in log] == list(range(1, STEPS + 1))
+    # (The tiny model does not learn MRPC in 64 steps, on TensorFlow either: NER's loss
+    # falls below, MiniLM's in tests/modeling/jax_checks.py.)
+    assert all(np.isfinite(r["loss"]) and r["global_norm"] > 0 for r in log)
+    assert log[-1]["learning_rate"] == 0.0
+    results = _results(out / "eval_results.txt")
+    assert set(results) == {"eval_accuracy", "eval_f1", "eval_acc_and_f1", "eval_loss",
+                            "global_step", "loss"}
+    assert results["global_step"] == str(STEPS)
+    probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+    assert probabilities.shape == (20, 2)
+    np.testing.assert_allclose(probabilities.sum(1), 1.0, atol=1e-5)
+    assert (out / "MRPC.tsv").exists()
+    kept = sorted(n for n in os.listdir(out) if n.startswith("jax-ckpt-"))
+    assert kept == sorted("jax-ckpt-%d.npz" % s for s in (32, 40, 48, 56, 64))
+    assert {"bert_model.ckpt.index", "bert_config.json"} <= set(os.listdir(out / "export"))
+    assert {"model.safetensors", "config.json", "vocab.txt"} <= set(os.listdir(trained["hf"]))
+    for folder in ("train", "eval"):
+        assert any(n.startswith("events.out.tfevents") for n in os.listdir(out / folder))
+
+
+def test_tensorflow_takes_over_from_the_export(trained, tmp_path):
+    """run_classifier on TensorFlow, from the JAX run's TF1 export: its metrics and test
+    probabilities are the JAX run's (float rounding of two compilers apart)."""
+    from bert_cli import run_classifier
+
+    out = tmp_path / "tf"
+    run = run_tool(run_classifier, _flags(
+        trained["data_dir"], out, "--init_checkpoint=%s" % (trained["out"] / "export"
+                                                              / "bert_model.ckpt"),
+        "--do_eval", "--do_predict"))
+    assert run.code == 0, run.stderr[-3000:]
+    ours, theirs = _results(trained["out"] / "eval_results.txt"), _results(out / "eval_results.txt")
+    for key in ("eval_accuracy", "eval_f1", "global_step"):
+        assert float(theirs[key]) == float(ours[key]), key
+    assert float(theirs["eval_loss"]) == pytest.approx(float(ours["eval_loss"]), rel=1e-5)
+    np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv", delimiter="\t"),
+                               np.loadtxt(trained["out"] / "test_results.tsv", delimiter="\t"),
+                               atol=1e-5)
+
+
+def test_kill_9_after_a_checkpoint_then_resume_is_exact(trained, tmp_path):
+    """Dropout on (the tiny config's 0.1): the checkpoint holds the seed generators and the
+    input position, so the resumed run ends with the uninterrupted run's bits."""
+    out = tmp_path / "killed"
+    lines = KilledAfterFirstCheckpoint(_training(trained["data_dir"], out), cwd=paths.ROOT,
+                                       env=ENV).wait()
+    assert any("Saved checkpoint for step 8" in line for line in lines), "".join(lines[-20:])
+    assert max(int(n[len("jax-ckpt-"):-4]) for n in os.listdir(out)
+               if n.startswith("jax-ckpt-")) < STEPS
+    proc = subprocess.run(_training(trained["data_dir"], out), cwd=paths.ROOT, env=ENV,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Resuming from" in proc.stderr
+    assert _steps(out) == _steps(trained["out"])
+    name = "jax-ckpt-%d.npz" % STEPS
+    whole, resumed = np.load(trained["out"] / name), np.load(out / name)
+    assert sorted(whole.files) == sorted(resumed.files) and len(whole.files) > 100
+    for key in whole.files:
+        np.testing.assert_array_equal(resumed[key], whole[key], err_msg=key)
+
+
+@pytest.fixture(scope="module")
+def other_tools(tmp_path_factory):
+    work = tmp_path_factory.mktemp("jax_tools")
+    proc = subprocess.run([sys.executable, "-m", "tests.bert_tasks.jax_tools", str(work)],
+                          cwd=paths.ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(work / "runs.json", encoding="utf-8") as f:
+        return work, json.load(f)
+
+
+def test_squad_on_jax(other_tools):
+    work, runs = other_tools
+    assert runs["squad"]["code"] == 0, runs["squad"]["stderr"]
+    out = work / "squad"
+    assert (out / "jax-ckpt-4.npz").exists()  # 16 questions / batch 4 x 1 epoch
+    with open(work / "squad_dev.json", encoding="utf-8") as f:
+        qids = [qa["id"] for a in json.load(f)["data"] for p in a["paragraphs"]
+                for qa in p["qas"]]
+    for name in ("predictions.json", "null_odds.json", "nbest_predictions.json"):
+        assert list(json.loads((out / name).read_text())) == qids, name
+
+
+def test_swag_on_jax(other_tools):
+    work, runs = other_tools
+    assert runs["swag"]["code"] == 0, runs["swag"]["stderr"]
+    out = work / "swag"
+    results = _results(out / "eval_results.txt")
+    assert set(results) == {"eval_accuracy", "eval_loss", "global_step", "loss"}
+    assert results["global_step"] == "3"
+    probabilities = np.loadtxt(out / "test_results.tsv", delimiter="\t")
+    assert probabilities.shape == (10, 4)
+    np.testing.assert_allclose(probabilities.sum(1), 1.0, atol=1e-5)
+
+
+def test_ner_on_jax(other_tools):
+    """The mean over scored tokens (weighted loss): it falls, and conlleval's scores are
+    written."""
+    work, runs = other_tools
+    assert runs["ner"]["code"] == 0, runs["ner"]["stderr"]
+    out = work / "ner"
+    losses = [r["loss"] for r in _steps(out)]
+    assert np.mean(losses[-20:]) < 0.25 * np.mean(losses[:20])
+    results = _results(out / "eval_results.txt")
+    assert {"f1", "precision", "recall", "accuracy", "eval_loss"} <= set(results)
+    assert (out / "test_predictions.txt").exists()
+
+
+def test_export_dir_is_refused_on_jax(other_tools):
+    work, runs = other_tools
+    run = runs["export_dir"]
+    errors = [l for l in run["stderr"].splitlines() if "error:" in l]
+    assert run["code"] == 1 and len(errors) == 1 and "--export_dir" in errors[0], run["stderr"]
+    assert "Traceback" not in run["stderr"]
+    assert not (work / "refused").exists() and not (work / "models").exists()
+
+
+def test_without_tensorflow_fine_tuning_stops_with_one_line(tmp_path):
+    """Fine-tuning on JAX reads its input with tf.data: TensorFlow blocked, one line, exit 1,
+    nothing written."""
+    env = dict(ENV, PYTHONPATH=os.pathsep.join(
+        [os.path.join(paths.ROOT, "tests", "support", "no_tensorflow"), paths.ROOT]))
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, os.path.join(paths.ROOT, "run_classifier.py")]
+                          + _flags(MRPC, out, "--do_train"), cwd=paths.ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    errors = [l for l in proc.stderr.splitlines() if "error:" in l]
+    assert proc.returncode == 1 and len(errors) == 1, proc.stderr[-2000:]
+    assert "tensorflow is not installed" in errors[0]
+    assert "Traceback" not in proc.stderr and not out.exists()
