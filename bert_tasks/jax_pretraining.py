@@ -143,9 +143,9 @@ def pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
     import keras
 
     import modeling
-    from bert_tasks.pretraining import check_settings
-    from modeling.training import jax_trainer, load_init_checkpoint
+    from bert_tasks.pretraining import check_settings, load_init_checkpoint
     from data.pretraining import schema
+    from modeling.training import jax_trainer
 
     check_settings(settings)
     check_jax_settings(settings)
