@@ -21,6 +21,10 @@ original Estimator's conventions:
    TensorBoard (``output_dir/eval``); ``do_predict``: the task's prediction files; then the
    task's exports.
 
+Under ``KERAS_BACKEND=jax`` the same run trains with ``bert_tasks.jax_finetuning`` (tf.data
+input read as numpy, JAX checkpoints in ``output_dir``, a TF1 export for TensorFlow to take
+over; ``export_dir`` refused): docs/jax.md.
+
 Bad input raises an ``InputError`` subclass whose message names the flag or file (the tools
 print it as one line, exit status 1). The command-line tools (``bert_cli/run_*.py``) pass their
 absl flag values as ``settings``; Python code passes a ``FinetuningSettings``.

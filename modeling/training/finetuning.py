@@ -15,6 +15,10 @@
   concatenated in dataset order (per-token outputs of trimmed batches zero-padded to the
   longest).
 
+Under ``KERAS_BACKEND=jax`` (docs/jax.md) ``predict`` reads the dataset as numpy batches and
+runs ``modeling.training.jax_training.Predictor`` (the same outputs and features); training on
+JAX is ``bert_tasks.jax_finetuning``'s.
+
 Batches may differ in sequence length (length-aware batching): the training loop is traced for
 the dataset's element spec (unknown length) and the prediction step with a relaxed signature, so
 that a new length builds no new graph.
