@@ -13,8 +13,8 @@ metrics, prediction files and HF export. On JAX:
   (``jax_training.mean_loss``: the mean over examples, or over weighted tokens for NER);
   several local devices train data-parallel (``keras.distribution.DataParallel``);
 * the job: ``modeling.training.jax_trainer.train``: ``output_dir/jax-ckpt-<step>.npz``
-  checkpoints (atomic; weights, optimizer, dropout seeds, step, input position), exact resume
-  (the input re-read up to the checkpoint's position), ``train_steps.jsonl``, TensorBoard in
+  checkpoints (atomic; weights, optimizer, dropout seeds, step) with the tf.data iterator's
+  state beside each, exact resume, ``train_steps.jsonl``, TensorBoard in
   ``output_dir/train``, progress lines;
 * evaluating or predicting without ``--do_train`` and ``--init_checkpoint`` reads the newest
   ``jax-ckpt-<step>.npz`` of ``output_dir``;
@@ -137,15 +137,13 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_train_s
     batch_size = settings.train_batch_size
     longest = jax_training.max_positions(model) or settings.max_seq_length
 
-    def batches_after(records: int):
-        # The task's batches are the same on every run (seeded shuffle): a resumed run skips
-        # the ones trained on.
-        for batch in dataset.skip(records // batch_size).as_numpy_iterator():
-            seq = batch["input_ids"].shape[-1]
-            yield jax_training.pad_batch(batch, jax_training.length_bucket(seq, longest))
+    def pad(batch):
+        seq = batch["input_ids"].shape[-1]
+        return jax_training.pad_batch(batch, jax_training.length_bucket(seq, longest))
 
     step = jax_trainer.train(
-        model, optimizer, step_fn, batches_after, output_dir=settings.output_dir,
+        model, optimizer, step_fn, jax_trainer.TFDataInput(dataset, pad),
+        output_dir=settings.output_dir,
         num_train_steps=num_train_steps, batch_size=batch_size,
         steps_per_loop=settings.iterations_per_loop,
         save_checkpoints_steps=settings.save_checkpoints_steps,

@@ -4,9 +4,12 @@
 flags, model, losses, optimizer rules (``modeling.training.update_rules``), step log, eval
 metrics (``modeling.training.pretraining_metrics``) and eval file, without TensorFlow:
 
-* input: the pre-training records read with numpy (``data.numpy_records``), repeated; in file
-  order with ``--deterministic``, else the files and a 10,000-record buffer shuffled per epoch
-  from ``--random_seed``;
+* input: where TensorFlow is installed, the TensorFlow path's tf.data pipeline
+  (``data.pretraining.dataset.pretraining_dataset``: the same batches, parallel reading and
+  parsing) read as numpy, its iterator state saved beside each checkpoint; without TensorFlow
+  the records read with numpy (``data.numpy_records``), repeated, in file order with
+  ``--deterministic``, else the files and a 10,000-record buffer shuffled per epoch from
+  ``--random_seed``;
 * the step: ``modeling.training.jax_training.make_train_step`` (compiled, ``mixed_bfloat16``
   with ``--mixed_precision=bf16``); several local devices (GPUs, TPU cores) train data-parallel
   (``keras.distribution.DataParallel``: the batch split over them, one update);
@@ -14,8 +17,8 @@ metrics (``modeling.training.pretraining_metrics``) and eval file, without Tenso
   every ``--save_checkpoints_steps`` and at the end, ``output_dir/jax-ckpt-N.npz``, written
   atomically, holding every model and optimizer value (the dropout seeds among them),
   the step and the records read; the newest ``--keep_checkpoint_max`` are kept. A rerun resumes
-  from the newest: the values, the step log cut at its step, the input re-read up to its
-  position. Resume is exact: the run ends bit for bit where an uninterrupted one ends (CPU);
+  from the newest: the values, the step log cut at its step, the tf.data iterator restored (the
+  numpy input re-read up to its position). Resume is exact: the run ends bit for bit where an uninterrupted one ends (CPU);
 * TensorBoard scalars in ``output_dir/train`` (loss, learning rate, global norm, the head
   losses; tensorboard's own event writer) and the eval results in ``output_dir/eval``;
 * the export: ``output_dir/export/bert_model.ckpt`` (Google's names) where TensorFlow is
@@ -195,12 +198,21 @@ def pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
 def _train(settings, model, optimizer, paths, distribution, names) -> int:
     from modeling.training import jax_trainer, jax_training
 
-    def batches_after(records):
-        return batches(paths, settings.train_batch_size, names, settings.deterministic,
-                       settings.random_seed, skip_records=records)
+    if backend.tensorflow_installed():
+        # The TensorFlow path's pipeline (parallel reading and parsing, the same batches):
+        # its iterator state is checkpointed, so a resumed run reads nothing twice.
+        from data.pretraining import dataset as pd
 
+        data = jax_trainer.TFDataInput(pd.pretraining_dataset(
+            paths, settings.max_seq_length, settings.max_predictions_per_seq,
+            settings.train_batch_size, is_training=True, deterministic=settings.deterministic,
+            seed=settings.random_seed))
+    else:
+        data = jax_trainer.ReReadInput(lambda records: batches(
+            paths, settings.train_batch_size, names, settings.deterministic,
+            settings.random_seed, skip_records=records))
     return jax_trainer.train(
-        model, optimizer, jax_training.make_train_step(model, optimizer), batches_after,
+        model, optimizer, jax_training.make_train_step(model, optimizer), data,
         output_dir=settings.output_dir, num_train_steps=settings.num_train_steps,
         batch_size=settings.train_batch_size, steps_per_loop=settings.iterations_per_loop,
         save_checkpoints_steps=settings.save_checkpoints_steps,

@@ -10,7 +10,8 @@ tools under ``KERAS_BACKEND=jax`` (docs/jax.md): the JAX twin of ``modeling.trai
   ``restore_newest_model``.
 * ``ScalarWriter``: TensorBoard scalars with tensorboard's own event writer (no TensorFlow).
 * ``train(...)``: the loop. From the newest checkpoint of ``output_dir`` if there is one (the
-  step log cut back to it, the input re-read up to its position by ``batches_after``), host
+  step log cut back to it, the input positioned where it was: ``TFDataInput`` restores its
+  tf.data iterator, ``ReReadInput`` re-reads the numpy input up to the position), host
   loops of ``steps_per_loop`` compiled steps, the step log (``modeling.training.step_log``),
   TensorBoard in ``output_dir/train``, a progress line per loop, a checkpoint every
   ``save_checkpoints_steps`` and at the end. A rerun of a killed job ends bit for bit where an
@@ -19,8 +20,9 @@ tools under ``KERAS_BACKEND=jax`` (docs/jax.md): the JAX twin of ``modeling.trai
 Example (``KERAS_BACKEND=jax``)::
 
     step_fn = jax_training.make_train_step(model, optimizer)
-    step = train(model, optimizer, step_fn, lambda records: my_batches(skip=records),
-                 output_dir="out", num_train_steps=1000, batch_size=32)
+    data = ReReadInput(lambda records: my_batches(skip=records))   # or TFDataInput(dataset)
+    step = train(model, optimizer, step_fn, data, output_dir="out", num_train_steps=1000,
+                 batch_size=32)
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ def checkpoints_in(folder: str) -> List[Tuple[int, str]]:
 
 
 def save_checkpoint(folder: str, state, model, optimizer, step: int, records: int,
-                    keep: int) -> str:
+                    keep: int, data=None) -> str:
     """``folder/jax-ckpt-<step>.npz`` (atomic), then only the newest ``keep`` kept.
 
     Args:
@@ -129,6 +131,7 @@ def save_checkpoint(folder: str, state, model, optimizer, step: int, records: in
         step: the global step.
         records: examples read so far (the input position).
         keep: checkpoints kept (``--keep_checkpoint_max``; 0 keeps all).
+        data: the training input (``TFDataInput`` saves its iterator state first), or None.
 
     Returns:
         The path written.
@@ -148,11 +151,15 @@ def save_checkpoint(folder: str, state, model, optimizer, step: int, records: in
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     path = os.path.join(folder, "jax-ckpt-%d.npz" % step)
+    if data is not None:
+        data.save(path)  # before the checkpoint: a checkpoint found has its input state
     with atomic.atomic_open(path, "wb") as f:
         f.write(buffer.getvalue())
     if keep > 0:
         for _, old in checkpoints_in(folder)[:-keep]:
             fs.remove(old)
+            if data is not None:
+                data.remove(old)
     return path
 
 
@@ -261,9 +268,117 @@ class ScalarWriter:
         self._writer.close()
 
 
+# ------------------------------------------------------------------------------------ input
+
+class ReReadInput:
+    """Training input that a resumed run re-reads up to its position (numpy, no TensorFlow).
+
+    Args:
+        batches_after: ``records -> iterator`` of numpy batches after the first ``records``
+            examples of the input.
+    """
+
+    def __init__(self, batches_after: Callable[[int], Iterator]):
+        self._batches_after = batches_after
+
+    def open(self, checkpoint: Optional[str], records: int) -> Iterator:
+        """The batches from the position ``records`` (``checkpoint``: unused).
+
+        Args:
+            checkpoint: the checkpoint resumed from, or None.
+            records: the examples read before it.
+        """
+        return self._batches_after(records)
+
+    def save(self, checkpoint: str) -> None:
+        """Nothing: the position is the checkpoint's record count.
+
+        Args:
+            checkpoint: the checkpoint being written.
+        """
+
+    def remove(self, checkpoint: str) -> None:
+        """Nothing to remove.
+
+        Args:
+            checkpoint: a checkpoint being dropped.
+        """
+
+
+class TFDataInput:
+    """Training input from a ``tf.data`` pipeline (where TensorFlow is installed), read as numpy
+    batches; its iterator state (shuffle buffers included) is saved beside each checkpoint
+    (``jax-ckpt-<step>.input.*``, a ``tf.train.Checkpoint``) and restored on resume, as the
+    TensorFlow trainer does: nothing is re-read. A checkpoint without it (written by
+    ``ReReadInput``) is resumed by skipping the batches read.
+
+    Args:
+        dataset: the repeated training batches.
+        transform: applied to each numpy batch (e.g. ``jax_training.pad_batch``), or None.
+    """
+
+    def __init__(self, dataset, transform: Optional[Callable] = None):
+        self.dataset = dataset
+        self.transform = transform
+        self._iterator = None
+        self._batch_size: Optional[int] = None
+
+    @staticmethod
+    def state_prefix(checkpoint: str) -> str:
+        """The iterator state's checkpoint prefix beside ``checkpoint``."""
+        return checkpoint[:-len(".npz")] + ".input"
+
+    def open(self, checkpoint: Optional[str], records: int) -> Iterator:
+        """The batches from the checkpoint's position.
+
+        Args:
+            checkpoint: the checkpoint resumed from, or None (from the start).
+            records: the examples read before it.
+        """
+        import tensorflow as tf
+
+        dataset = self.dataset
+        prefix = self.state_prefix(checkpoint) if checkpoint else None
+        restore = prefix is not None and fs.exists(prefix + ".index")
+        if checkpoint and not restore and records:
+            batch = int(dataset.element_spec[next(iter(dataset.element_spec))].shape[0] or 0)
+            if not batch:
+                raise InputError("%s: no input state beside it, and the batches have no static "
+                                 "size to skip by" % checkpoint)
+            dataset = dataset.skip(records // batch)
+        self._iterator = iter(dataset)
+        if restore:
+            tf.train.Checkpoint(input=self._iterator).read(prefix).assert_consumed()
+        return self._batches()
+
+    def _batches(self):
+        for batch in self._iterator:
+            values = {name: value.numpy() for name, value in batch.items()}
+            yield self.transform(values) if self.transform else values
+
+    def save(self, checkpoint: str) -> None:
+        """The iterator's state beside ``checkpoint`` (before it is written).
+
+        Args:
+            checkpoint: the checkpoint being written.
+        """
+        import tensorflow as tf
+
+        tf.train.Checkpoint(input=self._iterator).write(self.state_prefix(checkpoint))
+
+    def remove(self, checkpoint: str) -> None:
+        """The iterator state of a checkpoint being dropped.
+
+        Args:
+            checkpoint: the checkpoint.
+        """
+        for path in fs.glob(self.state_prefix(checkpoint) + ".*"):
+            fs.remove(path)
+
+
 # ------------------------------------------------------------------------------------ loop
 
-def train(model, optimizer, step_fn: Callable, batches_after: Callable[[int], Iterator], *,
+def train(model, optimizer, step_fn: Callable, data, *,
           output_dir: str, num_train_steps: int, batch_size: int, steps_per_loop: int = 1000,
           save_checkpoints_steps: int = 1000, keep_checkpoint_max: int = 5,
           distribution=None) -> int:
@@ -274,8 +389,8 @@ def train(model, optimizer, step_fn: Callable, batches_after: Callable[[int], It
         model: the model.
         optimizer: its optimizer, built on ``model.trainable_variables``.
         step_fn: ``jax_training.make_train_step``'s step.
-        batches_after: ``records -> iterator`` of numpy batches after the first ``records``
-            examples of the input (0: from the start; a resumed run's position otherwise).
+        data: the training input, ``ReReadInput`` or ``TFDataInput`` (positioned at the
+            checkpoint resumed from).
         output_dir: checkpoints, the step log and ``train/`` TensorBoard events.
         num_train_steps: the step to train to.
         batch_size: the global batch (the records a step reads).
@@ -292,9 +407,10 @@ def train(model, optimizer, step_fn: Callable, batches_after: Callable[[int], It
     from modeling.training import jax_training, step_log
 
     own = checkpoints_in(output_dir)
-    if own:
-        state, step, records = restore_checkpoint(own[-1][1], model, optimizer)
-        logging.info("Resuming from %s (step %d, %d records read)", own[-1][1], step, records)
+    resumed = own[-1][1] if own else None
+    if resumed:
+        state, step, records = restore_checkpoint(resumed, model, optimizer)
+        logging.info("Resuming from %s (step %d, %d records read)", resumed, step, records)
     else:
         state, step, records = jax_training.TrainState.from_model(model, optimizer), 0, 0
     log_path = step_log.path_in(output_dir)
@@ -303,7 +419,7 @@ def train(model, optimizer, step_fn: Callable, batches_after: Callable[[int], It
     logging.info("***** Running training on JAX *****  batch size %d, %d steps (from %d)",
                  batch_size, total, step)
     progress = Progress("train step", total, unit="steps")
-    data = batches_after(records)
+    batches = data.open(resumed, records)
     loop = max(1, steps_per_loop)
     save_every = save_checkpoints_steps or total
     writer = ScalarWriter(os.path.join(output_dir, "train"))
@@ -312,7 +428,7 @@ def train(model, optimizer, step_fn: Callable, batches_after: Callable[[int], It
             n = min(loop, total - step, save_every - step % save_every)
             pending = []
             for _ in range(n):
-                state, logs = step_fn(state, shard(next(data), distribution))
+                state, logs = step_fn(state, shard(next(batches), distribution))
                 pending.append(logs)
             pending = jax.device_get(pending)
             first = step + 1
@@ -328,7 +444,7 @@ def train(model, optimizer, step_fn: Callable, batches_after: Callable[[int], It
                                                          float(last["learning_rate"])))
             if step % save_every == 0 or step == total:
                 path = save_checkpoint(output_dir, state, model, optimizer, step, records,
-                                       keep_checkpoint_max)
+                                       keep_checkpoint_max, data)
                 print("Saved checkpoint for step %d: %s" % (step, path), file=sys.stderr,
                       flush=True)
     finally:
@@ -338,5 +454,5 @@ def train(model, optimizer, step_fn: Callable, batches_after: Callable[[int], It
     return step
 
 
-__all__ = ["ScalarWriter", "checkpoints_in", "device_names", "distribute",
+__all__ = ["ReReadInput", "ScalarWriter", "TFDataInput", "checkpoints_in", "device_names", "distribute",
            "restore_checkpoint", "restore_newest_model", "save_checkpoint", "shard", "train"]

@@ -80,8 +80,10 @@ def test_the_originals_run_on_jax(uninterrupted):
     for folder in ("train", "eval"):
         assert any(n.startswith("events.out.tfevents") for n in os.listdir(uninterrupted
                                                                            / folder)), folder
-    kept = sorted(n for n in os.listdir(uninterrupted) if n.startswith("jax-ckpt-"))
+    kept = sorted(n for n in os.listdir(uninterrupted) if n.endswith(".npz"))
     assert kept == ["jax-ckpt-%d.npz" % s for s in (10, 20, 30, 40)]
+    # TensorFlow installed: the tf.data pipeline's iterator state beside each checkpoint.
+    assert all((uninterrupted / ("jax-ckpt-%d.input.index" % s)).exists() for s in (10, 40))
 
 
 def test_kill_9_after_a_checkpoint_then_resume_is_exact(uninterrupted, tmp_path):
@@ -152,3 +154,27 @@ def test_without_tensorflow_the_export_is_a_weights_file(tmp_path):
     model = modeling.BertPretrainingModel(config)
     report = modeling.load_checkpoint(model, str(out / "export" / "model.weights.h5"), log=False)
     assert len(report.loaded) == len(model.weights)
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_the_numpy_input_resumes_at_its_position(deterministic):
+    """Without TensorFlow a resumed run re-reads the numpy stream up to the checkpoint's
+    records: the batches after ``skip_records`` are those an uninterrupted stream reads next
+    (in file order, and shuffled across the second epoch's start)."""
+    import itertools
+
+    from bert_tasks.jax_pretraining import batches
+    from data.pretraining import schema
+    from tests.bert_cli.test_run_pretraining import TRAJ_RECORDS
+
+    def take(skip, count):
+        stream = batches([TRAJ_RECORDS] * 2, 8, schema.FEATURE_NAMES, deterministic, 3,
+                         skip_records=skip)
+        return list(itertools.islice(stream, count))
+
+    whole = take(0, 100)  # 800 records: the 710 of the two files, then the next epoch's
+    for skip_batches in (3, 87, 90):
+        for ours, theirs in zip(take(8 * skip_batches, 100 - skip_batches),
+                                whole[skip_batches:]):
+            for name in schema.FEATURE_NAMES:
+                np.testing.assert_array_equal(ours[name], theirs[name])
