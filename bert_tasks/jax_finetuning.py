@@ -131,9 +131,14 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_train_s
     optimizer = modeling.create_optimizer(settings.learning_rate, num_train_steps,
                                           num_warmup_steps)
     optimizer.build(model.trainable_variables)
+    from modeling.layers import embeddings
+
+    # The original clips by a norm that counts the word table's rows per occurrence (its
+    # gradient is IndexedSlices): the same norm here (the TensorFlow trainer's rule).
     step_fn = jax_training.make_train_step(
         model, optimizer, loss=jax_training.mean_loss(per_example_loss, loss_weights),
-        input_names=finetuning.MODEL_INPUT_NAMES)
+        input_names=finetuning.MODEL_INPUT_NAMES,
+        occurrence_norm=embeddings.sparse_gradient_tables(model))
     batch_size = settings.train_batch_size
     longest = jax_training.max_positions(model) or settings.max_seq_length
 

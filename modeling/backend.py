@@ -93,6 +93,82 @@ def take_rows(table, ids):
     return ops.take(table, ids, axis=0)
 
 
+# The original's norm of a looked-up table's gradient on JAX (``occurrence_norm_tap``): the
+# tapped tables' variable paths and the traced scalar whose gradient collects Σ ||g_pos||².
+_TAP: dict = {}
+
+
+class occurrence_norm_tap:  # noqa: N801 - a context manager, named as a function
+    """On JAX, while tracing a step: the lookups of the tables named in ``paths`` report the
+    original's squared norm of their gradient as the gradient of ``tap`` (a scalar 0.0 being
+    differentiated): Σ over the looked-up positions of ||∂loss/∂row||², each occurrence of an id
+    counted once (TensorFlow's IndexedSlices norm, which the original's
+    ``tf.clip_by_global_norm`` takes), where the table's own gradient sums a repeated id's rows.
+
+    Args:
+        paths: the tables' variable paths (``embeddings.sparse_gradient_tables``).
+        tap: the traced scalar.
+    """
+
+    def __init__(self, paths, tap):
+        self.paths, self.tap = set(paths), tap
+
+    def __enter__(self):
+        _TAP.update(paths=self.paths, tap=self.tap)
+        return self
+
+    def __exit__(self, *exc):
+        _TAP.clear()
+
+
+def tapped(path: str):
+    """The active tap's scalar if the table at ``path`` is tapped (JAX, inside
+    ``occurrence_norm_tap``), else None."""
+    if _TAP and path in _TAP["paths"]:
+        return _TAP["tap"]
+    return None
+
+
+def take_rows_tapped(table, ids, tap):
+    """``take_rows`` whose gradient also reports Σ ||g_pos||² as ``tap``'s (JAX; see
+    ``occurrence_norm_tap``).
+
+    Args:
+        table: [V, H].
+        ids: int, any shape.
+        tap: the traced scalar.
+    """
+    return _tapped_gather()(table, ids, tap)
+
+
+_TAPPED_GATHER = []
+
+
+def _tapped_gather():
+    if not _TAPPED_GATHER:
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+
+        @jax.custom_vjp
+        def gather(table, ids, tap):
+            del tap
+            return jnp.take(table, ids, axis=0)
+
+        def forward(table, ids, tap):
+            return gather(table, ids, tap), (ids, table)  # the table: alive anyway
+
+        def backward(residuals, g):
+            ids, table = residuals
+            table_grad = jnp.zeros_like(table).at[ids].add(g.astype(table.dtype))
+            squares = jnp.sum(jnp.square(g.astype("float32")))  # per occurrence
+            return table_grad, np.zeros(ids.shape, jax.dtypes.float0), squares
+
+        gather.defvjp(forward, backward)
+        _TAPPED_GATHER.append(gather)
+    return _TAPPED_GATHER[0]
+
+
 def read(variable):
     """The variable's value as a tensor (not a variable).
 

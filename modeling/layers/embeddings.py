@@ -123,7 +123,11 @@ class WordEmbedding(keras.layers.Layer):
         # 30522 x 768 table (the tied output layer's, each step) then copies it. Same values,
         # same IndexedSlices gradient.
         table = backend.read(self.embeddings.value)  # [V, H] float32
-        rows = backend.take_rows(table, ids)  # [B, S, H] float32
+        tap = backend.tapped(self.embeddings.path)
+        if tap is not None:  # JAX: the original's norm of this gradient (jax_training)
+            rows = backend.take_rows_tapped(table, ids, tap)  # [B, S, H] float32
+        else:
+            rows = backend.take_rows(table, ids)  # [B, S, H] float32
         return ops.cast(rows, self.compute_dtype)
 
 

@@ -105,7 +105,8 @@ def _register_pytree():
 def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
                     loss_key: str = "total_loss", jit: bool = True,
                     loss: Optional[Callable[[Mapping[str, Any], Mapping[str, Any]], Any]] = None,
-                    input_names: Optional[Sequence[str]] = None
+                    input_names: Optional[Sequence[str]] = None,
+                    occurrence_norm: Sequence[Any] = ()
                     ) -> Callable[[TrainState, Mapping[str, Any]],
                                   Tuple[TrainState, Dict[str, Any]]]:
     """The compiled step ``(state, batch) -> (state, logs)`` (see the module docstring).
@@ -122,6 +123,12 @@ def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
             ``modeling.heads.classifier.per_example_classifier_loss``).
         input_names: the batch entries the model takes (default: the whole batch; a batch
             with labels needs them, e.g. ``modeling.encoder.INPUT_NAMES``).
+        occurrence_norm: tables whose gradient the original's clipping norm counts once per
+            looked-up position (``embeddings.sparse_gradient_tables`` of a task model, whose
+            word table has no other use; not a pre-training model's, whose tied output makes
+            it dense): the global norm that clips and is logged is then the original's
+            (``backend.occurrence_norm_tap``), where JAX's own gradient sums a repeated id's
+            rows first.
 
     Returns:
         The step function.
@@ -139,25 +146,37 @@ def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
     iterations_index = next(i for i, v in enumerate(optimizer.variables)
                             if v is optimizer.iterations)
 
-    def loss_fn(trainable, non_trainable, batch):
+    from modeling import backend
+
+    tapped_paths = [v.path for v in occurrence_norm]
+    tapped = [any(v is t for t in occurrence_norm) for v in model.trainable_variables]
+
+    def loss_fn(trainable, non_trainable, batch, tap):
         inputs = batch if input_names is None else {k: batch[k] for k in input_names}
-        outputs, non_trainable = model.stateless_call(trainable, non_trainable, inputs,
-                                                      training=True)
+        with backend.occurrence_norm_tap(tapped_paths, tap):
+            outputs, non_trainable = model.stateless_call(trainable, non_trainable, inputs,
+                                                          training=True)
         value = loss(outputs, batch) if loss is not None else outputs[loss_key]
         return value, (outputs, non_trainable)
 
-    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+    grad_fn = jax.value_and_grad(loss_fn, argnums=(0, 3), has_aux=True)
 
     def step(state: TrainState, batch):
-        (value, (outputs, non_trainable)), grads = grad_fn(state.trainable,
-                                                           state.non_trainable, batch)
+        (value, (outputs, non_trainable)), (grads, squares) = grad_fn(
+            state.trainable, state.non_trainable, batch, keras.ops.zeros((), "float32"))
+        if tapped_paths:  # the original's norm: the tapped tables per occurrence
+            norm = keras.ops.sqrt(keras.ops.square(global_norm(
+                [g for g, t in zip(grads, tapped) if not t])) + squares)
+        else:
+            norm = global_norm(grads)
         iteration = state.optimizer[iterations_index]
         rate = schedule(iteration) if callable(schedule) else schedule
-        trainable, optimizer_values = optimizer.stateless_apply(state.optimizer, grads,
-                                                                state.trainable)
+        with optimizer.clipping_norm(norm):
+            trainable, optimizer_values = optimizer.stateless_apply(state.optimizer, grads,
+                                                                    state.trainable)
         logs = {key: value for key, value in outputs.items()
                 if hasattr(value, "shape") and value.shape == ()}
-        logs.update(loss=value, global_norm=global_norm(grads), learning_rate=rate)
+        logs.update(loss=value, global_norm=norm, learning_rate=rate)
         return TrainState(trainable, non_trainable, optimizer_values), logs
 
     return jax.jit(step, donate_argnums=0) if jit else step

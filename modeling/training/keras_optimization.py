@@ -107,10 +107,32 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
         """
         return self._decay_flags[self._get_variable_index(variable)]
 
+    def clipping_norm(self, norm):
+        """While tracing an update: clip by ``norm`` instead of the gradients' own global norm
+        (``jax_training``: the original's norm, a looked-up table's gradient counted per
+        occurrence). A context manager.
+
+        Args:
+            norm: the traced scalar norm.
+        """
+        import contextlib
+
+        @contextlib.contextmanager
+        def scope():
+            self._clipping_norm = norm
+            try:
+                yield
+            finally:
+                self._clipping_norm = None
+
+        return scope()
+
     def _clip_gradients(self, grads):
         if self.clip_norm is None:
             return grads
-        factor = update_rules.clip_factor(global_norm(grads), self.clip_norm, ops)
+        norm = getattr(self, "_clipping_norm", None)
+        norm = global_norm(grads) if norm is None else norm
+        factor = update_rules.clip_factor(norm, self.clip_norm, ops)
         return [None if g is None else g * ops.cast(factor, g.dtype) for g in grads]
 
     def update_step(self, gradient, variable, learning_rate):

@@ -3,7 +3,8 @@
 ``python -m tests.modeling.jax_checks NAME...`` prints one line per check, ``JAX_CHECK NAME``
 and its measurements as JSON; the test asserts on them. NAME: ``goldens`` (encoder goldens from TF1 checkpoints, MiniLM from its
 safetensors), ``trajectory`` (the original's 40-step dropout-free pre-training run),
-``finetuning`` (a classifier on MRPC pairs), ``bf16`` (steps under ``mixed_bfloat16``),
+``finetuning_golden`` (the original's classifier fine-tuning step), ``finetuning`` (a
+classifier on MRPC pairs), ``bf16`` (steps under ``mixed_bfloat16``),
 ``no_tensorflow`` (model, optimizer and a step
 with TensorFlow imports blocked).
 """
@@ -83,6 +84,65 @@ def trajectory() -> dict:
             "params_abs": max(_max_diff(ours[name], value) for name, value in final.items()),
             "params_missing": sorted(set(final) - set(ours)),
             "iterations": int(optimizer.iterations.value)}
+
+
+def finetuning_golden() -> dict:
+    """The original's classifier fine-tuning run (``finetuning_trajectory``: 20 dropout-free
+    steps, 7 of them clipped) with the JAX step, the norm counting the word table's rows per
+    occurrence as the original's: losses and norms of every step, parameters at the
+    snapshots."""
+    import modeling
+    from data import numpy_records
+    from modeling.checkpoints import tf1
+    from modeling.encoder import INPUT_NAMES
+    from modeling.heads.classifier import per_example_classifier_loss
+    from modeling.layers import embeddings
+    from modeling.training import jax_training
+
+    folder = os.path.join(paths.GOLDEN, "finetuning_trajectory")
+    with open(os.path.join(folder, "summary.json")) as f:
+        summary = json.load(f)
+    with open(os.path.join(folder, "trajectory.jsonl")) as f:
+        golden = [json.loads(line) for line in f if line.strip()]
+    config = modeling.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
+    model = modeling.BertClassifier(modeling.BertModel(config, seq_length=summary["seq_length"]),
+                                    num_labels=summary["num_labels"], dropout_rate=0.0)
+    modeling.load_checkpoint(model, os.path.join(folder, summary["init_checkpoint"]), log=False)
+    steps = summary["num_train_steps"]
+    optimizer = modeling.create_optimizer(summary["learning_rate"], steps,
+                                          summary["num_warmup_steps"])
+    optimizer.build(model.trainable_variables)
+    step = jax_training.make_train_step(
+        model, optimizer, input_names=INPUT_NAMES,
+        loss=jax_training.mean_loss(per_example_classifier_loss),
+        occurrence_norm=embeddings.sparse_gradient_tables(model))
+    state = jax_training.TrainState.from_model(model, optimizer)
+    batches = numpy_records.batches([os.path.join(folder, summary["features"])] * steps,
+                                    summary["batch_size"], list(INPUT_NAMES) + ["label_ids"])
+    logs, params = [], {}
+    for number, batch in zip(range(1, steps + 1), batches):
+        state, step_logs = step(state, batch)
+        logs.append({k: float(step_logs[k]) for k in ("loss", "global_norm")})
+        snapshot = os.path.join(folder, "params_after_step_%d.npz" % number)
+        if os.path.exists(snapshot):
+            state.assign_to(model, optimizer)
+            ours, want = tf1.model_tf1_arrays(model), dict(np.load(snapshot))
+            rows = want.pop("word_embeddings_rows", None)
+            worst = 0.0
+            for key, value in want.items():
+                mine = ours[key.replace("__", "/")]
+                if "word_embeddings" in key and rows is not None and len(value) == len(rows):
+                    mine = mine[rows]
+                worst = max(worst, _max_diff(mine, value))
+            params[os.path.basename(snapshot)] = worst
+
+    def rel(key):
+        return max(abs(ours[key] - g[key]) / abs(g[key]) for ours, g in zip(logs, golden))
+
+    return {"steps": len(logs), "loss_rel": rel("loss"), "global_norm_rel": rel("global_norm"),
+            "clipped_differ": [g["step"] for ours, g in zip(logs, golden)
+                               if (ours["global_norm"] > 1.0) != bool(g["clipped"])],
+            "params_abs": params}
 
 
 def finetuning() -> dict:
