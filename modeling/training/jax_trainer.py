@@ -416,8 +416,12 @@ def train(model, optimizer, step_fn: Callable, data, *,
     log_path = step_log.path_in(output_dir)
     step_log.truncate(log_path, step)
     total = num_train_steps
+    import keras
+
     logging.info("***** Running training on JAX *****  batch size %d, %d steps (from %d)",
                  batch_size, total, step)
+    print("Training on JAX: devices %s, dtype policy %s" % (
+        device_names(), keras.config.dtype_policy().name), file=sys.stderr, flush=True)
     progress = Progress("train step", total, unit="steps")
     batches = data.open(resumed, records)
     loop = max(1, steps_per_loop)

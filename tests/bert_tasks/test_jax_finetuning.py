@@ -164,11 +164,13 @@ def test_swag_on_jax(other_tools):
     np.testing.assert_allclose(probabilities.sum(1), 1.0, atol=1e-5)
 
 
-def test_ner_on_jax(other_tools):
-    """The mean over scored tokens (weighted loss): it falls, and conlleval's scores are
-    written."""
+def test_ner_on_jax_in_bfloat16(other_tools):
+    """--mixed_precision=bf16 through the tool (mixed_bfloat16); the mean over scored tokens
+    (weighted loss) falls, and conlleval's scores are written."""
     work, runs = other_tools
     assert runs["ner"]["code"] == 0, runs["ner"]["stderr"]
+    assert "dtype policy mixed_bfloat16" in runs["ner"]["stderr"]
+    assert "dtype policy float32" in runs["swag"]["stderr"]
     out = work / "ner"
     losses = [r["loss"] for r in _steps(out)]
     assert np.mean(losses[-20:]) < 0.25 * np.mean(losses[:20])
