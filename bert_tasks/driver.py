@@ -348,9 +348,8 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_example
     Returns:
         The global step after training.
     """
-    from modeling.training import distribution, finetuning, optimization
-
     from modeling import backend
+    from modeling.training import distribution, finetuning, optimization
 
     checks.check_checkpoint_flags(settings)
     num_train_steps = count_train_steps(num_examples, settings)

@@ -178,7 +178,14 @@ def _load_training_checkpoint(model, path: str) -> LoadReport:
     """The model weights of a trainer checkpoint (by object graph: the same model class)."""
     import tensorflow as tf
 
+    from modeling import backend
+
     prefix = _training_prefix(path)
+    if not backend.TENSORFLOW:  # its object graph holds TensorFlow variables
+        raise CheckpointError(
+            "%s: a TensorFlow trainer checkpoint, which Keras on %s cannot restore; convert it "
+            "first (convert_checkpoint.py --output_format=tf1 or hf, on TensorFlow)"
+            % (prefix, backend.BACKEND))
     try:
         status = tf.train.Checkpoint(model=model).restore(prefix)
     except (tf.errors.OpError, IndexError) as e:  # a damaged or truncated data file
