@@ -85,9 +85,8 @@ def _record_stream(paths: List[str], names, deterministic: bool, seed: int
         order = list(paths) if deterministic else [paths[i] for i in rng.permutation(len(paths))]
         buffer: List[Dict[str, np.ndarray]] = []
         for path in order:
-            for record in numpy_records.read_records(path):
+            for features in numpy_records.examples(path):
                 read += 1
-                features = numpy_records.parse_example(record)
                 try:
                     row = {n: features[n] for n in names}
                 except KeyError as e:
