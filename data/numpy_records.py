@@ -8,6 +8,10 @@ format); the protobuf is decoded by hand: ``Example.features`` (field 1) holds m
 (field 1; key = 1, value = 2); ``Feature.float_list`` is field 2 and ``int64_list`` field 3, their
 values packed or not. ``bytes_list`` features are skipped.
 
+Files are read in blocks: the CRCs of ``BLOCK_RECORDS`` records are checked at once, and the
+packed int64 lists of a block are decoded in one vectorised pass (``parse_examples``,
+``examples``); memory stays flat.
+
 ``batches(paths, batch_size, names)`` yields dicts of stacked arrays in file order, as the
 TensorFlow input does with ``--deterministic`` (no shuffle). Lists of one length per feature
 (the fixed-length features of these files) stack into [B, L]; int64 becomes int32, as the
