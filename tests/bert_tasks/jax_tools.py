@@ -60,7 +60,7 @@ def main(work: str) -> None:
     conll_sentences(os.path.join(CONLL, "train.txt"), os.path.join(conll, "test.txt"), 30)
     runs["ner"] = run_tool(run_ner, _common(os.path.join(work, "ner"), 64) + [
         "--data_dir=%s" % conll, "--do_train", "--do_eval", "--do_predict",
-        "--train_batch_size=8", "--num_train_epochs=30", "--learning_rate=3e-4",
+        "--train_batch_size=8", "--num_train_epochs=15", "--learning_rate=3e-4",
         "--eval_batch_size=16", "--iterations_per_loop=5", "--mixed_precision=bf16"])
 
     mrpc = glue_slice(os.path.join(paths.DATA, "glue", "MRPC"), os.path.join(work, "mrpc"),

@@ -173,7 +173,7 @@ def test_ner_on_jax_in_bfloat16(other_tools):
     assert "dtype policy float32" in runs["swag"]["stderr"]
     out = work / "ner"
     losses = [r["loss"] for r in _steps(out)]
-    assert np.mean(losses[-20:]) < 0.25 * np.mean(losses[:20])
+    assert len(losses) > 60 and np.mean(losses[-20:]) < 0.5 * np.mean(losses[:20]), losses
     results = _results(out / "eval_results.txt")
     assert {"f1", "precision", "recall", "accuracy", "eval_loss"} <= set(results)
     assert (out / "test_predictions.txt").exists()
