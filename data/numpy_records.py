@@ -188,22 +188,7 @@ def parse_example(record: bytes) -> Dict[str, np.ndarray]:
     Args:
         record: the record's bytes.
     """
-    out = {}
-    for field, _, features in _fields(record):
-        if field != 1:
-            continue
-        for entry_field, _, entry in _fields(features):
-            if entry_field != 1:
-                continue
-            key, value = None, None
-            for part, _, payload in _fields(entry):
-                if part == 1:
-                    key = payload.decode("utf-8")
-                elif part == 2:
-                    value = _feature_values(payload)
-            if key is not None and value is not None:
-                out[key] = value
-    return out
+    return parse_examples([record])[0]
 
 
 def parse_examples(records: Sequence[bytes]) -> List[Dict[str, np.ndarray]]:
