@@ -294,7 +294,7 @@ class Predictor:
 
     def _axes(self, inputs) -> Dict[str, Optional[int]]:
         """Output -> its token axis (the one whose size follows S), found once by tracing
-        the forward at two lengths (no computation)."""
+        the forward at two lengths within the position table (no computation)."""
         import jax
         import numpy as np
 
@@ -302,7 +302,7 @@ class Predictor:
             values = ([v.value for v in self.model.trainable_variables],
                       [v.value for v in self.model.non_trainable_variables])
             shapes = []
-            for length in (16, 32):
+            for length in (self.longest - 1, self.longest):
                 spec = {n: jax.ShapeDtypeStruct(np.shape(v)[:1] + np.shape(v)[1:-1] + (length,),
                                                 np.asarray(v).dtype) for n, v in inputs.items()}
                 shapes.append(jax.eval_shape(self._forward, *values, spec))

@@ -1,4 +1,4 @@
-"""The SQuAD, SWAG and NER (bf16) tools, and a refused flag, run in one process under
+"""The SQuAD, SWAG (bf16) and NER tools, and a refused flag, run in one process under
 KERAS_BACKEND=jax (tests/bert_tasks/test_jax_finetuning.py; one process saves the imports).
 
 ``python -m tests.bert_tasks.jax_tools WORKDIR`` builds small slices of the shared data in
@@ -51,7 +51,7 @@ def main(work: str) -> None:
     runs["swag"] = run_tool(run_swag, _common(os.path.join(work, "swag"), 48) + [
         "--data_dir=%s" % swag_dir, "--eval_file=%s" % jsonl, "--predict_file=%s" % jsonl,
         "--do_train", "--do_eval", "--do_predict", "--train_batch_size=8",
-        "--num_train_epochs=1", "--eval_batch_size=4"])
+        "--num_train_epochs=1", "--eval_batch_size=4", "--mixed_precision=bf16"])
 
     conll = os.path.join(work, "conll")
     os.makedirs(conll)
@@ -61,7 +61,7 @@ def main(work: str) -> None:
     runs["ner"] = run_tool(run_ner, _common(os.path.join(work, "ner"), 64) + [
         "--data_dir=%s" % conll, "--do_train", "--do_eval", "--do_predict",
         "--train_batch_size=8", "--num_train_epochs=15", "--learning_rate=3e-4",
-        "--eval_batch_size=16", "--iterations_per_loop=5", "--mixed_precision=bf16"])
+        "--eval_batch_size=16", "--iterations_per_loop=5"])
 
     mrpc = glue_slice(os.path.join(paths.DATA, "glue", "MRPC"), os.path.join(work, "mrpc"),
                       {"train": 8})

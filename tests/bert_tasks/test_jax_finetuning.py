@@ -152,9 +152,11 @@ def test_squad_on_jax(other_tools):
         assert list(json.loads((out / name).read_text())) == qids, name
 
 
-def test_swag_on_jax(other_tools):
+def test_swag_on_jax_in_bfloat16(other_tools):
+    """--mixed_precision=bf16 through the tool (mixed_bfloat16: float32 probabilities)."""
     work, runs = other_tools
     assert runs["swag"]["code"] == 0, runs["swag"]["stderr"]
+    assert "dtype policy mixed_bfloat16" in runs["swag"]["stderr"]
     out = work / "swag"
     results = _results(out / "eval_results.txt")
     assert set(results) == {"eval_accuracy", "eval_loss", "global_step", "loss"}
@@ -164,13 +166,12 @@ def test_swag_on_jax(other_tools):
     np.testing.assert_allclose(probabilities.sum(1), 1.0, atol=1e-5)
 
 
-def test_ner_on_jax_in_bfloat16(other_tools):
-    """--mixed_precision=bf16 through the tool (mixed_bfloat16); the mean over scored tokens
-    (weighted loss) falls, and conlleval's scores are written."""
+def test_ner_on_jax(other_tools):
+    """The mean over scored tokens (weighted loss): it falls, and conlleval's scores are
+    written (float32: the run after SWAG's bf16 one sets its own policy)."""
     work, runs = other_tools
     assert runs["ner"]["code"] == 0, runs["ner"]["stderr"]
-    assert "dtype policy mixed_bfloat16" in runs["ner"]["stderr"]
-    assert "dtype policy float32" in runs["swag"]["stderr"]
+    assert "dtype policy float32" in runs["ner"]["stderr"]
     out = work / "ner"
     losses = [r["loss"] for r in _steps(out)]
     assert len(losses) > 60 and np.mean(losses[-20:]) < 0.5 * np.mean(losses[:20]), losses
