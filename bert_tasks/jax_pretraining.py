@@ -18,7 +18,8 @@ metrics (``modeling.training.pretraining_metrics``) and eval file, without Tenso
   atomically, holding every model and optimizer value (the dropout seeds among them),
   the step and the records read; the newest ``--keep_checkpoint_max`` are kept. A rerun resumes
   from the newest: the values, the step log cut at its step, the tf.data iterator restored (the
-  numpy input re-read up to its position). Resume is exact: the run ends bit for bit where an uninterrupted one ends (CPU);
+  numpy input re-read up to its position). Resume is exact: the run ends bit for bit where an
+  uninterrupted one ends (CPU);
 * TensorBoard scalars in ``output_dir/train`` (loss, learning rate, global norm, the head
   losses; tensorboard's own event writer) and the eval results in ``output_dir/eval``;
 * the export: ``output_dir/export/bert_model.ckpt`` (Google's names) where TensorFlow is
@@ -269,7 +270,8 @@ def evaluate(settings, model, paths, step: int, distribution) -> Dict[str, float
                                                         schema.FEATURE_NAMES)):
         if index >= settings.max_eval_steps:
             break
-        for name, (num, den) in jax.device_get(metrics(jax_trainer.shard(batch, distribution))).items():
+        values = jax.device_get(metrics(jax_trainer.shard(batch, distribution)))
+        for name, (num, den) in values.items():
             total = sums.setdefault(name, [0.0, 0.0])
             total[0] += float(num)
             total[1] += float(den)

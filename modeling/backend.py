@@ -101,8 +101,8 @@ _TAP: dict = {}
 class occurrence_norm_tap:  # noqa: N801 - a context manager, named as a function
     """On JAX, while tracing a step: the lookups of the tables named in ``paths`` report the
     original's squared norm of their gradient as the gradient of ``tap`` (a scalar 0.0 being
-    differentiated): Σ over the looked-up positions of ||∂loss/∂row||², each occurrence of an id
-    counted once (TensorFlow's IndexedSlices norm, which the original's
+    differentiated): Σ over the looked-up positions of ||∂loss/∂row||², each occurrence of an
+    id counted once (TensorFlow's IndexedSlices norm, which the original's
     ``tf.clip_by_global_norm`` takes), where the table's own gradient sums a repeated id's rows.
 
     Args:

@@ -458,5 +458,6 @@ def train(model, optimizer, step_fn: Callable, data, *,
     return step
 
 
-__all__ = ["ReReadInput", "ScalarWriter", "TFDataInput", "checkpoints_in", "device_names", "distribute",
-           "restore_checkpoint", "restore_newest_model", "save_checkpoint", "shard", "train"]
+__all__ = ["ReReadInput", "ScalarWriter", "TFDataInput", "checkpoints_in", "device_names",
+           "distribute", "restore_checkpoint", "restore_newest_model", "save_checkpoint",
+           "shard", "train"]

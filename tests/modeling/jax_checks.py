@@ -1,12 +1,11 @@
 """Checks run under KERAS_BACKEND=jax in their own process (tests/modeling/test_jax_backend.py).
 
 ``python -m tests.modeling.jax_checks NAME...`` prints one line per check, ``JAX_CHECK NAME``
-and its measurements as JSON; the test asserts on them. NAME: ``goldens`` (encoder goldens from TF1 checkpoints, MiniLM from its
-safetensors), ``trajectory`` (the original's 40-step dropout-free pre-training run),
-``finetuning_golden`` (the original's classifier fine-tuning step), ``finetuning`` (a
-classifier on MRPC pairs), ``bf16`` (steps under ``mixed_bfloat16``),
-``no_tensorflow`` (model, optimizer and a step
-with TensorFlow imports blocked).
+and its measurements as JSON; the test asserts on them. NAME: ``goldens`` (encoder goldens
+from TF1 checkpoints, MiniLM from its safetensors), ``trajectory`` (the original's 40-step
+dropout-free pre-training run), ``finetuning_golden`` (the original's classifier fine-tuning
+step), ``finetuning`` (a classifier on MRPC pairs), ``bf16`` (steps under ``mixed_bfloat16``),
+``no_tensorflow`` (model, optimizer and a step with TensorFlow imports blocked).
 """
 
 import json
