@@ -58,6 +58,7 @@ def read_records(path: str, check_crc: bool = True) -> Iterator[bytes]:
         RecordError: a truncated or damaged record.
     """
     pending: List[tuple] = []  # (offset, header, data, data crc)
+    widest = 0  # the longest record in ``pending``
     with files.open(path, "rb") as f:
         buffer, start, offset = b"", 0, 0  # buffer[start:] is the file from ``offset`` on
         eof = False
@@ -87,9 +88,12 @@ def read_records(path: str, check_crc: bool = True) -> Iterator[bytes]:
                             struct.unpack_from("<I", buffer, end - 4)[0]))
             offset += end - start
             start = end
-            if len(pending) >= BLOCK_RECORDS:
+            widest = max(widest, length)
+            # The CRC matrix is [records, widest]: a block ends at BLOCK_RECORDS records or
+            # when that matrix would pass BLOCK_BYTES (one long record among short ones).
+            if len(pending) >= BLOCK_RECORDS or len(pending) * widest >= BLOCK_BYTES:
                 yield from _checked(path, pending, check_crc)
-                pending = []
+                pending, widest = [], 0
     yield from _checked(path, pending, check_crc)
 
 

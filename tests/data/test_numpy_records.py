@@ -33,7 +33,7 @@ def _tensorflow_examples(path):
 
 
 @pytest.mark.parametrize("path", [PRETRAINING, CLASSIFIER])
-@pytest.mark.parametrize("block_records, block_bytes", [(256, 1 << 22), (3, 100)])
+@pytest.mark.parametrize("block_records, block_bytes", [(256, 1 << 22), (3, 100), (256, 2000)])
 def test_examples_equal_tensorflows_parse(monkeypatch, path, block_records, block_bytes):
     monkeypatch.setattr(numpy_records, "BLOCK_RECORDS", block_records)
     monkeypatch.setattr(numpy_records, "BLOCK_BYTES", block_bytes)
