@@ -30,6 +30,7 @@ Example (``KERAS_BACKEND=jax``)::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -171,7 +172,9 @@ def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
             norm = global_norm(grads)
         iteration = state.optimizer[iterations_index]
         rate = schedule(iteration) if callable(schedule) else schedule
-        with optimizer.clipping_norm(norm):
+        # This project's optimizers clip by the norm given; another Keras optimizer by its own.
+        clipping = getattr(optimizer, "clipping_norm", None)
+        with clipping(norm) if clipping else contextlib.nullcontext():
             trainable, optimizer_values = optimizer.stateless_apply(state.optimizer, grads,
                                                                     state.trainable)
         logs = {key: value for key, value in outputs.items()
