@@ -523,7 +523,9 @@ class AtomicWriter:
 
 
 class AtomicTFRecordWriters(AtomicWriter):
-    """Writes serialized examples round-robin over one or more TFRecord files.
+    """Writes serialized examples round-robin over one or more TFRecord files, without
+    TensorFlow: records are framed a batch at a time (``bert_common.record_framing``) and
+    written through ``bert_common.files`` (local paths or ``gs://``).
 
     The files appear under their final names only when ``close()`` succeeds
     (use as a context manager; on an exception the temporaries are removed).
@@ -534,7 +536,14 @@ class AtomicTFRecordWriters(AtomicWriter):
     Raises:
         ValueError: ``paths`` is empty.
         OSError: an output folder is missing or read-only.
+
+    Example::
+
+        with AtomicTFRecordWriters(["train.tf_record"]) as writer:
+            writer.write(serialized_example)
     """
+
+    FLUSH_BYTES = 1 << 20  # a file's pending records are framed and written at this size
 
     def __init__(self, paths: Sequence[str]):
         if not paths:
@@ -543,9 +552,15 @@ class AtomicTFRecordWriters(AtomicWriter):
             check_output_folder(p)
         self.paths: List[str] = list(paths)
         self._tmps = [_temp_name(p) for p in self.paths]
-        import tensorflow as tf  # imported here: data generators may not need TF otherwise
-
-        self._writers = [tf.io.TFRecordWriter(t) for t in self._tmps]
+        self._files: List[Any] = []
+        try:
+            for tmp in self._tmps:
+                self._files.append(files.open(tmp, "wb"))  # created now, even if left empty
+        except BaseException:
+            self.abort()
+            raise
+        self._pending: List[List[bytes]] = [[] for _ in self.paths]
+        self._pending_bytes = [0] * len(self.paths)
         self._next = 0
         self.num_written = 0
 
@@ -555,23 +570,39 @@ class AtomicTFRecordWriters(AtomicWriter):
         Args:
             serialized: a serialized ``tf.train.Example``.
         """
-        fault_point("write", self.paths[self._next])
-        self._writers[self._next].write(serialized)
-        self._next = (self._next + 1) % len(self._writers)
+        i = self._next
+        fault_point("write", self.paths[i])
+        self._pending[i].append(bytes(serialized))
+        self._pending_bytes[i] += len(serialized)
+        if self._pending_bytes[i] >= self.FLUSH_BYTES:
+            self._flush(i)
+        self._next = (i + 1) % len(self.paths)
         self.num_written += 1
 
+    def _flush(self, i: int) -> None:
+        from bert_common.record_framing import frame_records
+
+        if self._pending[i]:
+            self._files[i].write(frame_records(self._pending[i]))
+            self._pending[i] = []
+            self._pending_bytes[i] = 0
+
     def close(self) -> None:
-        for w in self._writers:
-            w.close()
-        for tmp in self._tmps:
-            if files.is_url(tmp) and not files.exists(tmp):  # no record: GCS made no object
-                with files.open(tmp, "wb"):
-                    pass
+        try:
+            for i, f in enumerate(self._files):
+                self._flush(i)
+                f.close()
+        except BaseException:
+            self.abort()
+            raise
         for tmp, path in zip(self._tmps, self.paths):
             _move_into_place(tmp, path)
 
     def abort(self) -> None:
-        for w in self._writers:
-            w.close()
+        for f in self._files:
+            try:
+                f.close()
+            except Exception:  # noqa: BLE001 (the temporary goes anyway)
+                pass
         for tmp in self._tmps:
             _remove_quietly(tmp)

@@ -8,7 +8,8 @@ original's would (``0.6931472``, not ``0.6931471805599453``).
 
 from __future__ import annotations
 
-from typing import Mapping
+import numbers
+from typing import Dict, Mapping
 
 import numpy as np
 from absl import logging
@@ -17,6 +18,21 @@ from bert_common.atomic import atomic_open
 from bert_common.files import open as files_open
 
 INTEGER_KEYS = frozenset(("global_step",))
+
+
+def summary_scalars(results: Mapping[str, float]) -> Dict[str, float]:
+    """The results that go to TensorBoard as scalars: real numbers, ``global_step`` (the
+    scalars' step) and booleans left out.
+
+    Args:
+        results: eval results.
+
+    Returns:
+        name -> float, sorted by name.
+    """
+    return {key: float(value) for key, value in sorted(results.items())
+            if key not in INTEGER_KEYS and isinstance(value, numbers.Real)
+            and not isinstance(value, bool)}
 
 
 def format_eval_results(results: Mapping[str, float]) -> str:

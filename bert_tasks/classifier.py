@@ -24,17 +24,16 @@ import random
 from typing import Dict, List, Optional
 
 import numpy as np
-import tensorflow as tf
 from absl import logging
 
 from bert_common.errors import FlagError
-from bert_tasks.task import Context, Task
+from bert_tasks.task import Context, Task, resolve_strategy
 from data.glue import dataset as glue_dataset
 from data.glue import features as glue_features
 from data.glue import processors
 from data.glue.processors import PaddingInputExample
 from modeling.heads.classifier import per_example_classifier_loss
-from modeling.training import distribution, finetuning
+from modeling.training import finetuning
 
 
 def write_train_records(examples: List, label_list: List[str], max_seq_length: int, tokenizer,
@@ -77,7 +76,7 @@ def per_example_loss(regression: bool):
 
 def dataset(record_file: str, max_seq_length: int, batch_size: int, is_training: bool, *,
             regression: bool = False, length_aware: bool = True, static_shapes: bool = False,
-            seed: Optional[int] = None) -> tf.data.Dataset:
+            seed: Optional[int] = None) -> "tf.data.Dataset":
     """Batches of ``record_file`` (``input_ids``/``input_mask``/``segment_ids`` [B, S],
     ``label_ids`` [B], ``is_real_example`` [B], ``example_index`` [B] off training).
 
@@ -94,16 +93,15 @@ def dataset(record_file: str, max_seq_length: int, batch_size: int, is_training:
     Returns:
         A ``tf.data.Dataset`` of feature dicts.
     """
-    decode = functools.partial(glue_dataset.decode_classifier_record,
-                               max_seq_length=max_seq_length, regression=regression)
-    return glue_dataset.task_dataset(record_file, decode, batch_size, is_training,
+    spec = glue_features.record_spec(max_seq_length, regression)
+    return glue_dataset.task_dataset(record_file, spec, batch_size, is_training,
                                      length_aware=length_aware,
                                      static_shapes=static_shapes, seed=seed)
 
 
 def predict_examples(model, examples: List, label_list: List[str], tokenizer, record_file: str,
                      *, max_seq_length: int, batch_size: int, regression: bool = False,
-                     strategy: Optional[tf.distribute.Strategy] = None,
+                     strategy: Optional["tf.distribute.Strategy"] = None,
                      length_aware: bool = True) -> Dict[str, np.ndarray]:
     """Writes ``record_file`` and returns the model's outputs (``logits``/``probabilities``
     [N, K], or ``predictions`` [N]) with ``label_ids`` [N] for the N real examples, in order.
@@ -129,8 +127,7 @@ def predict_examples(model, examples: List, label_list: List[str], tokenizer, re
     Raises:
         RuntimeError: examples were lost in the input pipeline.
     """
-    strategy = strategy or tf.distribute.get_strategy()
-    tpu = distribution.is_tpu(strategy)
+    strategy, tpu = resolve_strategy(strategy)
     padded = list(examples)
     if tpu:
         padded += [PaddingInputExample()] * (-len(examples) % batch_size)

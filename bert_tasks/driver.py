@@ -21,9 +21,10 @@ original Estimator's conventions:
    TensorBoard (``output_dir/eval``); ``do_predict``: the task's prediction files; then the
    task's exports.
 
-Under ``KERAS_BACKEND=jax`` the same run trains with ``bert_tasks.jax_finetuning`` (tf.data
-input read as numpy, JAX checkpoints in ``output_dir``, a TF1 export for TensorFlow to take
-over; ``export_dir`` refused): docs/jax.md.
+Under ``KERAS_BACKEND=jax`` the same run trains with ``bert_tasks.jax_finetuning`` (the input
+read as numpy: tf.data where TensorFlow is installed, ``data.glue.numpy_dataset`` where it is
+not; JAX checkpoints in ``output_dir``; an export for TensorFlow to take over; ``export_dir``
+refused): docs/jax.md.
 
 Bad input raises an ``InputError`` subclass whose message names the flag or file (the tools
 print it as one line, exit status 1). The command-line tools (``bert_cli/run_*.py``) pass their
@@ -49,6 +50,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any, Callable, Optional, Sequence
 
@@ -86,7 +88,6 @@ def run(task: Task, settings: Any, *, warn: Optional[Callable[[str], None]] = No
         from bert_tasks import jax_finetuning
 
         jax_finetuning.check_settings(settings)  # the flags of TensorFlow's path only
-    from modeling.training import distribution, execution
 
     logging.set_verbosity(logging.INFO)
     ctx = Context(settings=settings,
@@ -94,18 +95,23 @@ def run(task: Task, settings: Any, *, warn: Optional[Callable[[str], None]] = No
                   warn=warn or logging.warning)
     check_settings(task, ctx)
     task.read(ctx)
+    precision = None
     if on_jax:
-        jax_finetuning.prepare(settings)  # tf.data off the accelerators; JAX's devices
-    ctx.strategy = distribution.strategy_from_settings(settings)  # before any other TF op
-    precision = distribution.set_precision(settings.mixed_precision)  # the Keras dtype policy
-    ctx.tpu = distribution.is_tpu(ctx.strategy)
-    if not on_jax:
+        # tf.data (if installed) off the accelerators, the dtype policy, JAX's devices; no
+        # tf.distribute strategy (ctx.strategy stays None).
+        jax_finetuning.prepare(settings)
+    else:
+        from modeling.training import distribution, execution
+
+        ctx.strategy = distribution.strategy_from_settings(settings)  # before any other TF op
+        precision = distribution.set_precision(settings.mixed_precision)  # the dtype policy
+        ctx.tpu = distribution.is_tpu(ctx.strategy)
         execution.check_use_xla(ctx.strategy, settings.use_xla)  # before anything is written
     ctx.tokenizer = tokenizer_from_settings(settings)  # a bad vocab: nothing written
     task.prepare(ctx)
     start_output_dir(settings)
 
-    with ctx.strategy.scope():
+    with ctx.strategy.scope() if ctx.strategy is not None else contextlib.nullcontext():
         model = task.build_model(ctx)
     global_step = _restore(model, settings, task)
     if settings.do_train:
@@ -341,15 +347,15 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_example
         dataset: the training batches (``train_batch_size``, repeated).
         per_example_loss: ``finetune``'s loss.
         num_examples: training examples (the step count).
-        strategy: the run's strategy.
-        precision: ``distribution.set_precision``'s result (its loss scale for float16).
+        strategy: the run's strategy (None on JAX).
+        precision: ``distribution.set_precision``'s result (its loss scale for float16; None
+            on JAX).
         loss_weights: see ``finetune`` (NER: the mean over scored tokens).
 
     Returns:
         The global step after training.
     """
     from modeling import backend
-    from modeling.training import distribution, finetuning, optimization
 
     checks.check_checkpoint_flags(settings)
     num_train_steps = count_train_steps(num_examples, settings)
@@ -363,6 +369,8 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_example
 
         return jax_finetuning.train(settings, model, dataset, per_example_loss, num_train_steps,
                                     num_warmup_steps, loss_weights=loss_weights)
+    from modeling.training import distribution, finetuning, optimization
+
     with strategy.scope():
         optimizer = optimization.create_optimizer(
             settings.learning_rate, num_train_steps, num_warmup_steps,
@@ -387,9 +395,18 @@ def write_metrics(output_dir: str, metrics: dict, global_step: int) -> None:
         metrics: name -> value.
         global_step: the step evaluated.
     """
-    from bert_common.results import write_eval_results
-    from modeling.training import evaluation
+    from bert_common.results import summary_scalars, write_eval_results
+    from modeling import backend
 
     metrics = dict(metrics, global_step=global_step)
     write_eval_results(os.path.join(output_dir, "eval_results.txt"), metrics)
-    evaluation.write_eval_summaries(output_dir, metrics, global_step)
+    if backend.TENSORFLOW:
+        from modeling.training import evaluation
+
+        evaluation.write_eval_summaries(output_dir, metrics, global_step)
+    else:  # tensorboard's own event writer: TensorFlow may not be installed
+        from modeling.training import jax_trainer
+
+        writer = jax_trainer.ScalarWriter(os.path.join(output_dir, "eval"))
+        writer.write(global_step, summary_scalars(metrics))
+        writer.close()

@@ -5,23 +5,25 @@ The driver runs every task the same way on both backends: the same checks, input
 records, task model, per-example loss, the original's step count and AdamWeightDecay schedule,
 metrics, prediction files and HF export. On JAX:
 
-* the input is the task's own ``tf.data`` pipeline, read as numpy batches (TensorFlow is needed
-  for it, on the CPU: it is kept off the accelerators, which JAX uses); each batch is padded to
-  its length bucket (``jax_training.length_bucket``: one compiled step per bucket, exact for
-  the task models);
+* the input is the task's own pipeline read as numpy batches: its ``tf.data`` pipeline where
+  TensorFlow is installed (on the CPU: it is kept off the accelerators, which JAX uses), else
+  the same rule in numpy (``data.glue.numpy_dataset``: the records written and read without
+  TensorFlow); each batch is padded to its length bucket (``jax_training.length_bucket``: one
+  compiled step per bucket, exact for the task models);
 * the step: ``jax_training.make_train_step`` with the objective of the TensorFlow path
   (``jax_training.mean_loss``: the mean over examples, or over weighted tokens for NER);
   several local devices train data-parallel (``keras.distribution.DataParallel``);
 * the job: ``modeling.training.jax_trainer.train``: ``output_dir/jax-ckpt-<step>.npz``
   checkpoints (atomic; weights, optimizer, dropout seeds, step) with the tf.data iterator's
-  state beside each, exact resume, ``train_steps.jsonl``, TensorBoard in
-  ``output_dir/train``, progress lines;
+  state beside each (the numpy input re-reads to its position instead), exact resume,
+  ``train_steps.jsonl``, TensorBoard in ``output_dir/train``, progress lines;
 * evaluating or predicting without ``--do_train`` and ``--init_checkpoint`` reads the newest
   ``jax-ckpt-<step>.npz`` of ``output_dir``;
 * after training, ``output_dir/export/bert_model.ckpt`` (Google's TF1 names, the task head
-  included) and ``bert_config.json``: the TensorFlow tools take over from it, e.g. a TF Serving
-  export with ``--init_checkpoint=<output_dir>/export/bert_model.ckpt --export_dir=...``
-  (``--export_dir`` itself is TensorFlow's: refused here with one line).
+  included; ``model.weights.h5`` where TensorFlow is not installed) and ``bert_config.json``:
+  the TensorFlow tools take over from it, e.g. a TF Serving export with
+  ``--init_checkpoint=<output_dir>/export/bert_model.ckpt --export_dir=...`` (``--export_dir``
+  itself is TensorFlow's: refused here with one line).
 
 Flags of the TensorFlow path only (``--strategy`` other than default, ``--use_tpu``,
 ``--mixed_precision=fp16``, ``--export_dir``) stop the run before anything is written.
@@ -33,35 +35,31 @@ from typing import Any, Callable, Optional
 
 from absl import logging
 
-from bert_common.errors import FlagError, InputError
+from bert_common.errors import FlagError
 
 
 def check_settings(settings: Any) -> None:
-    """The flags the JAX path cannot honour, and TensorFlow (for tf.data) installed.
+    """The flags the JAX path cannot honour.
 
     Args:
         settings: the run's settings.
 
     Raises:
         FlagError: a flag of the TensorFlow path only, named.
-        InputError: TensorFlow is not installed.
     """
     from bert_tasks import jax_pretraining
-    from modeling import backend
 
     jax_pretraining.check_jax_settings(settings)
     if getattr(settings, "export_dir", None):
         raise FlagError("--export_dir: the SavedModel is written by TensorFlow; with "
                         "KERAS_BACKEND=jax train here, then export without it from "
                         "--init_checkpoint=<output_dir>/export/bert_model.ckpt (docs/jax.md)")
-    if not backend.tensorflow_installed():
-        raise InputError("fine-tuning with KERAS_BACKEND=jax reads its input with tf.data: "
-                         "install TensorFlow (the CPU build does; docs/jax.md)")
 
 
 def prepare(settings: Any):
-    """TensorFlow kept off the accelerators (it only feeds the input), then Keras' data
-    parallelism over the local devices; before the model is built.
+    """TensorFlow, where installed, kept off the accelerators (it only feeds the input); the
+    dtype policy (``--mixed_precision=bf16``); then Keras' data parallelism over the local
+    devices; before the model is built.
 
     Args:
         settings: the run's settings.
@@ -69,16 +67,23 @@ def prepare(settings: Any):
     Returns:
         ``jax_trainer.distribute``'s result.
     """
-    import tensorflow as tf
+    import keras
 
+    from modeling import backend
     from modeling.training import jax_trainer
 
-    for kind in ("GPU", "TPU"):
-        try:
-            tf.config.set_visible_devices([], kind)
-        except (RuntimeError, ValueError):  # initialised already, or no such device type
-            pass
-    logging.info("KERAS_BACKEND=jax: devices %s", jax_trainer.device_names())
+    if backend.tensorflow_installed():
+        import tensorflow as tf
+
+        for kind in ("GPU", "TPU"):
+            try:
+                tf.config.set_visible_devices([], kind)
+            except (RuntimeError, ValueError):  # initialised already, or no such device type
+                pass
+    keras.config.set_dtype_policy("mixed_bfloat16" if settings.mixed_precision == "bf16"
+                                  else "float32")
+    logging.info("KERAS_BACKEND=jax: devices %s; input read with %s", jax_trainer.device_names(),
+                 "tf.data" if backend.tensorflow_installed() else "numpy (no TensorFlow)")
     batch = settings.train_batch_size if settings.do_train else 0
     return jax_trainer.distribute(batch, "--train_batch_size")
 
@@ -113,7 +118,8 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_train_s
     Args:
         settings: the run's settings.
         model: the task model.
-        dataset: the task's training batches (``tf.data``, ``train_batch_size``, repeated).
+        dataset: the task's training batches (``train_batch_size``, repeated): a ``tf.data``
+            pipeline, or a ``data.glue.numpy_dataset.NumpyDataset``.
         per_example_loss: the task's loss, ``(outputs, batch) -> [B]`` (or per token).
         num_train_steps: the steps to train to.
         num_warmup_steps: the warmup steps.
@@ -125,7 +131,7 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_train_s
     import keras
 
     import modeling
-    from bert_tasks.pretraining import export_for_finetuning
+    from bert_tasks.jax_pretraining import export
     from modeling.training import finetuning, jax_trainer, jax_training
 
     optimizer = modeling.create_optimizer(settings.learning_rate, num_train_steps,
@@ -146,8 +152,12 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_train_s
         seq = batch["input_ids"].shape[-1]
         return jax_training.pad_batch(batch, jax_training.length_bucket(seq, longest))
 
+    if hasattr(dataset, "batches_after"):  # numpy: a resumed run re-reads to its position
+        data = jax_trainer.ReReadInput(lambda records: map(pad, dataset.batches_after(records)))
+    else:
+        data = jax_trainer.TFDataInput(dataset, pad)
     step = jax_trainer.train(
-        model, optimizer, step_fn, jax_trainer.TFDataInput(dataset, pad),
+        model, optimizer, step_fn, data,
         output_dir=settings.output_dir,
         num_train_steps=num_train_steps, batch_size=batch_size,
         steps_per_loop=settings.iterations_per_loop,
@@ -155,7 +165,7 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_train_s
         keep_checkpoint_max=settings.keep_checkpoint_max,
         distribution=keras.distribution.distribution())
     logging.info("exported %s (the TensorFlow tools' --init_checkpoint)",
-                 export_for_finetuning(model, settings, step))
+                 export(model, settings, step))
     return step
 
 

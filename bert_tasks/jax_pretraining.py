@@ -249,7 +249,7 @@ def evaluate(settings, model, paths, step: int, distribution) -> Dict[str, float
     ``eval_results.txt`` and TensorBoard (``output_dir/eval``)."""
     import jax
 
-    from bert_common.results import write_eval_results
+    from bert_common.results import summary_scalars, write_eval_results
     from bert_tasks.pretraining import EVAL_RESULTS
     from data import numpy_records
     from data.pretraining import schema
@@ -283,7 +283,7 @@ def evaluate(settings, model, paths, step: int, distribution) -> Dict[str, float
     results["global_step"] = step
     write_eval_results(os.path.join(settings.output_dir, EVAL_RESULTS), results)
     writer = jax_trainer.ScalarWriter(os.path.join(settings.output_dir, "eval"))
-    writer.write(step, {k: v for k, v in results.items() if k != "global_step"})
+    writer.write(step, summary_scalars(results))
     writer.close()
     return results
 

@@ -24,23 +24,21 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
-import tensorflow as tf
 from absl import logging
 
 from bert_common import atomic, files
 from bert_tasks import driver
-from bert_tasks.task import Context, Task
+from bert_tasks.task import Context, Task, resolve_strategy
 from modeling.checkpoints import tf1
 from data.glue import dataset as glue_dataset
 from data.ner import conll, conlleval
 from data.ner import features as ner_features
 from modeling.heads.token_classifier import token_classification_loss
-from modeling.training import distribution, finetuning
+from modeling.training import finetuning
 
 LABELS_FILE = "labels.txt"
 LOSS_WEIGHTS = ner_features.LABEL_WEIGHTS
@@ -49,7 +47,7 @@ per_token_loss = token_classification_loss
 
 def dataset(record_file: str, max_seq_length: int, batch_size: int, is_training: bool, *,
             length_aware: bool = True, static_shapes: bool = False,
-            seed: Optional[int] = None, shuffle_buffer: int = 100) -> tf.data.Dataset:
+            seed: Optional[int] = None, shuffle_buffer: int = 100) -> "tf.data.Dataset":
     """Batches of NER records: ``input_ids``/``input_mask``/``segment_ids``/``label_ids``
     int32 and ``label_weights`` float32 [B, S], ``example_index`` [B] off training.
     ``shuffle_buffer``: run_ner passes the number of windows (a full shuffle, see there).
@@ -67,8 +65,8 @@ def dataset(record_file: str, max_seq_length: int, batch_size: int, is_training:
     Returns:
         A ``tf.data.Dataset`` of feature dicts.
     """
-    decode = functools.partial(ner_features.parse_example, max_seq_length=max_seq_length)
-    return glue_dataset.task_dataset(record_file, decode, batch_size, is_training,
+    return glue_dataset.task_dataset(record_file, ner_features.record_spec(max_seq_length),
+                                     batch_size, is_training,
                                      length_aware=length_aware,
                                      static_shapes=static_shapes, seed=seed,
                                      sequence_names=ner_features.SEQUENCE_FEATURES,
@@ -116,7 +114,7 @@ def write_records(windows: Sequence[ner_features.NerWindow], record_file: str) -
 def predict_windows(model, sentences: Sequence[conll.Sentence],
                     windows: Sequence[ner_features.NerWindow], label_list: Sequence[str],
                     record_file: str, *, max_seq_length: int, batch_size: int,
-                    strategy: Optional[tf.distribute.Strategy] = None,
+                    strategy: Optional["tf.distribute.Strategy"] = None,
                     length_aware: bool = True) -> Tuple[List[List[str]], Optional[float]]:
     """Writes the ``windows`` of ``sentences`` to ``record_file``, runs ``model`` and returns
     (an IOB2 tag per word of each sentence, the mean cross-entropy over the scored words, or
@@ -137,8 +135,7 @@ def predict_windows(model, sentences: Sequence[conll.Sentence],
     Returns:
         ``(tags, loss)``: a list of tags per sentence, and a float or None.
     """
-    strategy = strategy or tf.distribute.get_strategy()
-    tpu = distribution.is_tpu(strategy)
+    strategy, tpu = resolve_strategy(strategy)
     n = len(windows)
     padded = list(windows)
     if tpu and n % batch_size:
@@ -193,7 +190,7 @@ def window_predictions(sentences: Sequence[conll.Sentence],
 def predict_sentences(model, sentences: Sequence[conll.Sentence], label_list: Sequence[str],
                       tokenizer, record_file: str, *, max_seq_length: int, batch_size: int,
                       document_context: bool = True, split_long_sentences: bool = True,
-                      strategy: Optional[tf.distribute.Strategy] = None,
+                      strategy: Optional["tf.distribute.Strategy"] = None,
                       length_aware: bool = True) -> Tuple[List[List[str]], Optional[float]]:
     """``convert_all`` then ``predict_windows``: a tag per word of ``sentences`` (and the loss).
 
@@ -308,6 +305,14 @@ def labels_for(checkpoint: Optional[str], output_dir: str,
                              "else --data_dir needs train.txt" % LABELS_FILE)
 
 
+def _latest_tf1_checkpoint(output_dir: str) -> Optional[str]:
+    """The newest ``model.ckpt-<step>`` of ``output_dir`` (None without TensorFlow: a JAX run's
+    own checkpoints are in ``output_dir``, whose ``labels.txt`` ``labels_for`` reads)."""
+    from bert_common.installed import tensorflow_installed
+
+    return tf1.latest_checkpoint(output_dir) if tensorflow_installed() else None
+
+
 # CoNLL-2003's file names by split.
 SPLIT_FILES = {"train": "train.txt", "eval": "valid.txt", "predict": "test.txt"}
 
@@ -377,7 +382,7 @@ class NerTask(Task):
                     os.path.join(self.data_dir, SPLIT_FILES["train"]))):
                 train_file = self.split_file("train")
             self.label_list, label_source = labels_for(
-                s.init_checkpoint or tf1.latest_checkpoint(s.output_dir), s.output_dir,
+                s.init_checkpoint or _latest_tf1_checkpoint(s.output_dir), s.output_dir,
                 train_file)
         for split in ("eval", "predict"):
             if split in self.sentences:

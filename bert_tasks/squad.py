@@ -30,19 +30,18 @@ import random
 from typing import Callable, List, Optional, Union
 
 import numpy as np
-import tensorflow as tf
 from absl import logging
 
 from bert_common import files
 from bert_common.errors import FlagError, InputError
-from bert_tasks.task import Context, Task
+from bert_tasks.task import Context, Task, resolve_strategy
+from data import numpy_records
 from data.squad import dataset as squad_dataset
 from data.squad import evaluate as squad_eval
 from data.squad import features as squad
 from data.squad import postprocess
 from data.squad import schema as squad_schema
 from modeling.heads.squad import per_example_squad_loss
-from modeling.training import distribution
 from modeling.training import finetuning
 
 per_example_loss = per_example_squad_loss  # (start + end cross-entropy) / 2 [B]
@@ -106,7 +105,7 @@ def write_train_records(examples: List, tokenizer, path: str, options: SquadOpti
 
 
 def dataset(record_file: str, seq_length: int, batch_size: int, is_training: bool,
-            seed: Optional[int] = None, length_aware: bool = False) -> tf.data.Dataset:
+            seed: Optional[int] = None, length_aware: bool = False) -> "tf.data.Dataset":
     """Training: repeated, shuffled full batches; else every record once (in file order unless
     ``length_aware``, which also cuts every batch to its longest window).
 
@@ -129,8 +128,20 @@ def dataset(record_file: str, seq_length: int, batch_size: int, is_training: boo
 SEQUENCE_LENGTH = "sequence_length"
 
 
+def _with_sequence_lengths(batch):
+    """The batch with each window's real length [B] (tf.data's tensors or numpy arrays)."""
+    mask = batch[squad_schema.INPUT_MASK]
+    if isinstance(mask, np.ndarray):
+        lengths = mask.sum(axis=-1).astype(np.int32)
+    else:
+        import tensorflow as tf
+
+        lengths = tf.reduce_sum(mask, axis=-1)
+    return dict(batch, **{SEQUENCE_LENGTH: lengths})
+
+
 def predict_raw_results(model, eval_file: str, seq_length: int, batch_size: int,
-                        strategy: Optional[tf.distribute.Strategy] = None,
+                        strategy: Optional["tf.distribute.Strategy"] = None,
                         length_aware: bool = False) -> List:
     """``RawResult``s (float32 logits as python floats) for every record of an eval TFRecord.
 
@@ -155,9 +166,8 @@ def predict_raw_results(model, eval_file: str, seq_length: int, batch_size: int,
     """
     batches = dataset(eval_file, seq_length, batch_size, False, length_aware=length_aware)
     if length_aware:
-        batches = batches.map(lambda b: dict(b, **{SEQUENCE_LENGTH: tf.reduce_sum(
-            b[squad_schema.INPUT_MASK], axis=-1)}))
-    total = sum(1 for _ in tf.data.TFRecordDataset(eval_file))
+        batches = batches.map(_with_sequence_lengths)
+    total = sum(1 for _ in numpy_records.read_records(eval_file, check_crc=False))
     if total == 0:  # e.g. questions on empty contexts only: no window to run
         return []
     out = finetuning.predict(model, batches, ["start_logits", "end_logits"], total=total,
@@ -242,7 +252,7 @@ def scoring_dataset(squad_file: Optional[str],
 
 def predict(model, examples: List, tokenizer, output_dir: str, options: SquadOptions,
             score_against: Union[str, Scoring, None] = None,
-            strategy: Optional[tf.distribute.Strategy] = None) -> Optional[dict]:
+            strategy: Optional["tf.distribute.Strategy"] = None) -> Optional[dict]:
     """Features, logits and the prediction files of ``examples`` in ``output_dir`` (see the
     module); returns the official scores when ``score_against`` (a SQuAD file, or what
     ``scoring_dataset`` made of it) can be scored, else None.
@@ -288,7 +298,7 @@ def predict(model, examples: List, tokenizer, output_dir: str, options: SquadOpt
     logging.info("  Batch size = %d", options.predict_batch_size)
 
     length_aware = (options.length_aware_batching
-                    and not (strategy is not None and distribution.is_tpu(strategy)))
+                    and not (strategy is not None and resolve_strategy(strategy)[1]))
     all_results = predict_raw_results(model, writer.filename, options.max_seq_length,
                                       options.predict_batch_size, strategy=strategy,
                                       length_aware=length_aware)

@@ -10,22 +10,20 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from typing import Dict, List, Optional
 
 import numpy as np
-import tensorflow as tf
 from absl import logging
 
 from bert_common.errors import FlagError
 from bert_tasks import driver
-from bert_tasks.task import Context, Task
+from bert_tasks.task import Context, Task, resolve_strategy
 from data import swag
 from data.glue import dataset as glue_dataset
 from data.glue import metrics as glue_metrics
 from modeling.heads.classifier import per_example_classifier_loss
-from modeling.training import distribution, finetuning
+from modeling.training import finetuning
 
 # Cross-entropy over the 4 endings' logits [B, 4]: the classifier's loss.
 per_example_loss = per_example_classifier_loss
@@ -33,7 +31,7 @@ per_example_loss = per_example_classifier_loss
 
 def dataset(record_file: str, max_seq_length: int, batch_size: int, is_training: bool, *,
             length_aware: bool = True, static_shapes: bool = False,
-            seed: Optional[int] = None) -> tf.data.Dataset:
+            seed: Optional[int] = None) -> "tf.data.Dataset":
     """Batches of ``record_file``: ``input_ids``/``input_mask``/``segment_ids`` [B, 4, S],
     ``label_ids`` [B], ``is_real_example`` [B], ``example_index`` [B] off training.
 
@@ -49,14 +47,14 @@ def dataset(record_file: str, max_seq_length: int, batch_size: int, is_training:
     Returns:
         A ``tf.data.Dataset`` of feature dicts.
     """
-    decode = functools.partial(swag.parse_example, max_seq_length=max_seq_length)
-    return glue_dataset.task_dataset(record_file, decode, batch_size, is_training,
+    return glue_dataset.task_dataset(record_file, swag.record_spec(max_seq_length),
+                                     batch_size, is_training,
                                      length_aware=length_aware,
                                      static_shapes=static_shapes, seed=seed)
 
 
 def predict_examples(model, examples: List, tokenizer, record_file: str, *, max_seq_length: int,
-                     batch_size: int, strategy: Optional[tf.distribute.Strategy] = None,
+                     batch_size: int, strategy: Optional["tf.distribute.Strategy"] = None,
                      length_aware: bool = True) -> Dict[str, np.ndarray]:
     """Writes ``record_file``; returns ``logits``/``probabilities`` [N, 4] and ``label_ids``
     [N] in example order. On TPU the last example is repeated up to a full batch (static
@@ -75,8 +73,7 @@ def predict_examples(model, examples: List, tokenizer, record_file: str, *, max_
     Returns:
         name -> array.
     """
-    strategy = strategy or tf.distribute.get_strategy()
-    tpu = distribution.is_tpu(strategy)
+    strategy, tpu = resolve_strategy(strategy)
     n = len(examples)
     if tpu and n % batch_size:
         examples = list(examples) + [examples[-1]] * (-n % batch_size)

@@ -117,7 +117,7 @@ class Context:
         settings: the run's settings (absl flag values or a ``FinetuningSettings``).
         bert_config: the ``BertConfig`` of ``settings.bert_config_file``.
         warn: says a warning in one line (the tools: ``<tool>: warning: ...`` on stderr).
-        strategy: the ``tf.distribute.Strategy`` (set before ``prepare``).
+        strategy: the ``tf.distribute.Strategy`` (set before ``prepare``; None on JAX).
         tokenizer: the tokenizer of ``vocab_file`` / ``do_lower_case`` (set before ``prepare``).
         tpu: whether ``strategy`` is a TPU strategy (static shapes, padded batches).
     """
@@ -144,6 +144,28 @@ class Context:
     def seq_length(self) -> Optional[int]:
         """The model's static sequence length: ``max_seq_length`` on TPU, else None (any)."""
         return self.settings.max_seq_length if self.tpu else None
+
+
+def resolve_strategy(strategy: Any = None) -> Tuple[Any, bool]:
+    """A prediction's strategy and whether it is a TPU one (static shapes, padded batches).
+
+    Args:
+        strategy: a ``tf.distribute.Strategy``, or None (TensorFlow's default).
+
+    Returns:
+        ``(strategy, tpu)``; on another Keras backend ``(strategy, False)``, without
+        importing TensorFlow (which may not be installed there).
+    """
+    from modeling import backend
+
+    if not backend.TENSORFLOW:
+        return strategy, False
+    import tensorflow as tf
+
+    from modeling.training import distribution
+
+    strategy = strategy or tf.distribute.get_strategy()
+    return strategy, distribution.is_tpu(strategy)
 
 
 class Task:

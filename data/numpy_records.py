@@ -3,8 +3,8 @@
 Reads what ``create_pretraining_data.py`` and the task feature writers write: each record a
 serialized ``Example`` of int64 and float lists. The framing
 (``uint64 length | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data)``) is checked
-record by record with ``data.pretraining.records``' CRC-32C (the one definition of the wire
-format); the protobuf is decoded by hand: ``Example.features`` (field 1) holds map entries
+record by record with ``bert_common.record_framing``'s CRC-32C (the one definition of the
+framing); the protobuf is decoded by hand: ``Example.features`` (field 1) holds map entries
 (field 1; key = 1, value = 2); ``Feature.float_list`` is field 2 and ``int64_list`` field 3, their
 values packed or not. ``bytes_list`` features are skipped.
 
@@ -33,7 +33,7 @@ import numpy as np
 
 from bert_common import files
 from bert_common.errors import InputError
-from data.pretraining.records import mask_crc, rows_crc32c
+from bert_common.record_framing import crc32c_many, mask_crc, rows_crc32c
 
 
 class RecordError(InputError):  # a ValueError too
@@ -48,7 +48,8 @@ def read_records(path: str, check_crc: bool = True) -> Iterator[bytes]:
     """The records of one TFRecord file, in order.
 
     The file is read in blocks of ``BLOCK_BYTES``; the CRCs of ``BLOCK_RECORDS`` records are
-    checked at once (``data.pretraining.records.rows_crc32c``), before any of them is yielded.
+    checked at once (``bert_common.record_framing.crc32c_many``), before any of them is
+    yielded.
 
     Args:
         path: a local or ``gs://`` path.
@@ -113,14 +114,8 @@ def _checked(path: str, pending: List[tuple], check_crc: bool) -> Iterator[bytes
         if bad.any():
             raise RecordError("%s: bad length CRC at byte %d"
                               % (path, pending[int(np.argmax(bad))][0]))
-        lengths = np.array([len(p[2]) for p in pending], np.int64)
-        width = int(lengths.max()) if len(lengths) else 0
-        rows = np.zeros((len(pending), max(width, 1)), np.uint8)
-        for row, (_, _, data, _) in enumerate(pending):  # right-aligned, zeros before
-            if data:
-                rows[row, rows.shape[1] - len(data):] = np.frombuffer(data, np.uint8)
         want = np.array([p[3] for p in pending], np.uint32)
-        bad = mask_crc(rows_crc32c(rows, lengths)) != want
+        bad = mask_crc(crc32c_many([p[2] for p in pending])) != want
         if bad.any():
             raise RecordError("%s: bad data CRC at byte %d"
                               % (path, pending[int(np.argmax(bad))][0]))

@@ -32,7 +32,7 @@ from bert_common import files
 from data.glue import features as cf
 from data.glue.processors import ClassifierDataError
 from bert_common.atomic import AtomicTFRecordWriters
-from data.tfrecord import int64_feature
+from data import tfrecord
 
 NUM_CHOICES = 4
 ENDING_KEYS = tuple("ending%d" % i for i in range(NUM_CHOICES))
@@ -230,8 +230,30 @@ def convert_example(example: SwagExample, max_seq_length: int, tokenizer) -> Swa
                         example.label if example.label is not None else 0)
 
 
+def features_to_record(features: SwagFeatures) -> bytes:
+    """A serialized ``tf.train.Example`` of ``features`` (ids flattened to [4 * S]; no
+    TensorFlow needed).
+
+    Args:
+        features: one example's features.
+
+    Returns:
+        The record's bytes.
+    """
+    def flat(rows):
+        return [v for row in rows for v in row]
+
+    return tfrecord.encode_example({
+        cf.INPUT_IDS: flat(features.input_ids),
+        cf.INPUT_MASK: flat(features.input_mask),
+        cf.SEGMENT_IDS: flat(features.segment_ids),
+        cf.LABEL_IDS: [features.label],
+        cf.IS_REAL_EXAMPLE: [int(features.is_real_example)],
+    })
+
+
 def features_to_tf_example(features: SwagFeatures) -> "tf.train.Example":
-    """A ``tf.train.Example`` of ``features`` (ids flattened to [4 * S]).
+    """A ``tf.train.Example`` of ``features`` (``features_to_record``'s).
 
     Args:
         features: one example's features.
@@ -241,16 +263,7 @@ def features_to_tf_example(features: SwagFeatures) -> "tf.train.Example":
     """
     import tensorflow as tf
 
-    def flat(rows):
-        return [v for row in rows for v in row]
-
-    return tf.train.Example(features=tf.train.Features(feature={
-        cf.INPUT_IDS: int64_feature(flat(features.input_ids)),
-        cf.INPUT_MASK: int64_feature(flat(features.input_mask)),
-        cf.SEGMENT_IDS: int64_feature(flat(features.segment_ids)),
-        cf.LABEL_IDS: int64_feature([features.label]),
-        cf.IS_REAL_EXAMPLE: int64_feature([int(features.is_real_example)]),
-    }))
+    return tf.train.Example.FromString(features_to_record(features))
 
 
 def write_tf_records(examples: List[SwagExample], max_seq_length: int, tokenizer,
@@ -270,15 +283,32 @@ def write_tf_records(examples: List[SwagExample], max_seq_length: int, tokenizer
     progress = cf.writing_progress(output_file, len(examples))
     with AtomicTFRecordWriters([output_file]) as writer:
         for i, example in enumerate(examples):
-            writer.write(features_to_tf_example(
-                convert_example(example, max_seq_length, tokenizer)).SerializeToString())
+            writer.write(features_to_record(convert_example(example, max_seq_length,
+                                                            tokenizer)))
             progress.update(i + 1)
         progress.finish()
         return writer.num_written
 
 
+def record_spec(max_seq_length: int) -> tfrecord.RecordSpec:
+    """What the records above hold, decoded: ids/mask/segments [4, S] (stored flat, [4 * S]),
+    ``label_ids`` and ``is_real_example`` scalars (``data.tfrecord``).
+
+    Args:
+        max_seq_length: S, per choice.
+
+    Returns:
+        Feature name -> ``data.tfrecord.FixedLen``.
+    """
+    spec = {name: tfrecord.FixedLen((NUM_CHOICES, max_seq_length))
+            for name in cf.MODEL_INPUT_NAMES}
+    spec[cf.LABEL_IDS] = tfrecord.FixedLen(())
+    spec[cf.IS_REAL_EXAMPLE] = tfrecord.FixedLen(())
+    return spec
+
+
 def name_to_features(max_seq_length: int) -> Dict[str, object]:
-    """The parse spec of the records above (flat [4 * S] id features).
+    """The parse spec of the records above (flat [4 * S] id features; ``record_spec``).
 
     Args:
         max_seq_length: S, per choice.
@@ -286,16 +316,7 @@ def name_to_features(max_seq_length: int) -> Dict[str, object]:
     Returns:
         Feature name -> ``tf.io.FixedLenFeature``.
     """
-    import tensorflow as tf
-
-    n = NUM_CHOICES * max_seq_length
-    return {
-        cf.INPUT_IDS: tf.io.FixedLenFeature([n], tf.int64),
-        cf.INPUT_MASK: tf.io.FixedLenFeature([n], tf.int64),
-        cf.SEGMENT_IDS: tf.io.FixedLenFeature([n], tf.int64),
-        cf.LABEL_IDS: tf.io.FixedLenFeature([], tf.int64),
-        cf.IS_REAL_EXAMPLE: tf.io.FixedLenFeature([], tf.int64),
-    }
+    return tfrecord.tf_parse_spec(record_spec(max_seq_length))
 
 
 def parse_example(record, max_seq_length: int) -> Dict[str, object]:
@@ -308,13 +329,4 @@ def parse_example(record, max_seq_length: int) -> Dict[str, object]:
     Returns:
         Feature name -> int32 tensor.
     """
-    import tensorflow as tf
-
-    parsed = tf.io.parse_single_example(record, name_to_features(max_seq_length))
-    out = {}
-    for name in cf.MODEL_INPUT_NAMES:
-        out[name] = tf.reshape(tf.cast(parsed[name], tf.int32),
-                               [NUM_CHOICES, max_seq_length])  # [4, S]
-    out[cf.LABEL_IDS] = tf.cast(parsed[cf.LABEL_IDS], tf.int32)  # []
-    out[cf.IS_REAL_EXAMPLE] = tf.cast(parsed[cf.IS_REAL_EXAMPLE], tf.int32)  # []
-    return out
+    return tfrecord.decode_tf(record, record_spec(max_seq_length))

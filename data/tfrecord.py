@@ -1,8 +1,162 @@
-"""``tf.train.Feature`` helpers for the TFRecords the data generators write (GLUE, SWAG, NER,
-SQuAD features; the writer is ``bert_common.atomic.AtomicTFRecordWriters``). TensorFlow is
-imported on first use, as in the generators."""
+"""The fine-tuning records (GLUE, SWAG, NER, SQuAD features) as ``tf.train.Example`` bytes and
+back, with or without TensorFlow.
+
+* ``encode_example(int64s, floats)``: a serialized ``Example`` written by hand (protobuf wire
+  format, ``data.pretraining.records``' pieces), so the feature writers need no TensorFlow;
+  the writer is ``bert_common.atomic.AtomicTFRecordWriters``.
+* ``FixedLen`` / a record spec (name -> ``FixedLen``): what a task's records hold, defined once
+  per task. ``tf_parse_spec`` and ``decode_tf`` read it with TensorFlow (``tf.data``),
+  ``decode_numpy`` without (``data.numpy_records``' parsed dicts); both give int32 for int64
+  lists (the models take int32), float32 for float lists, in the spec's shape.
+* ``int64_feature`` / ``float_feature``: ``tf.train.Feature`` helpers, for code that builds
+  ``tf.train.Example`` itself (TensorFlow is imported on first use).
+
+Example::
+
+    spec = {"input_ids": FixedLen((4,)), "label_ids": FixedLen(())}
+    record = encode_example({"input_ids": [101, 7, 102, 0], "label_ids": [1]})
+    decode_numpy(numpy_records.parse_example(record), spec, "x.tf_record", 0)
+    # {"input_ids": array([101, 7, 102, 0], int32), "label_ids": array(1, int32)}
+"""
 
 from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Dict, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from bert_common.errors import InputError
+from data.pretraining.records import entry_header, varint, varint_lanes, varint_lengths
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedLen:
+    """A feature of fixed size: stored as a flat list of ``size`` values, decoded to ``shape``.
+
+    Attributes:
+        shape: the decoded shape (``()``: a scalar, stored as one value).
+        is_float: a float list (else int64).
+    """
+
+    shape: Tuple[int, ...]
+    is_float: bool = False
+
+    @property
+    def size(self) -> int:
+        """Values stored."""
+        return int(math.prod(self.shape))
+
+
+RecordSpec = Mapping[str, FixedLen]
+
+
+def _int64_payload(values) -> bytes:
+    """Packed varints of int64 values (negative ones as 10-byte two's complement)."""
+    v = np.asarray(values, np.int64).reshape(-1)
+    if not v.size:
+        return b""
+    if v.min() >= 0 and v.max() < 0x80:
+        return v.astype(np.uint8).tobytes()
+    u = v.view(np.uint64)
+    raw, keep = varint_lanes(u, int(varint_lengths(u).max()))
+    return raw[keep].tobytes()
+
+
+def encode_example(int64s: Mapping[str, Sequence[int]],
+                   floats: Optional[Mapping[str, Sequence[float]]] = None) -> bytes:
+    """A serialized ``tf.train.Example`` of int64 and float list features.
+
+    The bytes parse as ``tf.train.Example(features=tf.train.Features(feature={name:
+    int64_feature(values), ...}))`` does (features in the order given, lists packed).
+
+    Args:
+        int64s: feature name -> ints.
+        floats: feature name -> numbers (float32).
+
+    Returns:
+        The serialized ``Example``.
+    """
+    parts = []
+    for name, values in int64s.items():
+        payload = _int64_payload(values)
+        parts.append(entry_header(name, False, len(payload)) + payload)
+    for name, values in (floats or {}).items():
+        payload = np.asarray(values, "<f4").reshape(-1).tobytes()
+        parts.append(entry_header(name, True, len(payload)) + payload)
+    features = b"".join(parts)
+    return b"\x0a" + varint(len(features)) + features
+
+
+def tf_parse_spec(spec: RecordSpec) -> Dict[str, "tf.io.FixedLenFeature"]:
+    """The ``tf.io.parse_single_example`` spec of ``spec`` (flat lists; scalars ``[]``).
+
+    Args:
+        spec: the record spec.
+
+    Returns:
+        Feature name -> ``tf.io.FixedLenFeature``.
+    """
+    import tensorflow as tf
+
+    return {name: tf.io.FixedLenFeature([] if not f.shape else [f.size],
+                                        tf.float32 if f.is_float else tf.int64)
+            for name, f in spec.items()}
+
+
+def decode_tf(record, spec: RecordSpec) -> Dict[str, "tf.Tensor"]:
+    """A serialized record -> tensors in the spec's shapes, int32 (int64 lists) or float32.
+
+    Args:
+        record: a serialized ``tf.train.Example`` (scalar string tensor).
+        spec: the record spec.
+
+    Returns:
+        Feature name -> tensor.
+    """
+    import tensorflow as tf
+
+    parsed = tf.io.parse_single_example(record, tf_parse_spec(spec))
+    out = {}
+    for name, f in spec.items():
+        value = parsed[name]
+        if value.dtype == tf.int64:
+            value = tf.cast(value, tf.int32)  # tf.Example has only int64; the model takes int32
+        if len(f.shape) > 1:
+            value = tf.reshape(value, f.shape)
+        out[name] = value
+    return out
+
+
+def decode_numpy(example: Mapping[str, np.ndarray], spec: RecordSpec, path: str,
+                 index: int) -> Dict[str, np.ndarray]:
+    """``decode_tf`` without TensorFlow, on ``data.numpy_records.parse_example``'s dict.
+
+    Args:
+        example: feature name -> int64 or float32 [n].
+        spec: the record spec.
+        path: the file, for the message.
+        index: the record's number, for the message.
+
+    Returns:
+        Feature name -> int32 or float32 array in the spec's shape.
+
+    Raises:
+        InputError: a feature missing, of another length or kind, naming the file and record.
+    """
+    out = {}
+    for name, f in spec.items():
+        value = example.get(name)
+        if value is None:
+            raise InputError("%s: record %d has no feature %s" % (path, index, name))
+        if value.size != f.size or (value.dtype.kind == "f") != f.is_float:
+            raise InputError("%s: record %d: feature %s has %d %s values, expected %d %s"
+                             % (path, index, name, value.size,
+                                "float" if value.dtype.kind == "f" else "int64", f.size,
+                                "float" if f.is_float else "int64"))
+        out[name] = value.astype(np.float32 if f.is_float else np.int32).reshape(f.shape)
+    return out
 
 
 def int64_feature(values) -> "tf.train.Feature":

@@ -33,22 +33,14 @@ from typing import Sequence
 import keras
 from keras import ops
 
+# Whether TensorFlow can be imported (on any backend), defined once in bert_common.
+from bert_common.installed import tensorflow_installed  # noqa: F401
+
 BACKEND: str = keras.backend.backend()
 TENSORFLOW: bool = BACKEND == "tensorflow"
 
 if TENSORFLOW:
     import tensorflow as tf  # noqa: F401  (the TensorFlow backend has it installed)
-
-
-def tensorflow_installed() -> bool:
-    """Whether TensorFlow can be imported (on any backend: the JAX tools use it, where it is
-    installed, for tf.data input and TF1 checkpoints)."""
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec("tensorflow") is not None
-    except (ImportError, ValueError):  # a finder that refuses it (tests/support/no_tensorflow)
-        return False
 
 
 def matmul(a, b, transpose_b: bool = False):

@@ -19,15 +19,21 @@ padded to ``max_seq_length``. Length awareness happens only here:
   restores the order (``restore_order``).
 
 Training batches are never reordered (the original's shuffle-then-batch), only trimmed.
+
+Where TensorFlow is not installed (``KERAS_BACKEND=jax``), ``make_dataset`` / ``task_dataset``
+return the same batches read with numpy (``data.glue.numpy_dataset.NumpyDataset``); for that
+the records are described by their spec (``data.tfrecord``; each task's ``record_spec``), which
+both pipelines decode, rather than by a TensorFlow ``decode`` function.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence, Union
 
 import numpy as np
-import tensorflow as tf
 
+from bert_common.installed import tensorflow_installed
+from data import tfrecord
 from data.glue import features as cf
 
 EXAMPLE_INDEX = "example_index"
@@ -36,8 +42,8 @@ EXAMPLE_INDEX = "example_index"
 SORT_WINDOW_BATCHES = 64
 
 
-def decode_classifier_record(record: tf.Tensor, max_seq_length: int,
-                             regression: bool = False) -> Dict[str, tf.Tensor]:
+def decode_classifier_record(record: "tf.Tensor", max_seq_length: int,
+                             regression: bool = False) -> Dict[str, "tf.Tensor"]:
     """A serialized record -> int32 ids/mask/segments [S], labels [] (float32 for regression).
 
     Args:
@@ -48,13 +54,7 @@ def decode_classifier_record(record: tf.Tensor, max_seq_length: int,
     Returns:
         Feature name -> tensor.
     """
-    parsed = tf.io.parse_single_example(record, cf.name_to_features(max_seq_length, regression))
-    out = {}
-    for name, value in parsed.items():
-        if value.dtype == tf.int64:
-            value = tf.cast(value, tf.int32)  # tf.Example has only int64; the model takes int32
-        out[name] = value
-    return out
+    return tfrecord.decode_tf(record, cf.record_spec(max_seq_length, regression))
 
 
 def sequence_lengths(batch_or_example: Dict[str, tf.Tensor]) -> tf.Tensor:
@@ -66,6 +66,8 @@ def sequence_lengths(batch_or_example: Dict[str, tf.Tensor]) -> tf.Tensor:
     Returns:
         int [...].
     """
+    import tensorflow as tf
+
     return tf.reduce_sum(batch_or_example[cf.INPUT_MASK], axis=-1)
 
 
@@ -82,6 +84,8 @@ def trim_batch(batch: Dict[str, tf.Tensor], multiple: int = 8,
     Returns:
         The batch with those features [B, S'] (S' <= S).
     """
+    import tensorflow as tf
+
     full = tf.shape(batch[cf.INPUT_IDS])[-1]
     longest = tf.reduce_max(sequence_lengths(batch))
     length = tf.minimum(full, (longest + multiple - 1) // multiple * multiple)
@@ -96,6 +100,8 @@ def _sorted_batches(window: Dict[str, tf.Tensor], batch_size: int,
                     drop_remainder: bool) -> tf.data.Dataset:
     """A window of examples (each feature [W, ...]) sorted by length (the longest sequence of
     an example: SWAG's have one per choice), stable, cut into batches."""
+    import tensorflow as tf
+
     lengths = sequence_lengths(window)  # [W] or [W, choices]
     lengths = tf.reduce_max(tf.reshape(lengths, [tf.shape(lengths)[0], -1]), axis=1)  # [W]
     order = tf.argsort(lengths, stable=True)
@@ -104,12 +110,15 @@ def _sorted_batches(window: Dict[str, tf.Tensor], batch_size: int,
             batch_size, drop_remainder=drop_remainder)
 
 
-def make_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Tensor]],
+Decode = Union[tfrecord.RecordSpec, Callable[["tf.Tensor"], Dict[str, "tf.Tensor"]]]
+
+
+def make_dataset(input_file: str, decode: Decode,
                  batch_size: int, is_training: bool, drop_remainder: bool = False,
                  trim: bool = True, sort_by_length: bool = False,
                  seed: Optional[int] = None, shuffle_buffer: int = 100,
                  trim_multiple: int = 8,
-                 sequence_names: Sequence[str] = cf.MODEL_INPUT_NAMES) -> tf.data.Dataset:
+                 sequence_names: Sequence[str] = cf.MODEL_INPUT_NAMES) -> "tf.data.Dataset":
     """Batches of decoded records (see the module docstring).
 
     Training: repeat, shuffle (buffer ``shuffle_buffer`` as the original), batch, trim.
@@ -118,8 +127,9 @@ def make_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Ten
     ``sequence_names`` (``trim_batch``).
 
     Args:
-        input_file: a TFRecord file (or pattern).
-        decode: serialized record -> feature dict.
+        input_file: a TFRecord file (or files).
+        decode: the records' spec (``data.tfrecord``: name -> ``FixedLen``), or a function
+            serialized record -> feature dict (TensorFlow only).
         batch_size: examples per batch.
         is_training: repeat and shuffle.
         drop_remainder: only full batches.
@@ -131,8 +141,28 @@ def make_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Ten
         sequence_names: the features ``trim_batch`` cuts.
 
     Returns:
-        A ``tf.data.Dataset`` of feature dicts.
+        A ``tf.data.Dataset`` of feature dicts; without TensorFlow installed, a
+        ``data.glue.numpy_dataset.NumpyDataset`` of the same batches (``decode`` a spec).
+
+    Raises:
+        ValueError: no TensorFlow, and ``decode`` is a function.
     """
+    if not tensorflow_installed():
+        from data.glue.numpy_dataset import NumpyDataset
+
+        if callable(decode):
+            raise ValueError("without TensorFlow the records are read by their spec "
+                             "(data.tfrecord.FixedLen), not by a decode function")
+        return NumpyDataset(input_file, decode, batch_size, is_training,
+                            drop_remainder=drop_remainder, trim=trim,
+                            sort_by_length=sort_by_length, seed=seed,
+                            shuffle_buffer=shuffle_buffer, trim_multiple=trim_multiple,
+                            sequence_names=sequence_names)
+    import tensorflow as tf
+
+    if not callable(decode):
+        spec = dict(decode)
+        decode = lambda record: tfrecord.decode_tf(record, spec)  # noqa: E731
     dataset = tf.data.TFRecordDataset(input_file)
     if is_training:
         dataset = dataset.repeat().shuffle(shuffle_buffer, seed=seed)
@@ -161,17 +191,18 @@ def _one_pass_options() -> tf.data.Options:
     With it, dropping the iterator after a pass whose batches came seconds apart blocked for
     ~5 s (BERT-base on SQuAD windows: a 5 s pass took 10 s, every other pass); the parallel map
     and prefetch then use their default sizes, which a pipeline this light does not notice."""
+    import tensorflow as tf
+
     options = tf.data.Options()
     options.autotune.enabled = False
     return options
 
 
-def task_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Tensor]],
-                 batch_size: int, is_training: bool, *,
+def task_dataset(input_file: str, decode: Decode, batch_size: int, is_training: bool, *,
                  length_aware: bool = True, static_shapes: bool = False,
                  seed: Optional[int] = None,
                  sequence_names: Sequence[str] = cf.MODEL_INPUT_NAMES,
-                 shuffle_buffer: int = 100) -> tf.data.Dataset:
+                 shuffle_buffer: int = 100) -> "tf.data.Dataset":
     """The fine-tuning tools' rule for ``make_dataset`` (classifier, SWAG, NER records alike).
 
     Training batches are always full (``drop_remainder``: one update = one global batch).
@@ -181,7 +212,7 @@ def task_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Ten
 
     Args:
         input_file: a TFRecord file.
-        decode: serialized record -> feature dict.
+        decode: the records' spec, or a decode function (``make_dataset``).
         batch_size: examples per batch.
         is_training: training input (repeat, shuffle, full batches).
         length_aware: cut and sort by length (above).
@@ -191,7 +222,7 @@ def task_dataset(input_file: str, decode: Callable[[tf.Tensor], Dict[str, tf.Ten
         shuffle_buffer: the shuffle buffer.
 
     Returns:
-        A ``tf.data.Dataset``.
+        A ``tf.data.Dataset`` (without TensorFlow: a ``NumpyDataset``).
     """
     length_aware = length_aware and not static_shapes
     return make_dataset(input_file, decode, batch_size, is_training,

@@ -15,7 +15,9 @@
 
 TFRecord features (the names are defined once, in ``FEATURE_NAMES``): ``input_ids``,
 ``input_mask``, ``segment_ids`` int64 [max_seq_length], ``label_ids`` int64 [1] (float [1] for
-regression) and ``is_real_example`` int64 [1]. ``name_to_features`` is the matching parse spec.
+regression) and ``is_real_example`` int64 [1], written without TensorFlow
+(``features_to_record``). ``record_spec`` says what they hold (``name_to_features``: its
+``tf.io`` parse spec).
 
 ``_truncate_seq_pair`` is THE pair-truncation rule of the project: other modules import it.
 """
@@ -32,7 +34,7 @@ from data.glue.processors import ClassifierDataError, InputExample, InputFeature
 from bert_common.errors import InputError
 from bert_common.atomic import AtomicTFRecordWriters
 from bert_common.progress import Progress
-from data.tfrecord import float_feature, int64_feature
+from data import tfrecord
 
 INPUT_IDS = "input_ids"
 INPUT_MASK = "input_mask"
@@ -230,6 +232,27 @@ def convert_examples_to_features(examples: Iterable, label_list: Sequence[str],
             for i, ex in enumerate(examples)]
 
 
+def features_to_record(features: InputFeatures) -> bytes:
+    """``InputFeatures`` -> a serialized ``tf.train.Example`` with the ``FEATURE_NAMES``
+    features (``data.tfrecord.encode_example``: no TensorFlow needed).
+
+    Args:
+        features: the ``InputFeatures``.
+
+    Returns:
+        The record's bytes (int64 lists; ``label_ids`` float for regression).
+    """
+    label = {LABEL_IDS: [features.label_id]}
+    regression = isinstance(features.label_id, float)
+    return tfrecord.encode_example({
+        INPUT_IDS: features.input_ids,
+        INPUT_MASK: features.input_mask,
+        SEGMENT_IDS: features.segment_ids,
+        **({} if regression else label),
+        IS_REAL_EXAMPLE: [int(features.is_real_example)],
+    }, label if regression else None)
+
+
 def features_to_tf_example(features: InputFeatures) -> "tf.train.Example":
     """``InputFeatures`` -> ``tf.train.Example`` with the ``FEATURE_NAMES`` features.
 
@@ -237,19 +260,11 @@ def features_to_tf_example(features: InputFeatures) -> "tf.train.Example":
         features: the ``InputFeatures``.
 
     Returns:
-        The ``tf.train.Example`` (int64 lists; ``label_ids`` float for regression).
+        The ``tf.train.Example`` of ``features_to_record``.
     """
     import tensorflow as tf
 
-    label = (float_feature([features.label_id]) if isinstance(features.label_id, float)
-             else int64_feature([features.label_id]))
-    return tf.train.Example(features=tf.train.Features(feature={
-        INPUT_IDS: int64_feature(features.input_ids),
-        INPUT_MASK: int64_feature(features.input_mask),
-        SEGMENT_IDS: int64_feature(features.segment_ids),
-        LABEL_IDS: label,
-        IS_REAL_EXAMPLE: int64_feature([int(features.is_real_example)]),
-    }))
+    return tf.train.Example.FromString(features_to_record(features))
 
 
 def file_based_convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
@@ -276,7 +291,7 @@ def file_based_convert_examples_to_features(examples: Sequence, label_list: Sequ
         for ex_index, example in enumerate(examples):
             features = convert_single_example(ex_index, example, label_list, max_seq_length,
                                               tokenizer)
-            writer.write(features_to_tf_example(features).SerializeToString())
+            writer.write(features_to_record(features))
             progress.update(ex_index + 1)
         progress.finish()
         return writer.num_written
@@ -297,8 +312,28 @@ def writing_progress(output_file: str, total: int) -> Progress:
                     every_n=10000, log=True)
 
 
+def record_spec(max_seq_length: int, regression: bool = False) -> tfrecord.RecordSpec:
+    """What the records written above hold, decoded: ids/mask/segments [S], ``label_ids`` and
+    ``is_real_example`` scalars (``data.tfrecord``: read with or without TensorFlow).
+
+    Args:
+        max_seq_length: S.
+        regression: ``label_ids`` is a float.
+
+    Returns:
+        Feature name -> ``data.tfrecord.FixedLen``.
+    """
+    return {
+        INPUT_IDS: tfrecord.FixedLen((max_seq_length,)),
+        INPUT_MASK: tfrecord.FixedLen((max_seq_length,)),
+        SEGMENT_IDS: tfrecord.FixedLen((max_seq_length,)),
+        LABEL_IDS: tfrecord.FixedLen((), is_float=regression),
+        IS_REAL_EXAMPLE: tfrecord.FixedLen(()),
+    }
+
+
 def name_to_features(max_seq_length: int, regression: bool = False) -> Dict[str, object]:
-    """The ``tf.io.parse_single_example`` spec of the records written above.
+    """The ``tf.io.parse_single_example`` spec of the records written above (``record_spec``).
 
     Args:
         max_seq_length: S.
@@ -307,12 +342,4 @@ def name_to_features(max_seq_length: int, regression: bool = False) -> Dict[str,
     Returns:
         Feature name -> ``tf.io.FixedLenFeature``.
     """
-    import tensorflow as tf
-
-    return {
-        INPUT_IDS: tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        INPUT_MASK: tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        SEGMENT_IDS: tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        LABEL_IDS: tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
-        IS_REAL_EXAMPLE: tf.io.FixedLenFeature([], tf.int64),
-    }
+    return tfrecord.tf_parse_spec(record_spec(max_seq_length, regression))

@@ -38,7 +38,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from bert_common.atomic import AtomicTFRecordWriters
 from data.glue import features as cf
 from data.ner.conll import NerDataError, Sentence, documents
-from data.tfrecord import float_feature, int64_feature
+from data import tfrecord
 from data.tokenization import special_tokens
 
 LABEL_WEIGHTS = "label_weights"
@@ -225,8 +225,26 @@ def convert_sentences(sentences: Sequence[Sentence], label_list: Optional[Sequen
     return windows
 
 
+def window_to_record(window: NerWindow) -> bytes:
+    """A window as a serialized ``tf.train.Example`` (int64 ids/mask/segments/labels, float
+    weights; no TensorFlow needed).
+
+    Args:
+        window: the ``NerWindow``.
+
+    Returns:
+        The record's bytes.
+    """
+    return tfrecord.encode_example({
+        cf.INPUT_IDS: window.input_ids,
+        cf.INPUT_MASK: window.input_mask,
+        cf.SEGMENT_IDS: window.segment_ids,
+        cf.LABEL_IDS: window.label_ids,
+    }, {LABEL_WEIGHTS: window.label_weights})
+
+
 def window_to_tf_example(window: NerWindow) -> "tf.train.Example":
-    """A window as a ``tf.train.Example`` (int64 ids/mask/segments/labels, float weights).
+    """A window as a ``tf.train.Example`` (``window_to_record``'s).
 
     Args:
         window: the ``NerWindow``.
@@ -236,13 +254,7 @@ def window_to_tf_example(window: NerWindow) -> "tf.train.Example":
     """
     import tensorflow as tf
 
-    return tf.train.Example(features=tf.train.Features(feature={
-        cf.INPUT_IDS: int64_feature(window.input_ids),
-        cf.INPUT_MASK: int64_feature(window.input_mask),
-        cf.SEGMENT_IDS: int64_feature(window.segment_ids),
-        cf.LABEL_IDS: int64_feature(window.label_ids),
-        LABEL_WEIGHTS: float_feature(window.label_weights),
-    }))
+    return tf.train.Example.FromString(window_to_record(window))
 
 
 def write_tf_records(windows: Sequence[NerWindow], output_file: str) -> int:
@@ -258,14 +270,28 @@ def write_tf_records(windows: Sequence[NerWindow], output_file: str) -> int:
     progress = cf.writing_progress(output_file, len(windows))
     with AtomicTFRecordWriters([output_file]) as writer:
         for i, window in enumerate(windows):
-            writer.write(window_to_tf_example(window).SerializeToString())
+            writer.write(window_to_record(window))
             progress.update(i + 1)
         progress.finish()
         return writer.num_written
 
 
+def record_spec(max_seq_length: int) -> tfrecord.RecordSpec:
+    """What the records above hold, decoded: int ids/mask/segments/labels [S], float weights
+    [S] (``data.tfrecord``).
+
+    Args:
+        max_seq_length: S.
+
+    Returns:
+        Feature name -> ``data.tfrecord.FixedLen``.
+    """
+    return {name: tfrecord.FixedLen((max_seq_length,), is_float=name == LABEL_WEIGHTS)
+            for name in SEQUENCE_FEATURES}
+
+
 def name_to_features(max_seq_length: int) -> Dict[str, object]:
-    """The ``tf.io.parse_single_example`` spec of the records above.
+    """The ``tf.io.parse_single_example`` spec of the records above (``record_spec``).
 
     Args:
         max_seq_length: S.
@@ -273,12 +299,7 @@ def name_to_features(max_seq_length: int) -> Dict[str, object]:
     Returns:
         Feature name -> ``tf.io.FixedLenFeature``.
     """
-    import tensorflow as tf
-
-    spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64)
-            for name in SEQUENCE_FEATURES if name != LABEL_WEIGHTS}
-    spec[LABEL_WEIGHTS] = tf.io.FixedLenFeature([max_seq_length], tf.float32)
-    return spec
+    return tfrecord.tf_parse_spec(record_spec(max_seq_length))
 
 
 def parse_example(record, max_seq_length: int) -> Dict[str, object]:
@@ -291,8 +312,4 @@ def parse_example(record, max_seq_length: int) -> Dict[str, object]:
     Returns:
         Feature name -> [S] tensor.
     """
-    import tensorflow as tf
-
-    parsed = tf.io.parse_single_example(record, name_to_features(max_seq_length))
-    return {name: (value if value.dtype == tf.float32 else tf.cast(value, tf.int32))
-            for name, value in parsed.items()}
+    return tfrecord.decode_tf(record, record_spec(max_seq_length))

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from typing import Optional, Sequence, Union
 
-import tensorflow as tf
-
 from data.glue import dataset as length_aware_dataset
 from data.squad import schema as squad_schema
 
@@ -31,7 +29,7 @@ SHUFFLE_BUFFER = 100
 
 def make_dataset(input_files: Union[str, Sequence[str]], seq_length: int, is_training: bool,
                  batch_size: int, drop_remainder: bool, seed: Optional[int] = None,
-                 length_aware: bool = False) -> tf.data.Dataset:
+                 length_aware: bool = False) -> "tf.data.Dataset":
     """Batched dataset of parsed SQuAD features (see the module docstring).
 
     Args:
@@ -44,11 +42,11 @@ def make_dataset(input_files: Union[str, Sequence[str]], seq_length: int, is_tra
         length_aware: cut batches to their longest window (see above).
 
     Returns:
-        A ``tf.data.Dataset`` of dicts of int32 tensors ([B] and [B, S]).
+        A ``tf.data.Dataset`` of dicts of int32 tensors ([B] and [B, S]) (without TensorFlow
+        installed: ``data.glue.numpy_dataset.NumpyDataset``'s numpy batches).
     """
-    spec = squad_schema.feature_spec(seq_length, is_training)
     return length_aware_dataset.make_dataset(
-        input_files, lambda record: squad_schema.decode_record(record, spec), batch_size,
+        input_files, squad_schema.record_spec(seq_length, is_training), batch_size,
         is_training, drop_remainder=drop_remainder, trim=length_aware,
         sort_by_length=length_aware and not is_training, seed=seed,
         shuffle_buffer=SHUFFLE_BUFFER)

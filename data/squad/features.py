@@ -572,21 +572,18 @@ class FeatureWriter(atomic.AtomicWriter):
         Args:
             feature: the window's ``InputFeatures``.
         """
-        import tensorflow as tf
-
         self.num_features += 1
-        features = collections.OrderedDict()
-        features[squad_schema.UNIQUE_IDS] = tfrecord.int64_feature([feature.unique_id])
-        features[squad_schema.INPUT_IDS] = tfrecord.int64_feature(feature.input_ids)
-        features[squad_schema.INPUT_MASK] = tfrecord.int64_feature(feature.input_mask)
-        features[squad_schema.SEGMENT_IDS] = tfrecord.int64_feature(feature.segment_ids)
+        features = {
+            squad_schema.UNIQUE_IDS: [feature.unique_id],
+            squad_schema.INPUT_IDS: feature.input_ids,
+            squad_schema.INPUT_MASK: feature.input_mask,
+            squad_schema.SEGMENT_IDS: feature.segment_ids,
+        }
         if self.is_training:
-            features[squad_schema.START_POSITIONS] = tfrecord.int64_feature([feature.start_position])
-            features[squad_schema.END_POSITIONS] = tfrecord.int64_feature([feature.end_position])
-            features[squad_schema.IS_IMPOSSIBLE] = tfrecord.int64_feature(
-                [1 if feature.is_impossible else 0])
-        example = tf.train.Example(features=tf.train.Features(feature=features))
-        self._writer.write(example.SerializeToString())
+            features[squad_schema.START_POSITIONS] = [feature.start_position]
+            features[squad_schema.END_POSITIONS] = [feature.end_position]
+            features[squad_schema.IS_IMPOSSIBLE] = [1 if feature.is_impossible else 0]
+        self._writer.write(tfrecord.encode_example(features))
 
     def close(self) -> None:
         """Finishes the file (renames it into place)."""

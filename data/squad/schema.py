@@ -39,12 +39,36 @@ EVAL_FEATURES = (UNIQUE_IDS,) + SEQUENCE_FEATURES
 TRAIN_ONLY_FEATURES = (START_POSITIONS, END_POSITIONS, IS_IMPOSSIBLE)
 
 
+def record_spec(seq_length: int, is_training: bool,
+                with_is_impossible: bool = False) -> "tfrecord.RecordSpec":
+    """What a SQuAD record holds, decoded (``data.tfrecord``: read with or without TensorFlow):
+    ``unique_ids`` [], the sequence features [S]; training adds the two positions [] (and
+    ``is_impossible`` if asked), as the original ``input_fn_builder`` does.
+
+    Args:
+        seq_length: S.
+        is_training: add ``start_positions``/``end_positions``.
+        with_is_impossible: also add ``is_impossible`` (training only).
+
+    Returns:
+        Feature name -> ``data.tfrecord.FixedLen``.
+    """
+    from data import tfrecord
+
+    spec = {UNIQUE_IDS: tfrecord.FixedLen(())}
+    for name in SEQUENCE_FEATURES:
+        spec[name] = tfrecord.FixedLen((seq_length,))
+    if is_training:
+        spec[START_POSITIONS] = tfrecord.FixedLen(())
+        spec[END_POSITIONS] = tfrecord.FixedLen(())
+        if with_is_impossible:
+            spec[IS_IMPOSSIBLE] = tfrecord.FixedLen(())
+    return spec
+
+
 def feature_spec(seq_length: int, is_training: bool,
                  with_is_impossible: bool = False) -> Dict[str, "tf.io.FixedLenFeature"]:
-    """``tf.io.parse_single_example`` spec of a SQuAD record (all int64).
-
-    Training adds the two positions (and ``is_impossible`` if asked), as the
-    original ``input_fn_builder`` does.
+    """``tf.io.parse_single_example`` spec of a SQuAD record (all int64; ``record_spec``).
 
     Args:
         seq_length: S.
@@ -54,17 +78,9 @@ def feature_spec(seq_length: int, is_training: bool,
     Returns:
         Feature name -> ``tf.io.FixedLenFeature``.
     """
-    import tensorflow as tf
+    from data import tfrecord
 
-    spec = {UNIQUE_IDS: tf.io.FixedLenFeature([], tf.int64)}
-    for name in SEQUENCE_FEATURES:
-        spec[name] = tf.io.FixedLenFeature([seq_length], tf.int64)
-    if is_training:
-        spec[START_POSITIONS] = tf.io.FixedLenFeature([], tf.int64)
-        spec[END_POSITIONS] = tf.io.FixedLenFeature([], tf.int64)
-        if with_is_impossible:
-            spec[IS_IMPOSSIBLE] = tf.io.FixedLenFeature([], tf.int64)
-    return spec
+    return tfrecord.tf_parse_spec(record_spec(seq_length, is_training, with_is_impossible))
 
 
 def decode_record(record, spec: Dict) -> Dict:

@@ -9,7 +9,6 @@ scalars in ``model_dir/eval``, beside the trainer's ``model_dir/train``.
 
 from __future__ import annotations
 
-import numbers
 import os
 from typing import Callable, Dict, List, Optional
 
@@ -31,11 +30,11 @@ def write_eval_summaries(model_dir: str, results: Dict[str, float], step: int) -
       results: eval results; ``global_step`` and values that are not real numbers are skipped.
       step: the global step the scalars are written at.
     """
+    from bert_common.results import summary_scalars
+
     with tf.summary.create_file_writer(os.path.join(model_dir, "eval")).as_default():
-        for key, value in sorted(results.items()):
-            if key != "global_step" and isinstance(value, numbers.Real) and not isinstance(
-                    value, bool):
-                tf.summary.scalar(key, float(value), step=step)
+        for key, value in summary_scalars(results).items():
+            tf.summary.scalar(key, value, step=step)
 
 
 def evaluate(model, dataset: tf.data.Dataset,

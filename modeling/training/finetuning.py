@@ -36,20 +36,21 @@ Example (a classifier on your own records; ``make_dataset`` from ``data.glue.dat
 from __future__ import annotations
 
 import weakref
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
-import tensorflow as tf
 from absl import logging
 
 from bert_common.progress import Progress
 from modeling.kernels import switch
-from modeling.training import distribution, objectives, trainer
+
+# TensorFlow and the TensorFlow trainer are imported where they are used: ``predict`` serves
+# the JAX backend too, where TensorFlow may not be installed.
 
 MODEL_INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 CHECKPOINT_NAME = "model.ckpt"  # the original Estimator's model_dir/model.ckpt-<step>
 
-PerExampleLoss = Callable[[Dict[str, tf.Tensor], Dict[str, tf.Tensor]], tf.Tensor]
+PerExampleLoss = Callable[[Dict[str, Any], Dict[str, Any]], Any]  # (outputs, batch) -> [B]
 
 
 def finetune(model, optimizer, dataset: tf.data.Dataset, per_example_loss: PerExampleLoss, *,
@@ -94,6 +95,8 @@ def finetune(model, optimizer, dataset: tf.data.Dataset, per_example_loss: PerEx
         The trainer's ``TrainResult`` (``global_step``, ``logs``, ``step_losses``,
     ``examples_per_sec``).
     """
+    from modeling.training import objectives, trainer
+
     if loss_weights:
         objective = objectives.WeightedMeanLossObjective(per_example_loss, loss_weights,
                                                          MODEL_INPUT_NAMES)
@@ -113,6 +116,8 @@ def relaxed_spec(element_spec):
     Args:
         element_spec: a ``tf.data`` element spec (nested).
     """
+    import tensorflow as tf
+
     return tf.nest.map_structure(
         lambda spec: tf.TensorSpec([None] * spec.shape.rank, spec.dtype, name=spec.name),
         element_spec)
@@ -140,6 +145,10 @@ class Predictor:
     """
 
     def __init__(self, model, output_names: Sequence[str], strategy=None):
+        import tensorflow as tf
+
+        from modeling.training import distribution
+
         self._model = model
         self.output_names = list(output_names)
         self.strategy = strategy or tf.distribute.get_strategy()
@@ -161,6 +170,8 @@ class Predictor:
         return result
 
     def _step(self, element_spec):
+        import tensorflow as tf
+
         key = repr(relaxed_spec(element_spec))
         if key not in self._steps:
             kernels = switch.Kernels(inference=self.fused_kernels)
@@ -269,6 +280,8 @@ def predict(model, dataset: tf.data.Dataset, output_names: Sequence[str],
 
     if not backend.TENSORFLOW:
         return _predict_on_jax(model, dataset, output_names, total, label)
+    import tensorflow as tf
+
     strategy = strategy or tf.distribute.get_strategy()
     per_model = _PREDICTORS.setdefault(model, {})
     key = (tuple(output_names), id(strategy), switch.inference_kernels_allowed())
@@ -280,7 +293,8 @@ def predict(model, dataset: tf.data.Dataset, output_names: Sequence[str],
 
 def _predict_on_jax(model, dataset: tf.data.Dataset, output_names: Sequence[str],
                     total: Optional[int], label: str) -> Dict[str, np.ndarray]:
-    """``predict`` under ``KERAS_BACKEND=jax``: tf.data feeds numpy batches to
+    """``predict`` under ``KERAS_BACKEND=jax``: the dataset's numpy batches (a ``tf.data``
+    pipeline's, or a ``NumpyDataset``'s where TensorFlow is not installed) feed
     ``jax_training.Predictor`` (over Keras' distribution, when one is set)."""
     import keras
 

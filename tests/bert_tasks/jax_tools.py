@@ -1,9 +1,13 @@
 """The SQuAD, SWAG (bf16) and NER tools, and a refused flag, run in one process under
-KERAS_BACKEND=jax (tests/bert_tasks/test_jax_finetuning.py; one process saves the imports).
+KERAS_BACKEND=jax (tests/bert_tasks/test_jax_finetuning.py; one process saves the imports),
+which the test starts without TensorFlow (tests/support/no_tensorflow): records written and
+read with numpy.
 
-``python -m tests.bert_tasks.jax_tools WORKDIR`` builds small slices of the shared data in
-WORKDIR, runs each tool's ``main`` on fresh flags (``tests.support.tools.run_tool``), each into
-``WORKDIR/<name>``, and writes ``WORKDIR/runs.json``: name -> {code, stderr}.
+``python -m tests.bert_tasks.jax_tools WORKDIR INIT_CHECKPOINT`` builds small slices of the
+shared data in WORKDIR, runs each tool's ``main`` on fresh flags
+(``tests.support.tools.run_tool``) from the tiny model's INIT_CHECKPOINT (a Hugging Face folder:
+a TF1 checkpoint needs TensorFlow), each into ``WORKDIR/<name>``, and writes
+``WORKDIR/runs.json``: name -> {code, stderr}.
 """
 
 import json
@@ -20,15 +24,14 @@ SWAG = os.path.join(paths.DATA, "swag")
 CONLL = os.path.join(paths.DATA, "conll2003")
 
 
-def _common(out, max_seq_length):
-    return ["--vocab_file=%s" % paths.GOLDEN_VOCAB,
-            "--bert_config_file=%s" % os.path.join(TINY, "bert_config.json"),
-            "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"),
-            "--output_dir=%s" % out, "--max_seq_length=%d" % max_seq_length]
-
-
-def main(work: str) -> None:
+def main(work: str, init_checkpoint: str) -> None:
     from bert_cli import run_classifier, run_ner, run_squad, run_swag
+
+    def _common(out, max_seq_length):
+        return ["--vocab_file=%s" % paths.GOLDEN_VOCAB,
+                "--bert_config_file=%s" % os.path.join(TINY, "bert_config.json"),
+                "--init_checkpoint=%s" % init_checkpoint,
+                "--output_dir=%s" % out, "--max_seq_length=%d" % max_seq_length]
 
     runs = {}
     train = squad_slice(os.path.join(SQUAD, "input_train_style_slice.json"),
@@ -75,4 +78,4 @@ def main(work: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2])

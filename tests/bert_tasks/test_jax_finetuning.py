@@ -2,8 +2,9 @@
 two host devices (data-parallel, XLA's flag): run_classifier trains, evaluates, predicts and
 exports (TF1 and HF); TensorFlow evaluating that export gives the JAX run's metrics and
 probabilities; kill -9 after a checkpoint then resume is bit for bit the uninterrupted run;
-SQuAD, SWAG and NER run end to end (tests/bert_tasks/jax_tools.py); --export_dir (TensorFlow's
-SavedModel) and a missing TensorFlow stop the run with one line, nothing written."""
+SQuAD, SWAG and NER run end to end without TensorFlow (tests/bert_tasks/jax_tools.py), and
+without it the classifier's evaluation is the tf.data run's; --export_dir (TensorFlow's
+SavedModel) stops the run with one line, nothing written."""
 
 import json
 import os
@@ -23,6 +24,9 @@ TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
 MRPC = os.path.join(paths.DATA, "glue", "MRPC")
 ENV = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
            XLA_FLAGS="--xla_force_host_platform_device_count=2", PYTHONPATH=paths.ROOT)
+# The process as if TensorFlow were not installed (tests/support/no_tensorflow).
+NO_TENSORFLOW = dict(ENV, PYTHONPATH=os.pathsep.join(
+    [os.path.join(paths.ROOT, "tests", "support", "no_tensorflow"), paths.ROOT]))
 STEPS = 64  # 32 pairs, batch 4, 8 epochs; a checkpoint every 8 steps
 
 
@@ -132,19 +136,34 @@ def test_kill_9_after_a_checkpoint_then_resume_is_exact(trained, tmp_path):
 
 @pytest.fixture(scope="module")
 def other_tools(tmp_path_factory):
+    """SQuAD, SWAG and NER without TensorFlow, from the tiny model converted to a Hugging
+    Face folder (here, with TensorFlow: a TF1 checkpoint needs it)."""
+    from bert_cli import convert_checkpoint
+
     work = tmp_path_factory.mktemp("jax_tools")
-    proc = subprocess.run([sys.executable, "-m", "tests.bert_tasks.jax_tools", str(work)],
-                          cwd=paths.ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    hf = work / "tiny_hf"
+    run = run_tool(convert_checkpoint, [
+        "--output_format=hf", "--input=%s" % os.path.join(TINY, "bert_model.ckpt"),
+        "--bert_config_file=%s" % os.path.join(TINY, "bert_config.json"),
+        "--vocab_file=%s" % paths.GOLDEN_VOCAB, "--output=%s" % hf])
+    assert run.code == 0, run.stderr[-3000:]
+    proc = subprocess.run([sys.executable, "-m", "tests.bert_tasks.jax_tools", str(work),
+                           str(hf)], cwd=paths.ROOT, env=NO_TENSORFLOW, capture_output=True,
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(work / "runs.json", encoding="utf-8") as f:
         return work, json.load(f)
 
 
 def test_squad_on_jax(other_tools):
+    """SQuAD v2 trained and predicted, its records written and read with numpy."""
     work, runs = other_tools
     assert runs["squad"]["code"] == 0, runs["squad"]["stderr"]
+    assert "input read with numpy (no TensorFlow)" in runs["squad"]["stderr"]
     out = work / "squad"
     assert (out / "jax-ckpt-4.npz").exists()  # 16 questions / batch 4 x 1 epoch
+    # Without TensorFlow the export is a Keras weights file (convert_checkpoint.py makes it TF1).
+    assert sorted(os.listdir(out / "export")) == ["bert_config.json", "model.weights.h5"]
     with open(work / "squad_dev.json", encoding="utf-8") as f:
         qids = [qa["id"] for a in json.load(f)["data"] for p in a["paragraphs"]
                 for qa in p["qas"]]
@@ -189,16 +208,25 @@ def test_export_dir_is_refused_on_jax(other_tools):
     assert not (work / "refused").exists() and not (work / "models").exists()
 
 
-def test_without_tensorflow_fine_tuning_stops_with_one_line(tmp_path):
-    """Fine-tuning on JAX reads its input with tf.data: TensorFlow blocked, one line, exit 1,
-    nothing written."""
-    env = dict(ENV, PYTHONPATH=os.pathsep.join(
-        [os.path.join(paths.ROOT, "tests", "support", "no_tensorflow"), paths.ROOT]))
+def test_without_tensorflow_evaluation_is_the_tf_data_runs(trained, tmp_path):
+    """TensorFlow blocked: the eval and test records written and read with numpy
+    (data.glue.numpy_dataset), the JAX run's newest checkpoint evaluated: the metrics and test
+    probabilities of the run that read them with tf.data."""
     out = tmp_path / "out"
+    out.mkdir()
+    name = "jax-ckpt-%d.npz" % STEPS
+    (out / name).write_bytes((trained["out"] / name).read_bytes())
     proc = subprocess.run([sys.executable, os.path.join(paths.ROOT, "run_classifier.py")]
-                          + _flags(MRPC, out, "--do_train"), cwd=paths.ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    errors = [l for l in proc.stderr.splitlines() if "error:" in l]
-    assert proc.returncode == 1 and len(errors) == 1, proc.stderr[-2000:]
-    assert "tensorflow is not installed" in errors[0]
-    assert "Traceback" not in proc.stderr and not out.exists()
+                          + _flags(trained["data_dir"], out, "--do_eval", "--do_predict"),
+                          cwd=paths.ROOT, env=NO_TENSORFLOW, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "input read with numpy (no TensorFlow)" in proc.stderr
+    ours, theirs = _results(trained["out"] / "eval_results.txt"), _results(out / "eval_results.txt")
+    for key in ("eval_accuracy", "eval_f1", "global_step"):
+        assert float(theirs[key]) == float(ours[key]), key
+    assert float(theirs["eval_loss"]) == pytest.approx(float(ours["eval_loss"]), rel=1e-6)
+    np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv", delimiter="\t"),
+                               np.loadtxt(trained["out"] / "test_results.tsv", delimiter="\t"),
+                               atol=1e-6)
+    assert any(n.startswith("events.out.tfevents") for n in os.listdir(out / "eval"))
