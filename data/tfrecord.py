@@ -22,8 +22,9 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from typing import Dict, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -52,16 +53,36 @@ class FixedLen:
 RecordSpec = Mapping[str, FixedLen]
 
 
+_SMALL = 1 << 17  # varints of 0 <= v < _SMALL come from a table (every BERT vocabulary's ids)
+_VARINTS: Optional[List[bytes]] = None
+
+
+def _small_varints() -> List[bytes]:
+    global _VARINTS
+    if _VARINTS is None:
+        _VARINTS = [varint(v) for v in range(_SMALL)]
+    return _VARINTS
+
+
 def _int64_payload(values) -> bytes:
     """Packed varints of int64 values (negative ones as 10-byte two's complement)."""
-    v = np.asarray(values, np.int64).reshape(-1)
-    if not v.size:
+    if isinstance(values, np.ndarray):
+        values = values.reshape(-1).tolist()
+    elif not isinstance(values, (list, tuple)):
+        values = list(values)
+    if not values:
         return b""
-    if v.min() >= 0 and v.max() < 0x80:
-        return v.astype(np.uint8).tobytes()
-    u = v.view(np.uint64)
+    low, high = min(values), max(values)
+    if low >= 0 and high < 0x80:
+        return bytes(values)
+    if low >= 0 and high < _SMALL:
+        return b"".join(map(_small_varints().__getitem__, values))
+    u = np.asarray(values, np.int64).view(np.uint64)
     raw, keep = varint_lanes(u, int(varint_lengths(u).max()))
     return raw[keep].tobytes()
+
+
+_entry_header = functools.lru_cache(maxsize=4096)(entry_header)
 
 
 def encode_example(int64s: Mapping[str, Sequence[int]],
@@ -81,10 +102,10 @@ def encode_example(int64s: Mapping[str, Sequence[int]],
     parts = []
     for name, values in int64s.items():
         payload = _int64_payload(values)
-        parts.append(entry_header(name, False, len(payload)) + payload)
+        parts.append(_entry_header(name, False, len(payload)) + payload)
     for name, values in (floats or {}).items():
         payload = np.asarray(values, "<f4").reshape(-1).tobytes()
-        parts.append(entry_header(name, True, len(payload)) + payload)
+        parts.append(_entry_header(name, True, len(payload)) + payload)
     features = b"".join(parts)
     return b"\x0a" + varint(len(features)) + features
 
