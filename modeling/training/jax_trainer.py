@@ -163,6 +163,28 @@ def save_checkpoint(folder: str, state, model, optimizer, step: int, records: in
     return path
 
 
+def remove_orphan_input_states(folder: str, checkpoints: List[str]) -> List[str]:
+    """Removes the input states (``jax-ckpt-<step>.input.*``) whose checkpoint is not in
+    ``checkpoints``: a run killed between writing the state and its checkpoint leaves one.
+
+    Args:
+        folder: the output folder.
+        checkpoints: the checkpoint paths found there.
+
+    Returns:
+        The paths removed.
+    """
+    kept = {os.path.basename(path)[:-len(".npz")] for path in checkpoints}
+    removed = []
+    for path in fs.glob(os.path.join(folder, "jax-ckpt-*.input.*")):
+        name = os.path.basename(path)
+        step = name[:name.index(".input.")]
+        if CHECKPOINT_PATTERN.match(step + ".npz") and step not in kept:
+            fs.remove(path)
+            removed.append(path)
+    return removed
+
+
 def _read_checkpoint(path: str, model) -> Tuple[Dict[str, np.ndarray], dict]:
     try:
         with fs.open(path, "rb") as f:
@@ -407,6 +429,7 @@ def train(model, optimizer, step_fn: Callable, data, *,
     from modeling.training import jax_training, step_log
 
     own = checkpoints_in(output_dir)
+    remove_orphan_input_states(output_dir, [path for _, path in own])
     resumed = own[-1][1] if own else None
     if resumed:
         state, step, records = restore_checkpoint(resumed, model, optimizer)
@@ -459,5 +482,5 @@ def train(model, optimizer, step_fn: Callable, data, *,
 
 
 __all__ = ["ReReadInput", "ScalarWriter", "TFDataInput", "checkpoints_in", "device_names",
-           "distribute", "restore_checkpoint", "restore_newest_model", "save_checkpoint",
-           "shard", "train"]
+           "distribute", "remove_orphan_input_states", "restore_checkpoint",
+           "restore_newest_model", "save_checkpoint", "shard", "train"]
