@@ -91,7 +91,8 @@ def dataset(record_file: str, max_seq_length: int, batch_size: int, is_training:
         seed: the shuffle seed.
 
     Returns:
-        A ``tf.data.Dataset`` of feature dicts.
+        A ``tf.data.Dataset`` of feature dicts (without TensorFlow installed, a
+        ``data.glue.numpy_dataset.NumpyDataset`` of the same batches).
     """
     spec = glue_features.record_spec(max_seq_length, regression)
     return glue_dataset.task_dataset(record_file, spec, batch_size, is_training,

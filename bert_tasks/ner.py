@@ -63,7 +63,8 @@ def dataset(record_file: str, max_seq_length: int, batch_size: int, is_training:
         shuffle_buffer: the training shuffle buffer, in records.
 
     Returns:
-        A ``tf.data.Dataset`` of feature dicts.
+        A ``tf.data.Dataset`` of feature dicts (without TensorFlow installed, a
+        ``data.glue.numpy_dataset.NumpyDataset`` of the same batches).
     """
     return glue_dataset.task_dataset(record_file, ner_features.record_spec(max_seq_length),
                                      batch_size, is_training,

@@ -118,7 +118,8 @@ def dataset(record_file: str, seq_length: int, batch_size: int, is_training: boo
         length_aware: see above (prediction only).
 
     Returns:
-        A ``tf.data.Dataset`` of feature dicts.
+        A ``tf.data.Dataset`` of feature dicts (without TensorFlow installed, a
+        ``data.glue.numpy_dataset.NumpyDataset`` of the same batches).
     """
     return squad_dataset.make_dataset(record_file, seq_length, is_training, batch_size,
                                       drop_remainder=is_training, seed=seed,
