@@ -1,5 +1,6 @@
 """Shared test fixtures: where ../shared lives, and quiet TensorFlow."""
 
+import gc
 import os
 import sys
 
@@ -25,3 +26,18 @@ def shared_dir():
     if not os.path.isdir(paths.SHARED):
         pytest.fail("../shared not found at %s (set BERT_SHARED_DIR)" % paths.SHARED)
     return paths.SHARED
+
+
+@pytest.hookimpl(hookwrapper=True, trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After a test file's last test (its fixtures gone): collect its garbage, then freeze
+    what is left (``gc.freeze``), so that later collections skip it.
+
+    A worker's heap grows to gigabytes of TensorFlow/Keras objects that stay alive (traced
+    functions, caches), and Python's full collections walk all of it: on the busy 2-core host
+    one took 34 s in a full run, and the suite spent about 4 minutes of worker time in them
+    (tests that take 0.2 s alone stalled for 40 s)."""
+    yield
+    if nextitem is None or nextitem.module is not item.module:
+        gc.collect()
+        gc.freeze()
