@@ -1,4 +1,5 @@
-"""The SQuAD, SWAG (bf16) and NER tools, and a refused flag, run in one process under
+"""The SQuAD, SWAG (bf16) and NER tools, a classifier resumed, and a refused flag, run in one
+process under
 KERAS_BACKEND=jax (tests/bert_tasks/test_jax_finetuning.py; one process saves the imports),
 which the test starts without TensorFlow (tests/support/no_tensorflow): records written and
 read with numpy.
@@ -12,6 +13,7 @@ a TF1 checkpoint needs TensorFlow), each into ``WORKDIR/<name>``, and writes
 
 import json
 import os
+import shutil
 import sys
 
 from tests import paths
@@ -71,6 +73,24 @@ def main(work: str, init_checkpoint: str) -> None:
     runs["export_dir"] = run_tool(run_classifier, _common(os.path.join(work, "refused"), 64) + [
         "--task_name=mrpc", "--data_dir=%s" % mrpc, "--do_train",
         "--export_dir=%s" % os.path.join(work, "models")])
+
+    # Resume without TensorFlow (the numpy input re-read to the checkpoint's position): the
+    # last checkpoint of a whole run set aside and removed, the run again resumes from the one
+    # before it (dropout on).
+    mrpc16 = glue_slice(os.path.join(paths.DATA, "glue", "MRPC"), os.path.join(work, "mrpc16"),
+                        {"train": 16})
+    resume = os.path.join(work, "resume")
+    flags = _common(resume, 64) + [
+        "--task_name=mrpc", "--data_dir=%s" % mrpc16, "--do_train", "--train_batch_size=4",
+        "--num_train_epochs=2", "--save_checkpoints_steps=4", "--iterations_per_loop=2",
+        "--learning_rate=1e-3"]
+    runs["whole"] = run_tool(run_classifier, flags)
+    if runs["whole"].code == 0:
+        shutil.copy(os.path.join(resume, "train_steps.jsonl"),
+                    os.path.join(work, "whole-train_steps.jsonl"))
+        os.replace(os.path.join(resume, "jax-ckpt-8.npz"),
+                   os.path.join(work, "whole-jax-ckpt-8.npz"))
+        runs["resumed"] = run_tool(run_classifier, flags)
 
     with open(os.path.join(work, "runs.json"), "w", encoding="utf-8") as f:
         json.dump({name: {"code": run.code, "stderr": run.stderr[-6000:]}

@@ -230,3 +230,27 @@ def test_without_tensorflow_evaluation_is_the_tf_data_runs(trained, tmp_path):
                                np.loadtxt(trained["out"] / "test_results.tsv", delimiter="\t"),
                                atol=1e-6)
     assert any(n.startswith("events.out.tfevents") for n in os.listdir(out / "eval"))
+
+
+def test_without_tensorflow_resume_is_exact(other_tools):
+    """The numpy input re-read up to the checkpoint's position (dropout on): the resumed run's
+    step log and last checkpoint are the whole run's, bit for bit."""
+    work, runs = other_tools
+    assert runs["whole"]["code"] == 0, runs["whole"]["stderr"]
+    assert runs["resumed"]["code"] == 0, runs["resumed"]["stderr"]
+    # It resumed at step 4: it saved step 8 only.
+    assert "Saved checkpoint for step 4" in runs["whole"]["stderr"]
+    saved = [line for line in runs["resumed"]["stderr"].splitlines() if "Saved checkpoint" in line]
+    assert len(saved) == 1 and "step 8" in saved[0], saved
+    assert ((work / "resume" / "train_steps.jsonl").read_text()
+            == (work / "whole-train_steps.jsonl").read_text())
+    whole, resumed = np.load(work / "whole-jax-ckpt-8.npz"), np.load(work / "resume"
+                                                                      / "jax-ckpt-8.npz")
+    assert sorted(whole.files) == sorted(resumed.files) and len(whole.files) > 100
+    for key in whole.files:
+        if key == "meta":  # (variable names: both runs in one process, Keras numbers them)
+            ours, theirs = (json.loads(bytes(f["meta"]).decode()) for f in (resumed, whole))
+            assert (ours["step"], ours["records"]) == (theirs["step"], theirs["records"]) == (8, 32)
+        else:
+            np.testing.assert_array_equal(resumed[key], whole[key], err_msg=key)
+
