@@ -281,9 +281,13 @@ def restore_checkpoint(model, settings: Any, without_training: str) -> Optional[
     """
     from modeling import checkpoints
 
+    from bert_common.installed import tensorflow_installed
+
     init_checkpoint = settings.init_checkpoint
     if not settings.do_train and not init_checkpoint:
-        init_checkpoint = checkpoints.tf1.latest_checkpoint(settings.output_dir)
+        # (TF1 checkpoints are TensorFlow's: without it, there is none to find.)
+        init_checkpoint = (checkpoints.tf1.latest_checkpoint(settings.output_dir)
+                           if tensorflow_installed() else None)
         if init_checkpoint is None:
             raise FlagError("--init_checkpoint is needed to %s without --do_train (no checkpoint "
                             "in --output_dir=%s)" % (without_training, settings.output_dir))

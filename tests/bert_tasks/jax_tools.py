@@ -74,6 +74,11 @@ def main(work: str, init_checkpoint: str) -> None:
         "--task_name=mrpc", "--data_dir=%s" % mrpc, "--do_train",
         "--export_dir=%s" % os.path.join(work, "models")])
 
+    # A TF1 checkpoint needs TensorFlow: one line, nothing written.
+    runs["tf1_checkpoint"] = run_tool(run_classifier, _common(os.path.join(work, "tf1"), 64) + [
+        "--task_name=mrpc", "--data_dir=%s" % mrpc, "--do_train",
+        "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt")])
+
     # Resume without TensorFlow (the numpy input re-read to the checkpoint's position): the
     # last checkpoint of a whole run set aside and removed, the run again resumes from the one
     # before it (dropout on).

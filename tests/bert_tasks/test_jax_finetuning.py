@@ -232,6 +232,17 @@ def test_without_tensorflow_evaluation_is_the_tf_data_runs(trained, tmp_path):
     assert any(n.startswith("events.out.tfevents") for n in os.listdir(out / "eval"))
 
 
+def test_without_tensorflow_a_tf1_checkpoint_stops_with_one_line(other_tools):
+    """--init_checkpoint a TF1 checkpoint where TensorFlow is not installed: one line that says
+    how to convert it, exit 1, nothing written."""
+    work, runs = other_tools
+    run = runs["tf1_checkpoint"]
+    errors = [l for l in run["stderr"].splitlines() if "error:" in l]
+    assert run["code"] == 1 and len(errors) == 1, run["stderr"]
+    assert "tensorflow is not installed" in errors[0] and "--output_format=hf" in errors[0]
+    assert "Traceback" not in run["stderr"] and not (work / "tf1").exists()
+
+
 def test_without_tensorflow_resume_is_exact(other_tools):
     """The numpy input re-read up to the checkpoint's position (dropout on): the resumed run's
     step log and last checkpoint are the whole run's, bit for bit."""
