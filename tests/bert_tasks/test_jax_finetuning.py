@@ -66,6 +66,18 @@ def _steps(out):
     return step_log.read_step_log(str(out))
 
 
+def _assert_same_evaluation(out, reference, tolerance):
+    """``out``'s accuracy, F1 and step are ``reference``'s; its eval loss and test
+    probabilities within ``tolerance`` (relative / absolute)."""
+    ours, theirs = _results(reference / "eval_results.txt"), _results(out / "eval_results.txt")
+    for key in ("eval_accuracy", "eval_f1", "global_step"):
+        assert float(theirs[key]) == float(ours[key]), key
+    assert float(theirs["eval_loss"]) == pytest.approx(float(ours["eval_loss"]), rel=tolerance)
+    np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv", delimiter="\t"),
+                               np.loadtxt(reference / "test_results.tsv", delimiter="\t"),
+                               atol=tolerance)
+
+
 def test_classifier_trains_evaluates_predicts_and_exports(trained):
     out = trained["out"]
     assert "devices cpu:0, cpu:1" in trained["stderr"]  # the batch split over both
@@ -103,13 +115,7 @@ def test_tensorflow_takes_over_from_the_export(trained, tmp_path):
                                                               / "bert_model.ckpt"),
         "--do_eval", "--do_predict"))
     assert run.code == 0, run.stderr[-3000:]
-    ours, theirs = _results(trained["out"] / "eval_results.txt"), _results(out / "eval_results.txt")
-    for key in ("eval_accuracy", "eval_f1", "global_step"):
-        assert float(theirs[key]) == float(ours[key]), key
-    assert float(theirs["eval_loss"]) == pytest.approx(float(ours["eval_loss"]), rel=1e-5)
-    np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv", delimiter="\t"),
-                               np.loadtxt(trained["out"] / "test_results.tsv", delimiter="\t"),
-                               atol=1e-5)
+    _assert_same_evaluation(out, trained["out"], 1e-5)
 
 
 def test_kill_9_after_a_checkpoint_then_resume_is_exact(trained, tmp_path):
@@ -222,13 +228,7 @@ def test_without_tensorflow_evaluation_is_the_tf_data_runs(trained, tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "input read with numpy (no TensorFlow)" in proc.stderr
-    ours, theirs = _results(trained["out"] / "eval_results.txt"), _results(out / "eval_results.txt")
-    for key in ("eval_accuracy", "eval_f1", "global_step"):
-        assert float(theirs[key]) == float(ours[key]), key
-    assert float(theirs["eval_loss"]) == pytest.approx(float(ours["eval_loss"]), rel=1e-6)
-    np.testing.assert_allclose(np.loadtxt(out / "test_results.tsv", delimiter="\t"),
-                               np.loadtxt(trained["out"] / "test_results.tsv", delimiter="\t"),
-                               atol=1e-6)
+    _assert_same_evaluation(out, trained["out"], 1e-6)
     assert any(n.startswith("events.out.tfevents") for n in os.listdir(out / "eval"))
 
 
