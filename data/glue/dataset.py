@@ -36,10 +36,10 @@ from bert_common.installed import tensorflow_installed
 from data import tfrecord
 from data.glue import features as cf
 
-EXAMPLE_INDEX = "example_index"
-# Eval/predict examples sorted by length per window of this many batches (memory: a window of
-# records, e.g. 64 x 32 x 3 x 128 int32 = 3 MB).
-SORT_WINDOW_BATCHES = 64
+EXAMPLE_INDEX = cf.EXAMPLE_INDEX
+# Eval/predict examples sorted by length per window of this many batches (both pipelines read
+# this module's value when make_dataset builds them).
+SORT_WINDOW_BATCHES = cf.SORT_WINDOW_BATCHES
 
 
 def decode_classifier_record(record: "tf.Tensor", max_seq_length: int,
@@ -157,7 +157,8 @@ def make_dataset(input_file: str, decode: Decode,
                             drop_remainder=drop_remainder, trim=trim,
                             sort_by_length=sort_by_length, seed=seed,
                             shuffle_buffer=shuffle_buffer, trim_multiple=trim_multiple,
-                            sequence_names=sequence_names)
+                            sequence_names=sequence_names,
+                            sort_window_batches=SORT_WINDOW_BATCHES)
     import tensorflow as tf
 
     if not callable(decode):

@@ -45,6 +45,12 @@ IS_REAL_EXAMPLE = "is_real_example"
 FEATURE_NAMES = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS, LABEL_IDS, IS_REAL_EXAMPLE)
 #: The model-input features (what ``modeling.encoder.BertModel`` takes).
 MODEL_INPUT_NAMES = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS)
+# The input pipelines' (data.glue.dataset's tf.data one, data.glue.numpy_dataset's numpy one):
+# an eval/predict batch's record numbers (the pipelines sort by length; results are put back in
+# file order by them), and the window of batches sorted together (memory: a window of records,
+# e.g. 64 x 32 x 3 x 128 int32 = 3 MB).
+EXAMPLE_INDEX = "example_index"
+SORT_WINDOW_BATCHES = 64
 
 
 class LabelError(ClassifierDataError, KeyError):

@@ -11,8 +11,9 @@ The same rule as the ``tf.data`` pipeline, step by step, on the records' declara
   algorithm of ``tf.data``'s shuffle, with numpy's generator: the same kind of order, not the
   same order), batched (full batches with ``drop_remainder``), trimmed;
 * eval/predict: every record once with its ``example_index``; with ``sort_by_length``, windows
-  of ``SORT_WINDOW_BATCHES`` batches sorted by length (stable) and cut into batches; trimmed
-  (``trim_batch``'s rule: the longest real sequence, rounded up to ``trim_multiple``).
+  of ``SORT_WINDOW_BATCHES`` batches (``data.glue.features``) sorted by length (stable) and
+  cut into batches; trimmed (``trim_batch``'s rule: the longest real sequence, rounded up to
+  ``trim_multiple``).
 
 A training stream is a function of its seed: ``batches_after(records)`` starts after the first
 ``records`` shuffled examples, which is how a resumed JAX run finds its position
@@ -37,7 +38,6 @@ import numpy as np
 
 from data import numpy_records, tfrecord
 from data.glue import features as cf
-from data.glue import dataset as glue_dataset
 
 
 def trim_batch(batch: Dict[str, np.ndarray], multiple: int = 8,
@@ -82,13 +82,15 @@ class NumpyDataset:
         shuffle_buffer: the shuffle buffer (the original's 100).
         trim_multiple: round the cut length up to a multiple of this.
         sequence_names: the features ``trim_batch`` cuts.
+        sort_window_batches: with ``sort_by_length``, the batches of a window sorted together.
     """
 
     def __init__(self, input_files: Union[str, Sequence[str]], spec: tfrecord.RecordSpec,
                  batch_size: int, is_training: bool, drop_remainder: bool = False,
                  trim: bool = True, sort_by_length: bool = False, seed: Optional[int] = None,
                  shuffle_buffer: int = 100, trim_multiple: int = 8,
-                 sequence_names: Sequence[str] = cf.MODEL_INPUT_NAMES):
+                 sequence_names: Sequence[str] = cf.MODEL_INPUT_NAMES,
+                 sort_window_batches: int = cf.SORT_WINDOW_BATCHES):
         self.input_files = [input_files] if isinstance(input_files, str) else list(input_files)
         self.spec = dict(spec)
         self.batch_size = batch_size
@@ -100,6 +102,7 @@ class NumpyDataset:
         self.shuffle_buffer = shuffle_buffer
         self.trim_multiple = trim_multiple
         self.sequence_names = tuple(sequence_names)
+        self.sort_window_batches = sort_window_batches
         self._maps: List[Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]]] = []
 
     def map(self, fn: Callable[[Dict[str, np.ndarray]], Dict[str, np.ndarray]]
@@ -155,16 +158,15 @@ class NumpyDataset:
 
     def _indexed(self) -> Iterator[Dict[str, np.ndarray]]:
         for index, record in enumerate(self._records()):
-            record[glue_dataset.EXAMPLE_INDEX] = np.int32(index)
+            record[cf.EXAMPLE_INDEX] = np.int32(index)
             yield record
 
     def _sorted_batches(self) -> Iterator[Dict[str, np.ndarray]]:
-        """Windows of ``SORT_WINDOW_BATCHES`` batches, each sorted by length (an example's
+        """Windows of ``sort_window_batches`` batches, each sorted by length (an example's
         longest sequence; stable), cut into batches."""
         rows = self._indexed()
         while True:
-            window = list(itertools.islice(
-                rows, self.batch_size * glue_dataset.SORT_WINDOW_BATCHES))
+            window = list(itertools.islice(rows, self.batch_size * self.sort_window_batches))
             if not window:
                 return
             lengths = [int(np.max(row[cf.INPUT_MASK].sum(axis=-1))) for row in window]

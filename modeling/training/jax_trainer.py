@@ -3,7 +3,7 @@ tools under ``KERAS_BACKEND=jax`` (docs/jax.md): the JAX twin of ``modeling.trai
 
 * ``distribute(batch_size, flag)``: ``keras.distribution.DataParallel`` over the local devices
   (GPUs, TPU cores) when there are several; set before the model is built. ``shard(batch,
-  distribution)`` places a numpy batch split over them.
+  distribution)`` (``jax_training``'s) places a numpy batch split over them.
 * Checkpoints ``<output_dir>/jax-ckpt-<step>.npz``, written atomically: every model and optimizer
   value (the dropout seed generators among them), the step and the records read (the input
   position); ``save_checkpoint`` / ``restore_checkpoint`` / ``checkpoints_in`` /
@@ -43,6 +43,8 @@ from bert_common import atomic
 from bert_common import files as fs
 from bert_common.errors import FlagError, InputError
 from bert_common.progress import Progress
+# A batch placed over the devices: the predictor's rule too (defined there, importable here).
+from modeling.training.jax_training import shard  # noqa: F401
 
 CHECKPOINT_PATTERN = re.compile(r"^jax-ckpt-(\d+)\.npz$")
 
@@ -75,25 +77,6 @@ def distribute(batch_size: int, flag: str = "--train_batch_size"):
     distribution = keras.distribution.DataParallel(devices=devices)
     keras.distribution.set_distribution(distribution)
     return distribution
-
-
-def shard(batch: Mapping[str, np.ndarray], distribution) -> Mapping[str, Any]:
-    """``batch`` placed split over the devices along its first axis (as is without them).
-
-    Args:
-        batch: name -> array [B, ...].
-        distribution: ``distribute``'s result.
-    """
-    import jax
-
-    if distribution is None:
-        return batch
-
-    def place(value):
-        layout = distribution.get_data_layout(np.shape(value))  # batch axis split, per rank
-        return jax.device_put(value, getattr(layout, "backend_layout", layout))
-
-    return {name: place(value) for name, value in batch.items()}
 
 
 def device_names() -> str:

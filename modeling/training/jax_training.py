@@ -15,7 +15,8 @@ seed generators included) and of the optimizer's (iteration counter, slots);
 ``next_sentence_loss``, ...), ``global_norm`` (before clipping) and ``learning_rate`` (the rate
 this update used). The batch is a dict of arrays (numpy or JAX) with the model's input names.
 ``TrainState.from_model``/``assign_to`` move values between the Keras variables and a state, so
-that a checkpoint or an export reads the variables.
+that a checkpoint or an export reads the variables. ``shard(batch, distribution)`` places a
+batch split over the devices (training and ``Predictor`` alike).
 
 Example (``KERAS_BACKEND=jax``)::
 
@@ -35,6 +36,7 @@ import dataclasses
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import keras
+import numpy as np
 
 from modeling.training.keras_optimization import global_norm
 
@@ -265,6 +267,25 @@ def max_positions(model: keras.Model) -> Optional[int]:
     return None
 
 
+def shard(batch: Mapping[str, np.ndarray], distribution) -> Mapping[str, Any]:
+    """``batch`` placed split over the devices along its first axis (as is without them).
+
+    Args:
+        batch: name -> array [B, ...].
+        distribution: ``modeling.training.jax_trainer.distribute``'s result (None: as is).
+    """
+    import jax
+
+    if distribution is None:
+        return batch
+
+    def place(value):
+        layout = distribution.get_data_layout(np.shape(value))  # batch axis split, per rank
+        return jax.device_put(value, getattr(layout, "backend_layout", layout))
+
+    return {name: place(value) for name, value in batch.items()}
+
+
 class Predictor:
     """``model(inputs, training=False)`` over numpy batches on JAX: the twin of
     ``modeling.training.finetuning.Predictor``. Each batch is padded to its length bucket
@@ -328,7 +349,6 @@ class Predictor:
         import jax
         import numpy as np
 
-        from modeling.training import jax_trainer
 
         devices = len(jax.local_devices()) if distribution is not None else 1
         trainable = [v.value for v in self.model.trainable_variables]
@@ -339,7 +359,7 @@ class Predictor:
             self._rows = max(self._rows, -(-rows // devices) * devices)
             padded = pad_batch(inputs, length_bucket(seq, self.longest), self._rows)
             out = jax.device_get(self._compiled(trainable, non_trainable,
-                                                jax_trainer.shard(padded, distribution)))
+                                                shard(padded, distribution)))
             result = {}
             for name, value in out.items():
                 value = np.asarray(value)[:rows]

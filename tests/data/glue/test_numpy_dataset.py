@@ -129,10 +129,16 @@ def test_classifier_eval_batches_equal_tf_data(records, batch_size, kwargs):
 
 
 def test_sorted_eval_over_several_windows_equals_tf_data(records, monkeypatch):
-    """Windows of 2 batches (one SORT_WINDOW_BATCHES, data.glue.dataset's, serves both
-    pipelines): sorted per window."""
+    """Windows of 2 batches (make_dataset passes data.glue.dataset's SORT_WINDOW_BATCHES to
+    either pipeline): sorted per window."""
     monkeypatch.setattr(glue_dataset, "SORT_WINDOW_BATCHES", 2)
-    ours, theirs = _both(records["mrpc"], cf.record_spec(S), 4, False, sort_by_length=True)
+    monkeypatch.setattr(glue_dataset, "tensorflow_installed", lambda: False)
+    ours = _np_batches(glue_dataset.make_dataset(records["mrpc"], cf.record_spec(S), 4, False,
+                                                 sort_by_length=True))
+    monkeypatch.undo()
+    monkeypatch.setattr(glue_dataset, "SORT_WINDOW_BATCHES", 2)
+    theirs = _tf_batches(glue_dataset.make_dataset(records["mrpc"], cf.record_spec(S), 4, False,
+                                                   sort_by_length=True))
     assert_same_batches(ours, theirs)
     assert len(ours) == 12
     first_window = np.concatenate([b[glue_dataset.EXAMPLE_INDEX] for b in ours[:2]])
