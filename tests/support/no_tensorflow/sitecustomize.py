@@ -1,6 +1,7 @@
 """Put this folder first on PYTHONPATH and the process behaves as if TensorFlow were not
 installed: any import of ``tensorflow`` or ``tensorflow_text`` raises ModuleNotFoundError.
-(tests/modeling/test_jax_backend.py: the JAX path must not need TensorFlow.)"""
+(The JAX path must not need TensorFlow: tests/modeling/test_jax_backend.py,
+tests/bert_tasks/test_jax_pretraining.py and test_jax_finetuning.py.)"""
 
 import sys
 
