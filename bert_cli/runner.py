@@ -69,9 +69,10 @@ def _missing_tensorflow(error: BaseException) -> Optional[str]:
                                                                    "tensorflow_text"):
         return None
     return ("%s is not installed, and this run needs it (without it, KERAS_BACKEND=jax runs "
-            "the tools from Hugging Face, .weights.h5 or JAX checkpoints, not TF1 ones or "
-            "SavedModels: convert_checkpoint.py --output_format=hf turns a TF1 checkpoint into "
-            "a Hugging Face folder where TensorFlow is; docs/jax.md)" % name)
+            "the tools on local paths, not gs://, and on Hugging Face, .weights.h5 or JAX "
+            "checkpoints, not TF1 ones or SavedModels: convert_checkpoint.py "
+            "--output_format=hf turns a TF1 checkpoint into a Hugging Face folder where "
+            "TensorFlow is; docs/jax.md)" % name)
 
 
 def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: flags.FlagValues,

@@ -523,9 +523,9 @@ class AtomicWriter:
 
 
 class AtomicTFRecordWriters(AtomicWriter):
-    """Writes serialized examples round-robin over one or more TFRecord files, without
-    TensorFlow: records are framed a batch at a time (``bert_common.record_framing``) and
-    written through ``bert_common.files`` (local paths or ``gs://``).
+    """Writes serialized examples round-robin over one or more TFRecord files: records are
+    framed a batch at a time (``bert_common.record_framing``) and written through
+    ``bert_common.files`` (local paths without TensorFlow; ``gs://`` through its file system).
 
     The files appear under their final names only when ``close()`` succeeds
     (use as a context manager; on an exception the temporaries are removed).
@@ -568,12 +568,20 @@ class AtomicTFRecordWriters(AtomicWriter):
         """Writes one record to the next file in turn.
 
         Args:
-            serialized: a serialized ``tf.train.Example``.
+            serialized: a serialized ``tf.train.Example`` (bytes; text is written as UTF-8).
+
+        Raises:
+            TypeError: neither bytes nor text (nothing written).
         """
+        if isinstance(serialized, str):  # (TensorFlow's writer took text as UTF-8 too)
+            serialized = serialized.encode("utf-8")
+        elif not isinstance(serialized, (bytes, bytearray, memoryview)):
+            raise TypeError("a record is bytes, not %s" % type(serialized).__name__)
+        record = bytes(serialized)
         i = self._next
         fault_point("write", self.paths[i])
-        self._pending[i].append(bytes(serialized))
-        self._pending_bytes[i] += len(serialized)
+        self._pending[i].append(record)
+        self._pending_bytes[i] += len(record)
         if self._pending_bytes[i] >= self.FLUSH_BYTES:
             self._flush(i)
         self._next = (i + 1) % len(self.paths)

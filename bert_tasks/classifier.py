@@ -21,7 +21,7 @@ import dataclasses
 import functools
 import os
 import random
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, TYPE_CHECKING
 
 import numpy as np
 from absl import logging
@@ -34,6 +34,9 @@ from data.glue import processors
 from data.glue.processors import PaddingInputExample
 from modeling.heads.classifier import per_example_classifier_loss
 from modeling.training import finetuning
+
+if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
+    import tensorflow as tf
 
 
 def write_train_records(examples: List, label_list: List[str], max_seq_length: int, tokenizer,

@@ -21,9 +21,9 @@ metrics, prediction files and HF export. On JAX:
   ``jax-ckpt-<step>.npz`` of ``output_dir``;
 * after training, ``output_dir/export/bert_model.ckpt`` (Google's TF1 names, the task head
   included; ``model.weights.h5`` where TensorFlow is not installed) and ``bert_config.json``:
-  the TensorFlow tools take over from it, e.g. a TF Serving export with
-  ``--init_checkpoint=<output_dir>/export/bert_model.ckpt --export_dir=...`` (``--export_dir``
-  itself is TensorFlow's: refused here with one line).
+  the TensorFlow tools take over from either as ``--init_checkpoint``, e.g. a TF Serving export
+  with ``--init_checkpoint=<output_dir>/export/bert_model.ckpt --export_dir=...``
+  (``--export_dir`` itself is TensorFlow's: refused here with one line).
 
 Flags of the TensorFlow path only (``--strategy`` other than default, ``--use_tpu``,
 ``--mixed_precision=fp16``, ``--export_dir``) stop the run before anything is written.
@@ -50,6 +50,9 @@ def check_settings(settings: Any) -> None:
     from bert_tasks import jax_pretraining
 
     jax_pretraining.check_jax_settings(settings)
+    if settings.mixed_precision not in (None, "", "fp32", "bf16"):
+        raise FlagError("--mixed_precision=%s: fp32 or bf16 on JAX (or unset)"
+                        % settings.mixed_precision)
     if getattr(settings, "export_dir", None):
         raise FlagError("--export_dir: the SavedModel is written by TensorFlow; with "
                         "KERAS_BACKEND=jax train here, then export without it from "

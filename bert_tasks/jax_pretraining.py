@@ -239,8 +239,8 @@ def export(model, settings, step: int) -> str:
             fs.remove(temp)
     with atomic.atomic_open(os.path.join(folder, "bert_config.json")) as f:
         f.write(fs.read_text(settings.bert_config_file))
-    logging.info("Exported %s (TensorFlow is not installed: convert_checkpoint.py turns it into "
-                 "a TF1 checkpoint where it is)", path)
+    logging.info("Exported %s (TensorFlow is not installed: the TensorFlow tools load it as "
+                 "--init_checkpoint of the same model)", path)
     return path
 
 

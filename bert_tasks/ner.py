@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, TYPE_CHECKING, Tuple
 
 import numpy as np
 from absl import logging
@@ -39,6 +39,9 @@ from data.ner import conll, conlleval
 from data.ner import features as ner_features
 from modeling.heads.token_classifier import token_classification_loss
 from modeling.training import finetuning
+
+if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
+    import tensorflow as tf
 
 LABELS_FILE = "labels.txt"
 LOSS_WEIGHTS = ner_features.LABEL_WEIGHTS

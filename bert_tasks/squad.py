@@ -27,7 +27,7 @@ import dataclasses
 import json
 import os
 import random
-from typing import Callable, List, Optional, Union
+from typing import Callable, List, Optional, TYPE_CHECKING, Union
 
 import numpy as np
 from absl import logging
@@ -43,6 +43,9 @@ from data.squad import postprocess
 from data.squad import schema as squad_schema
 from modeling.heads.squad import per_example_squad_loss
 from modeling.training import finetuning
+
+if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
+    import tensorflow as tf
 
 per_example_loss = per_example_squad_loss  # (start + end cross-entropy) / 2 [B]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, TYPE_CHECKING
 
 import numpy as np
 from absl import logging
@@ -24,6 +24,9 @@ from data.glue import dataset as glue_dataset
 from data.glue import metrics as glue_metrics
 from modeling.heads.classifier import per_example_classifier_loss
 from modeling.training import finetuning
+
+if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
+    import tensorflow as tf
 
 # Cross-entropy over the 4 endings' logits [B, 4]: the classifier's loss.
 per_example_loss = per_example_classifier_loss

@@ -26,13 +26,16 @@ import csv
 import dataclasses
 import io
 import json
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, TYPE_CHECKING
 
 from bert_common import files
 from data.glue import features as cf
 from data.glue.processors import ClassifierDataError
 from bert_common.atomic import AtomicTFRecordWriters
 from data import tfrecord
+
+if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
+    import tensorflow as tf
 
 NUM_CHOICES = 4
 ENDING_KEYS = tuple("ending%d" % i for i in range(NUM_CHOICES))

@@ -24,12 +24,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, TYPE_CHECKING, Tuple
 
 import numpy as np
 
 from bert_common.errors import InputError
 from data.pretraining.records import entry_header, varint, varint_lanes, varint_lengths
+
+if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
+    import tensorflow as tf
 
 
 @dataclasses.dataclass(frozen=True)

@@ -28,13 +28,16 @@ both pipelines decode, rather than by a TensorFlow ``decode`` function.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Sequence, Union
+from typing import Callable, Dict, Optional, Sequence, TYPE_CHECKING, Union
 
 import numpy as np
 
 from bert_common.installed import tensorflow_installed
 from data import tfrecord
 from data.glue import features as cf
+
+if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
+    import tensorflow as tf
 
 EXAMPLE_INDEX = cf.EXAMPLE_INDEX
 # Eval/predict examples sorted by length per window of this many batches (both pipelines read

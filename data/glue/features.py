@@ -25,7 +25,7 @@ regression) and ``is_real_example`` int64 [1], written without TensorFlow
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterable, List, Optional, Sequence, Union
+from typing import Dict, Iterable, List, Optional, Sequence, TYPE_CHECKING, Union
 
 from absl import logging
 
@@ -35,6 +35,9 @@ from bert_common.errors import InputError
 from bert_common.atomic import AtomicTFRecordWriters
 from bert_common.progress import Progress
 from data import tfrecord
+
+if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
+    import tensorflow as tf
 
 INPUT_IDS = "input_ids"
 INPUT_MASK = "input_mask"

@@ -19,10 +19,13 @@ padding positions are not scored at all (see ``bert_tasks.squad.predict_raw_resu
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence, TYPE_CHECKING, Union
 
 from data.glue import dataset as length_aware_dataset
 from data.squad import schema as squad_schema
+
+if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
+    import tensorflow as tf
 
 SHUFFLE_BUFFER = 100
 

@@ -22,7 +22,11 @@ read.
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, TYPE_CHECKING
+
+if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
+    import tensorflow as tf
+    from data import tfrecord
 
 UNIQUE_IDS = "unique_ids"
 INPUT_IDS = "input_ids"

@@ -163,6 +163,10 @@ def checkpoint_step(path: str) -> int:
     Returns:
         The step, an int >= 0.
     """
+    from bert_common.installed import tensorflow_installed
+
+    if not tensorflow_installed():  # only TensorFlow's checkpoints hold a step (and need it)
+        return 0
     prefix = _training_prefix(path)
     key = STEP_KEY
     if prefix is None:

@@ -36,13 +36,17 @@ Example (a classifier on your own records; ``make_dataset`` from ``data.glue.dat
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, TYPE_CHECKING
 
 import numpy as np
 from absl import logging
 
 from bert_common.progress import Progress
 from modeling.kernels import switch
+
+if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
+    import tensorflow as tf
+    from modeling.training import trainer
 
 # TensorFlow and the TensorFlow trainer are imported where they are used: ``predict`` serves
 # the JAX backend too, where TensorFlow may not be installed.

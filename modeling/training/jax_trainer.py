@@ -34,7 +34,7 @@ import re
 import sys
 import time
 import zipfile
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import numpy as np
 from absl import logging

@@ -54,6 +54,20 @@ def test_tfrecord_writers_abort_on_error(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_tfrecord_writers_take_bytes_or_text_only(tmp_path):
+    """Text is written as UTF-8 (as TensorFlow's writer did); anything else is refused before
+    it reaches the file."""
+    path = tmp_path / "a.tfrecord"
+    with atomic.AtomicTFRecordWriters([str(path)]) as w:
+        w.write("caf\u00e9")
+        with pytest.raises(TypeError, match="bytes, not int"):
+            w.write(5)
+        w.write(b"x")
+    assert [r.numpy() for r in tf.data.TFRecordDataset(str(path))] == ["caf\u00e9".encode(),
+                                                                       b"x"]
+    assert w.num_written == 2
+
+
 def test_unwritable_folder_is_named(tmp_path):
     with pytest.raises(OSError, match="does not exist"):
         atomic.AtomicTFRecordWriters([str(tmp_path / "missing" / "x.tfrecord")])

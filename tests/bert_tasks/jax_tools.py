@@ -69,7 +69,7 @@ def main(work: str, init_checkpoint: str) -> None:
         "--eval_batch_size=16", "--iterations_per_loop=5"])
 
     mrpc = glue_slice(os.path.join(paths.DATA, "glue", "MRPC"), os.path.join(work, "mrpc"),
-                      {"train": 8})
+                      {"train": 8, "dev": 8})
     runs["export_dir"] = run_tool(run_classifier, _common(os.path.join(work, "refused"), 64) + [
         "--task_name=mrpc", "--data_dir=%s" % mrpc, "--do_train",
         "--export_dir=%s" % os.path.join(work, "models")])
@@ -78,6 +78,10 @@ def main(work: str, init_checkpoint: str) -> None:
     runs["tf1_checkpoint"] = run_tool(run_classifier, _common(os.path.join(work, "tf1"), 64) + [
         "--task_name=mrpc", "--data_dir=%s" % mrpc, "--do_train",
         "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt")])
+
+    # Evaluating without training, from the Hugging Face folder (no step to read: 0).
+    runs["eval_only"] = run_tool(run_classifier, _common(os.path.join(work, "eval_only"), 64) + [
+        "--task_name=mrpc", "--data_dir=%s" % mrpc, "--do_eval"])
 
     # Resume without TensorFlow (the numpy input re-read to the checkpoint's position): the
     # last checkpoint of a whole run set aside and removed, the run again resumes from the one

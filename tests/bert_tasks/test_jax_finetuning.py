@@ -177,6 +177,29 @@ def test_squad_on_jax(other_tools):
         assert list(json.loads((out / name).read_text())) == qids, name
 
 
+def test_tensorflow_takes_over_from_the_weights_file(other_tools, tmp_path):
+    """run_squad on TensorFlow from the no-TensorFlow run's export (``model.weights.h5`` as
+    ``--init_checkpoint``): the JAX run's answers, its null odds within float rounding."""
+    from bert_cli import run_squad
+
+    work, _ = other_tools
+    out = tmp_path / "tf"
+    run = run_tool(run_squad, [
+        "--vocab_file=%s" % paths.GOLDEN_VOCAB,
+        "--bert_config_file=%s" % os.path.join(TINY, "bert_config.json"),
+        "--init_checkpoint=%s" % (work / "squad" / "export" / "model.weights.h5"),
+        "--output_dir=%s" % out, "--max_seq_length=64", "--doc_stride=24",
+        "--max_query_length=16", "--predict_batch_size=64", "--do_predict",
+        "--version_2_with_negative", "--predict_file=%s" % (work / "squad_dev.json")])
+    assert run.code == 0, run.stderr[-3000:]
+    ours = json.loads((work / "squad" / "predictions.json").read_text())
+    assert json.loads((out / "predictions.json").read_text()) == ours
+    odds = json.loads((work / "squad" / "null_odds.json").read_text())
+    theirs = json.loads((out / "null_odds.json").read_text())
+    assert list(theirs) == list(odds)
+    np.testing.assert_allclose(list(theirs.values()), list(odds.values()), atol=1e-4)
+
+
 def test_swag_on_jax_in_bfloat16(other_tools):
     """--mixed_precision=bf16 through the tool (mixed_bfloat16: float32 probabilities)."""
     work, runs = other_tools
@@ -241,6 +264,15 @@ def test_without_tensorflow_a_tf1_checkpoint_stops_with_one_line(other_tools):
     assert run["code"] == 1 and len(errors) == 1, run["stderr"]
     assert "tensorflow is not installed" in errors[0] and "--output_format=hf" in errors[0]
     assert "Traceback" not in run["stderr"] and not (work / "tf1").exists()
+
+
+def test_without_tensorflow_evaluation_without_training(other_tools):
+    """--do_eval from a Hugging Face --init_checkpoint, TensorFlow blocked: evaluated at step 0
+    (only TensorFlow's checkpoints hold a step)."""
+    work, runs = other_tools
+    assert runs["eval_only"]["code"] == 0, runs["eval_only"]["stderr"]
+    results = _results(work / "eval_only" / "eval_results.txt")
+    assert results["global_step"] == "0" and 0.0 <= float(results["eval_accuracy"]) <= 1.0
 
 
 def test_without_tensorflow_resume_is_exact(other_tools):
