@@ -31,7 +31,7 @@ import re
 import sys
 from typing import Any, Callable, List, Optional, Sequence
 
-from absl import app, flags
+from absl import app, flags, logging
 
 from bert_common import errors
 from bert_common.errors import EXIT_BAD_INPUT, FlagError, InputError
@@ -49,6 +49,22 @@ def fail(tool: str, message: Any) -> None:
     """
     print("%s: error: %s" % (tool, message), file=sys.stderr, flush=True)
     sys.exit(EXIT_BAD_INPUT)
+
+
+def fail_at_once(tool: str, message: Any) -> None:
+    """``fail``, then leave without Python's exit handlers: a worker of a multi-worker cluster
+    whose collectives failed (UnavailableError) hung for minutes in TensorFlow's exit (its
+    coordination service waits for the peers at shutdown), while the peers waited for it in a
+    collective. Its outputs are already finished or removed when this is called.
+
+    Args:
+        tool: the tool's name.
+        message: the error.
+    """
+    print("%s: error: %s" % (tool, message), file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    logging.flush()
+    os._exit(EXIT_BAD_INPUT)
 
 
 def warn(tool: str, message: str) -> None:
@@ -126,6 +142,8 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
                 mark_outputs(tool, output_dir, written, error=message)
             except Exception:  # noqa: BLE001 - the run's own error is the one to report
                 _remove_marker(output_dir)
+        if _in_a_cluster(flag_values):
+            fail_at_once(tool, message)
         fail(tool, message)  # e.g. a gs:// object not found or not readable
     if output_dir and chief and files.isdir(output_dir):
         try:
@@ -243,6 +261,18 @@ def _is_chief_process(flag_values: flags.FlagValues) -> bool:
         return is_chief_task(task.get("type"), int(task.get("index", 0) or 0), cluster)
     except (ValueError, TypeError, AttributeError):
         return True  # the strategy reports a malformed TF_CONFIG itself
+
+
+def _in_a_cluster(flag_values: flags.FlagValues) -> bool:
+    """Whether this process is one of several workers (``--strategy=multi_worker`` with a
+    ``TF_CONFIG`` cluster of more than one task)."""
+    if "strategy" not in flag_values or flag_values["strategy"].value != "multi_worker":
+        return False
+    try:
+        cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster") or {}
+        return sum(len(tasks) for tasks in cluster.values()) > 1
+    except (ValueError, TypeError, AttributeError):
+        return False
 
 
 def _exists(path: str) -> bool:

@@ -126,6 +126,38 @@ def test_an_errors_notes_are_on_its_one_line(capsys):
         "out/.a.txt.x.tmp/.previous.a.txt)\n")
 
 
+_FAILING_WORKER = """
+import atexit, sys
+from absl import flags
+from bert_cli import runner
+from bert_common.errors import InputError
+atexit.register(print, "exit handlers ran")  # TensorFlow's waited there for its peers
+values = flags.FlagValues()
+flags.DEFINE_string("strategy", "default", "", flag_values=values)
+values(["tool", "--strategy=%s" % sys.argv[1]])
+def run(fv):
+    raise InputError("a collective failed")
+runner.run_main("tool.py", run, values, ["tool"])
+"""
+
+
+@pytest.mark.parametrize("strategy, leaves_at_once", [("multi_worker", True), ("default", False)])
+def test_a_failed_worker_of_a_cluster_leaves_at_once(tmp_path, strategy, leaves_at_once):
+    """A worker of a multi-worker cluster that fails says its one line and leaves without the
+    exit handlers (TensorFlow's waited minutes there for the peers, which waited for it in a
+    collective); another run exits as usual, its handlers run."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=paths.ROOT, TF_CONFIG=json.dumps(
+        {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]},
+         "task": {"type": "worker", "index": 1}}))
+    proc = subprocess.run([sys.executable, "-c", _FAILING_WORKER, strategy], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stderr == "tool.py: error: a collective failed\n"
+    assert ("exit handlers ran" in proc.stdout) != leaves_at_once
+
+
 def test_bert_traceback_keeps_the_traceback(monkeypatch, capsys):
     def run(fv):
         raise InputError("bad thing")
