@@ -135,6 +135,7 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_train_s
 
     import modeling
     from bert_tasks.jax_pretraining import export
+    from data.glue.numpy_dataset import NumpyDataset
     from modeling.training import finetuning, jax_trainer, jax_training
 
     optimizer = modeling.create_optimizer(settings.learning_rate, num_train_steps,
@@ -155,7 +156,7 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_train_s
         seq = batch["input_ids"].shape[-1]
         return jax_training.pad_batch(batch, jax_training.length_bucket(seq, longest))
 
-    if hasattr(dataset, "batches_after"):  # numpy: a resumed run re-reads to its position
+    if isinstance(dataset, NumpyDataset):  # a resumed run re-reads to its position
         data = jax_trainer.ReReadInput(lambda records: map(pad, dataset.batches_after(records)))
     else:
         data = jax_trainer.TFDataInput(dataset, pad)

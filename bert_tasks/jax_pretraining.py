@@ -229,14 +229,10 @@ def export(model, settings, step: int) -> str:
 
         return export_for_finetuning(model, settings, step)
     path = os.path.join(folder, "model.weights.h5")
-    # Keras writes the file in place (and wants the suffix): a temporary beside it, renamed in.
-    temp = os.path.join(folder, ".model-%d.weights.h5" % os.getpid())
-    try:
+    # A staged path with the final name (Keras wants the suffix), renamed in when complete; a
+    # killed run's staging folder is removed by the next run that writes here.
+    with atomic.atomic_path(path) as temp:
         model.save_weights(temp)
-        fs.rename(temp, path)
-    finally:
-        if fs.exists(temp):
-            fs.remove(temp)
     with atomic.atomic_open(os.path.join(folder, "bert_config.json")) as f:
         f.write(fs.read_text(settings.bert_config_file))
     logging.info("Exported %s (TensorFlow is not installed: the TensorFlow tools load it as "

@@ -90,8 +90,8 @@ def read_records(path: str, check_crc: bool = True) -> Iterator[bytes]:
             offset += end - start
             start = end
             widest = max(widest, length)
-            # The CRC matrix is [records, widest]: a block ends at BLOCK_RECORDS records or
-            # when that matrix would pass BLOCK_BYTES (one long record among short ones).
+            # A block ends at BLOCK_RECORDS records or when it may hold BLOCK_BYTES (bounded
+            # memory however long the records; crc32c_many bounds its own matrices).
             if len(pending) >= BLOCK_RECORDS or len(pending) * widest >= BLOCK_BYTES:
                 yield from _checked(path, pending, check_crc)
                 pending, widest = [], 0

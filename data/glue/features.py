@@ -251,15 +251,13 @@ def features_to_record(features: InputFeatures) -> bytes:
     Returns:
         The record's bytes (int64 lists; ``label_ids`` float for regression).
     """
+    ints = {INPUT_IDS: features.input_ids, INPUT_MASK: features.input_mask,
+            SEGMENT_IDS: features.segment_ids,
+            IS_REAL_EXAMPLE: [int(features.is_real_example)]}
     label = {LABEL_IDS: [features.label_id]}
-    regression = isinstance(features.label_id, float)
-    return tfrecord.encode_example({
-        INPUT_IDS: features.input_ids,
-        INPUT_MASK: features.input_mask,
-        SEGMENT_IDS: features.segment_ids,
-        **({} if regression else label),
-        IS_REAL_EXAMPLE: [int(features.is_real_example)],
-    }, label if regression else None)
+    if isinstance(features.label_id, float):  # regression
+        return tfrecord.encode_example(ints, label)
+    return tfrecord.encode_example({**ints, **label})
 
 
 def features_to_tf_example(features: InputFeatures) -> "tf.train.Example":
