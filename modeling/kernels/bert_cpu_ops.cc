@@ -86,6 +86,28 @@ void ParallelFor(OpKernelContext* ctx, int64_t total, int64_t cost_per_unit,
   Shard(workers->num_threads, workers->workers, total, cost_per_unit, work);
 }
 
+// Sum of term(0) .. term(n-1) in one order, whatever the vector width of the CPU (-march=native)
+// and whatever the compiler makes of the loop for float or bfloat16: element j goes into running
+// sum j % kSumLanes, then the lanes are added pairwise. A `simd reduction` (or Eigen's `sum()`)
+// adds in the order of the vector width the build picks (8 lanes on AVX2, 16 on AVX-512) and
+// only where the loop vectorises, so the same input summed to other bits on another CPU, and
+// the bfloat16 kernel's sums differed from the float32 kernel's on AVX2. The inner loop over the
+// lanes still vectorises (the lanes are independent; no reassociation is needed).
+constexpr int kSumLanes = 16;
+template <typename Term>
+inline float LaneSum(int64_t n, Term term) {
+  float acc[kSumLanes] = {};
+  int64_t j = 0;
+  for (; j + kSumLanes <= n; j += kSumLanes) {
+    for (int l = 0; l < kSumLanes; ++l) acc[l] += term(j + l);
+  }
+  for (int l = 0; j + l < n; ++l) acc[l] += term(j + l);
+  for (int width = kSumLanes / 2; width > 0; width /= 2) {
+    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
+  }
+  return acc[0];
+}
+
 // ------------------------------------------------------------------------------------ Philox
 // Philox4x32-10 (Salmon et al., 2011), the counter-based generator TensorFlow's stateless random
 // ops use on CPU. Block b (a 64-bit counter) with the op's seed gives 4 words; kLanes blocks are
@@ -378,10 +400,10 @@ class BertAttentionProbsOp : public OpKernel {
         const T* br = bs + (r / heads_x_queries) * t;
         float* xr = x.data();  // not restrict: Eigen reads x below
         for (int64_t j = 0; j < t; ++j) xr[j] = LoadAt(sr, j) * sc + LoadAt(br, j);
-        // Eigen's vectorised max, exp and sum (a fixed order for a given T: x is aligned).
+        // Eigen's vectorised max (exact in any order) and exp; the sum in LaneSum's order.
         const float mx = x.maxCoeff();
         x = (x - mx).exp();
-        const float inv = 1.0f / x.sum();
+        const float inv = 1.0f / LaneSum(t, [xr](int64_t j) { return xr[j]; });
         const int64_t base = r * t;
         // The row in pieces that each lie in one chunk of the dropout stream.
         for (int64_t j = 0; j < t;) {
@@ -443,14 +465,14 @@ class BertAttentionProbsGradOp : public OpKernel {
         const T* __restrict__ gr = g + base;
         const T* __restrict__ prow = p + base;
         T* __restrict__ orow = out + base;
-        float* d = dp.data();  // not restrict: Eigen's dot reads both below
+        float* d = dp.data();  // not restrict: the sum below reads both
         float* q = pf.data();
         for (int64_t j = 0; j < t; ++j) {
           d[j] = kr[j] ? LoadAt(gr, j) * ks : 0.0f;
           q[j] = LoadAt(prow, j);
         }
-        // sum_T(dp * probs): Eigen's vectorised dot product (a fixed order for a given T)
-        const float dot = dp.dot(pf);
+        // sum_T(dp * probs), in LaneSum's order
+        const float dot = LaneSum(t, [d, q](int64_t j) { return d[j] * q[j]; });
         for (int64_t j = 0; j < t; ++j) StoreAt(orow, j, sc * (q[j] * (d[j] - dot)));
       }
     });
@@ -533,16 +555,11 @@ class BertLayerNormOp : public OpKernel {
           for (int64_t j = 0; j < h; ++j) row[j] = Load(src[j]);
           xr = row.data();
         }
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < h; ++j) sum += xr[j];
-        const float mu = sum / static_cast<float>(h);
-        float sq = 0.0f;
-#pragma omp simd reduction(+ : sq)
-        for (int64_t j = 0; j < h; ++j) {
+        const float mu = LaneSum(h, [&](int64_t j) { return xr[j]; }) / static_cast<float>(h);
+        const float sq = LaneSum(h, [&](int64_t j) {
           const float d = xr[j] - mu;
-          sq += d * d;
-        }
+          return d * d;
+        });
         const float var = sq / static_cast<float>(h);
         const float rs = 1.0f / std::sqrt(var + eps);
         mu_out[r] = mu;
@@ -607,17 +624,19 @@ class BertLayerNormGradOp : public OpKernel {
         for (int64_t r = r0; r < r1; ++r) {
           const T* xr = in + r * h;
           const T* dyr = gy + r * h;
-          float sum_g = 0.0f, sum_gx = 0.0f;
-#pragma omp simd reduction(+ : sum_g, sum_gx)
+          const float mu_r = mu[r], rs_r = rs[r];
+          float* __restrict__ xh = xhat.data();
+          float* __restrict__ gxh = gxhat.data();
+#pragma omp simd
           for (int64_t j = 0; j < h; ++j) {
-            const float dyj = Load(dyr[j]);
-            xhat[j] = (Load(xr[j]) - mu[r]) * rs[r];
-            gxhat[j] = dyj * g[j];
-            sum_g += gxhat[j];
-            sum_gx += gxhat[j] * xhat[j];
-            pg[j] += dyj * xhat[j];
+            const float dyj = LoadAt(dyr, j);
+            xh[j] = (LoadAt(xr, j) - mu_r) * rs_r;
+            gxh[j] = dyj * g[j];
+            pg[j] += dyj * xh[j];
             pb[j] += dyj;
           }
+          const float sum_g = LaneSum(h, [&](int64_t j) { return gxh[j]; });
+          const float sum_gx = LaneSum(h, [&](int64_t j) { return gxh[j] * xh[j]; });
           const float mean_g = sum_g / static_cast<float>(h);
           const float mean_gx = sum_gx / static_cast<float>(h);
           T* dxr = gx + r * h;

@@ -22,8 +22,8 @@ measured figures). ``modeling/kernels/bert_cpu_ops.cc`` does each in one multi-t
   dropout is ``dropout`` above on these probabilities: same seed, same mask, same values.
 * ``layer_norm(x, gamma, beta, epsilon)`` x [..., H] float32 or bfloat16, gamma/beta [H] float32:
   the original's formula ``x * inv + (beta - mean * inv)``, inv = rsqrt(var + eps) * gamma, with
-  mean and variance over H (two passes, vectorised sums: equal to ``modeling.layers.layer_norm``
-  up to float rounding, ~1e-6 in float32; a bfloat16 result can differ by one bfloat16 rounding).
+  mean and variance over H (two passes: equal to ``modeling.layers.layer_norm`` up to float
+  rounding, ~1e-6 in float32; a bfloat16 result can differ by one bfloat16 rounding).
   The backward pass is the analytic LayerNorm gradient, with dgamma/dbeta summed per block of
   rows in a fixed order (the result does not depend on the thread count).
 * ``gelu(z)`` / ``gelu_grad(z, dy)`` [..., units] float32 or bfloat16: the tanh GELU and
@@ -50,8 +50,15 @@ They are used only under ``switch.Kernels(training=True)`` (the trainer's ``fuse
 ``switch.Kernels(inference=True)`` (prediction and evaluation on a CPU); exports, ``--deterministic`` training and other dtypes keep TensorFlow's
 ops.
 
+Every sum over a row (LayerNorm's statistics and gradient, the softmax's normaliser and its
+gradient's dot product) runs in one fixed order of 16 partial sums (``LaneSum`` in the source),
+not in the order of the vector width the build picks: LayerNorm and the gradients give the same
+bits on an AVX2 CPU as on an AVX-512 one, and the bfloat16 kernels the float32 kernels' sums (the
+softmax's exp is Eigen's vectorised one, whose last bit can differ between the two ISAs).
+
 Building: ``load()`` compiles the source with the C++ compiler (``$CXX``, else ``g++``) against
-the installed TensorFlow's headers (``tf.sysconfig``), for this CPU (``-march=native``), into a
+the installed TensorFlow's headers (``tf.sysconfig``), for this CPU (``-march=native``;
+``$BERT_TF2_KERNEL_MARCH`` names another ``-march``, e.g. ``x86-64-v3`` for AVX2), into a
 cache keyed by the source, TensorFlow's version, the flags and the CPU
 (``$BERT_TF2_KERNEL_CACHE``, default ``~/.cache/bert_tf2/kernels``), writing to a temporary name
 then renaming. Where that fails (no compiler, no headers), it logs why once and returns None:
@@ -75,9 +82,15 @@ from absl import logging
 from bert_common.atomic import atomic_path
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bert_cpu_ops.cc")
-_CXXFLAGS = ["-std=c++17", "-shared", "-fPIC", "-O3", "-march=native", "-ffp-contract=off",
+_CXXFLAGS = ["-std=c++17", "-shared", "-fPIC", "-O3", "-ffp-contract=off",
              "-fno-math-errno", "-fopenmp-simd", "-Wno-deprecated-declarations",
              "-Wno-interference-size"]
+
+
+def _cxxflags() -> list:
+    """The compiler flags: ``_CXXFLAGS`` and the target CPU (``$BERT_TF2_KERNEL_MARCH``, default
+    ``native``)."""
+    return _CXXFLAGS + ["-march=" + os.environ.get("BERT_TF2_KERNEL_MARCH", "native")]
 
 _lock = threading.Lock()
 _state = {"tried": False, "module": None, "error": None}
@@ -99,7 +112,7 @@ def _cache_dir() -> str:
 
 
 def _compile(cxx: str, target: str) -> None:
-    command = ([cxx] + _CXXFLAGS + tf.sysconfig.get_compile_flags() + [SOURCE, "-o", target]
+    command = ([cxx] + _cxxflags() + tf.sysconfig.get_compile_flags() + [SOURCE, "-o", target]
                + tf.sysconfig.get_link_flags())
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
@@ -114,7 +127,7 @@ def library_path() -> str:
     key = hashlib.sha256()
     with open(SOURCE, "rb") as f:
         key.update(f.read())
-    for part in [tf.__version__, cxx, " ".join(_CXXFLAGS),
+    for part in [tf.__version__, cxx, " ".join(_cxxflags()),
                  " ".join(tf.sysconfig.get_compile_flags()),
                  " ".join(tf.sysconfig.get_link_flags()), _cpu_signature()]:
         key.update(part.encode())

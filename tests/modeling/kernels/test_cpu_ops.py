@@ -546,3 +546,59 @@ def test_kernel_results_do_not_depend_on_the_thread_count(ops):
                               capture_output=True, text=True, check=True).stdout
                for n in (1, 2)]
     assert len(outputs[0]) > 100000 and outputs[0] == outputs[1]
+
+
+_ISA_SCRIPT = r"""
+import sys
+import numpy as np
+import tensorflow as tf
+from modeling.kernels import cpu_ops
+ops = cpu_ops.load()
+assert ops is not None, cpu_ops.unavailable_reason()
+rng = np.random.default_rng(5)
+parts = {}
+for dtype in (tf.float32, tf.bfloat16):
+    x = tf.cast(rng.normal(0.5, 3.0, [40, 771]).astype(np.float32), dtype)  # 771: a lane tail
+    dy = tf.cast(rng.normal(size=[40, 771]).astype(np.float32), dtype)
+    gamma = tf.constant(rng.normal(size=[771]).astype(np.float32))
+    beta = tf.constant(rng.normal(size=[771]).astype(np.float32))
+    y, mean, rstd = ops.bert_layer_norm(x, gamma, beta, epsilon=1e-12)
+    dx, dgamma, dbeta = ops.bert_layer_norm_grad(dy, x, mean, rstd, gamma)
+    scores = rng.normal(0.0, 4.0, [2, 3, 9, 133]).astype(np.float32)
+    bias = tf.cast(rng.normal(size=[2, 1, 1, 133]).astype(np.float32), dtype)
+    _, probs, mask = ops.bert_attention_probs(tf.cast(scores, dtype), bias,
+                                              tf.constant([5, 6], tf.int64), scale=0.3, rate=0.1)
+    fixed = np.exp(scores - scores.max(-1, keepdims=True))  # probabilities not from the kernel
+    fixed = tf.cast(fixed / fixed.sum(-1, keepdims=True), dtype)
+    dscores = ops.bert_attention_probs_grad(
+        tf.cast(rng.normal(size=[2, 3, 9, 133]).astype(np.float32), dtype), fixed, mask,
+        scale=0.3, rate=0.1)
+    for name, t in [("y", y), ("mean", mean), ("rstd", rstd), ("dx", dx), ("dgamma", dgamma),
+                    ("dbeta", dbeta), ("dscores", dscores), ("probs", probs)]:
+        parts["%s/%s" % (dtype.name, name)] = tf.cast(t, tf.float32).numpy()
+np.savez(sys.argv[1], **parts)
+"""
+
+
+def test_kernel_sums_give_the_same_bits_on_avx2_as_on_this_cpu(ops, tmp_path):
+    # The library built for an AVX2 CPU (x86-64-v3) and for this one (-march=native): LayerNorm
+    # forward and backward and the softmax gradient give the same bits, float32 and bfloat16
+    # (LaneSum's fixed order); the probabilities differ at most in the last bits of Eigen's
+    # vectorised exp. Before, the sums' order followed the vector width, and on AVX2 the bfloat16
+    # LayerNorm gradient was not the float32 one rounded once.
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    runs = {}
+    for march in ("native", "x86-64-v3"):
+        out = tmp_path / (march + ".npz")
+        subprocess.run([sys.executable, "-c", _ISA_SCRIPT, str(out)],
+                       cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+                           os.path.abspath(__file__))))),
+                       env=dict(env, BERT_TF2_KERNEL_MARCH=march), check=True)
+        runs[march] = dict(np.load(out))
+    native, avx2 = runs["native"], runs["x86-64-v3"]
+    assert len(native) == 16
+    for name, value in native.items():
+        if name.endswith("/probs"):
+            np.testing.assert_allclose(avx2[name], value, rtol=4e-7, atol=0, err_msg=name)
+        else:
+            np.testing.assert_array_equal(avx2[name], value, err_msg=name)
