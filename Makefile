@@ -26,10 +26,12 @@ demo: $(VENV)/.installed
 
 # Two pytest workers (pytest-xdist): CI's 2 cores; much of a test is Python (tracing, process
 # start-up) that one core runs while the other computes. `TEST_WORKERS=0 make test` runs serially.
-# The 25 slowest tests are listed at the end (the suite must stay under 15 minutes in CI).
-TEST_WORKERS ?= 2
+# tests/suite.py runs the suite, then the numeric golden tests again with oneDNN and XLA capped
+# at AVX2 (docs/testing.md); the 25 slowest tests are listed (the whole must stay under 10
+# minutes in CI).
+export TEST_WORKERS ?= 2
 test: $(VENV)/.installed-dev
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=25 tests
+	$(PY) -m tests.suite
 
 # Cloud TPU VM: tensorflow-tpu 2.20.0 instead of requirements.txt's tensorflow (see
 # requirements-tpu.txt for why tensorflow-text and the package go in with --no-deps). Marks the

@@ -28,6 +28,19 @@ def shared_dir():
     return paths.SHARED
 
 
+def pytest_runtest_setup(item):
+    """A ``bf16_matmul`` test where TensorFlow would crash (tests/suite.py): it fails with why,
+    instead of taking its pytest worker down."""
+    from tests import suite
+
+    if item.get_closest_marker("bf16_matmul") and suite.emulates_avx2(os.environ,
+                                                                       suite.cpu_flags()):
+        pytest.fail("ONEDNN_MAX_CPU_ISA=%s on a CPU with AVX-512: TensorFlow's bfloat16 matmuls "
+                    "crash in oneDNN here; `make test` (tests/suite.py) runs this test with "
+                    "TF_ENABLE_ONEDNN_OPTS=0, as an AVX2 CPU runs them"
+                    % os.environ["ONEDNN_MAX_CPU_ISA"], pytrace=False)
+
+
 @pytest.hookimpl(hookwrapper=True, trylast=True)
 def pytest_runtest_teardown(item, nextitem):
     """After a test file's last test (its fixtures gone): collect its garbage, then freeze

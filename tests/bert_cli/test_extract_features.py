@@ -13,6 +13,7 @@ from bert_tasks import features
 from bert_tasks.exports.convert import convert
 from tests import paths
 from tests.modeling.golden_utils import golden_dir, load_outputs
+from tests.support import noise
 
 ROOT = paths.ROOT
 MINILM = os.path.join(paths.DATA, "minilm")
@@ -61,7 +62,8 @@ def _check_against_golden(output, count):
             assert all(v == round(v, 6) for v in feature["layers"][0]["values"][:20])
             worst = max(worst, np.abs(last - golden["sequence_output"][b, i]).max(),
                         np.abs(third - golden["all_encoder_layers"][-3, b, i]).max())
-    assert worst <= 5e-5 + 5e-7
+    # the bound of the encoder's MiniLM golden, plus the JSON's rounding to 6 digits
+    noise.within("extract_features/minilm", worst, noise.MINILM_GOLDEN_BOUND + 5e-7)
 
 
 def test_on_jax_without_tensorflow(tmp_path):
@@ -84,6 +86,7 @@ def test_on_jax_without_tensorflow(tmp_path):
     _check_against_golden(output, count)
 
 
+@pytest.mark.bf16_matmul
 def test_bfloat16_inference_is_close_to_golden(tmp_path, minilm_prefix):
     """--inference_dtype=bfloat16: same tokens, values within bfloat16 rounding of the golden."""
     input_file, count = _input_file(tmp_path)
@@ -101,7 +104,8 @@ def test_bfloat16_inference_is_close_to_golden(tmp_path, minilm_prefix):
             got = np.asarray(feature["layers"][0]["values"])
             errors.append(np.abs(got - golden[b, i]).max() / (np.abs(golden[b, i]).max()))
     # bf16 has an 8-bit mantissa (relative rounding 2^-9 per op): close, but not float32-close.
-    assert 1e-4 < max(errors) < 0.1, max(errors)
+    assert max(errors) > 1e-4
+    noise.within("bf16/extract_features/minilm_relative", max(errors), 0.1)
     assert np.mean(errors) < 0.03
 
 

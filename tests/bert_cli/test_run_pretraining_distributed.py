@@ -168,38 +168,6 @@ def test_kill_9_after_a_checkpoint_then_resume_equals_uninterrupted(tmp_path, re
     assert [r["loss"] for r in log_resumed] == [r["loss"] for r in log_reference]
 
 
-def test_mirrored_kill_9_then_resume_is_exact_and_restores_the_iterator(distributed_runs,
-                                                                         tmp_path):
-    """Two replicas on one host: the checkpoint holds the host iterator's state (the resume
-    reads no consumed record again, whatever the steps done) and the resumed run ends with
-    the bits of the uninterrupted mirrored run (the fixture's: other loop and checkpoint
-    sizes, which do not change the math)."""
-    assert distributed_runs["codes"]["mirrored"] == 0
-    args = trajectory_args(tmp_path / "killed", "--do_train", "--deterministic",
-                           "--iterations_per_loop=5", "--save_checkpoints_steps=5",
-                           "--strategy=mirrored", "--num_cpu_devices=2")
-    victim = KilledAfterFirstCheckpoint([sys.executable, SCRIPT] + args, cwd=paths.ROOT,
-                                        env=_env())
-    victim.wait(timeout=540)
-    killed_dir = tmp_path / "killed"
-    latest = tf.train.latest_checkpoint(str(killed_dir))
-    assert 5 <= int(latest.rsplit("-", 1)[-1]) < 40
-    names = tf.train.load_checkpoint(latest).get_variable_to_shape_map()
-    assert any(name.startswith("iterator/") for name in names), sorted(names)[:10]
-    proc = subprocess.run([sys.executable, SCRIPT] + args, cwd=paths.ROOT, env=_env(),
-                          capture_output=True, text=True, timeout=540)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    resumed = checkpoints.read_tf1_checkpoint(str(killed_dir / "export" / "bert_model.ckpt"))
-    reference = checkpoints.read_tf1_checkpoint(
-        str(distributed_runs["mirrored"] / "export" / "bert_model.ckpt"))
-    assert set(resumed) == set(reference)
-    for name, value in reference.items():
-        np.testing.assert_array_equal(resumed[name], value, err_msg=name)
-    log_resumed = step_log.read_step_log(str(killed_dir))
-    log_reference = step_log.read_step_log(str(distributed_runs["mirrored"]))
-    assert [r["loss"] for r in log_resumed] == [r["loss"] for r in log_reference]
-
-
 def test_multi_worker_kill_9_then_resume_is_exact_with_each_workers_iterator(
         distributed_runs, tmp_path):
     """Two workers: each saves its own iterator state beside the chief's checkpoint; both are
@@ -260,9 +228,11 @@ def test_multi_worker_kill_9_then_resume_is_exact_with_each_workers_iterator(
 
 
 def test_mirrored_dropout_per_replica_kill_9_then_resume_is_exact(tmp_path):
-    """Dropout on, 2 replicas each drawing its own masks (modeling/layers/dropout.py), shuffled
-    input: a run killed after its first checkpoint and restarted ends with the bits of an
-    uninterrupted one."""
+    """Two replicas on one host, dropout on, each replica drawing its own masks
+    (modeling/layers/dropout.py), shuffled input: a run killed after its first checkpoint and
+    restarted ends with the bits of an uninterrupted one. The checkpoint holds the host
+    iterator's state, so the resume reads no consumed record again whatever the steps done (a
+    batch read twice or skipped would change the losses that follow)."""
     with open(os.path.join(TRAJ, "init", "bert_config.json")) as f:
         config = json.load(f)
     config.update(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
@@ -283,6 +253,10 @@ def test_mirrored_dropout_per_replica_kill_9_then_resume_is_exact(tmp_path):
     victim.wait(timeout=540)
     _, err = whole.communicate(timeout=540)
     assert whole.returncode == 0, err[-3000:]
+    latest = tf.train.latest_checkpoint(str(tmp_path / "killed"))
+    assert 5 <= int(latest.rsplit("-", 1)[-1]) < 20  # it did not finish
+    names = tf.train.load_checkpoint(latest).get_variable_to_shape_map()
+    assert any(name.startswith("iterator/") for name in names), sorted(names)[:10]
     proc = subprocess.run([sys.executable, SCRIPT] + args(tmp_path / "killed"), cwd=paths.ROOT,
                           env=_env(), capture_output=True, text=True, timeout=540)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -8,8 +8,11 @@ from modeling.encoder import BertModel
 from modeling.checkpoints.tf1 import load_tf1_checkpoint
 from modeling.config import BertConfig
 from tests.modeling.golden_utils import encoder_inputs, golden_dir, load_outputs, max_abs_diff
+from tests.support import noise
 
 NAME = "tiny_wide_init"
+# bf16 against the float32 model (tiny_wide_init: activations up to ~10): MEASURE
+BF16_BOUND = noise.BF16_ENCODER_BOUND
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +39,8 @@ def test_encoder_matches_golden_and_reports_unused_heads(loaded):
                            "sequence_output"]
     assert len(out["encoder_outputs"]) == 2
     for key in ("embedding_output", "sequence_output", "pooled_output"):
-        assert max_abs_diff(out[key], golden[key]) <= 1e-5, key
+        noise.within("encoder_golden/%s/%s" % (NAME, key), max_abs_diff(out[key], golden[key]),
+                     1e-5)
 
 
 def test_keras_file_round_trip(loaded, tmp_path):
@@ -56,6 +60,7 @@ def test_jit_compile_matches_eager(loaded):
     assert max_abs_diff(compiled(inputs), model(inputs)["pooled_output"]) < 1e-5
 
 
+@pytest.mark.bf16_matmul
 def test_mixed_bfloat16(loaded):
     config, reference, _ = loaded
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
@@ -70,9 +75,11 @@ def test_mixed_bfloat16(loaded):
     assert out.dtype == tf.bfloat16
     # bf16 keeps ~3 significant digits: close to the float32 model, not equal.
     diff = max_abs_diff(out, reference(inputs)["sequence_output"])
-    assert 0.0 < diff < 0.25
+    assert diff > 0.0
+    noise.within("bf16/mixed_bfloat16/sequence_output", diff, BF16_BOUND)
 
 
+@pytest.mark.bf16_matmul
 @pytest.mark.parametrize("policy, weight_dtype", [("mixed_bfloat16", "float32"),
                                                   ("bfloat16", "bfloat16")])
 def test_dtype_argument_reaches_every_sublayer(loaded, policy, weight_dtype):
@@ -89,10 +96,15 @@ def test_dtype_argument_reaches_every_sublayer(loaded, policy, weight_dtype):
     want = reference(inputs)
     for key in ("sequence_output", "pooled_output"):
         diff = max_abs_diff(out[key], want[key])
-        assert 0.0 < diff < 0.25, (key, diff)
-    # the XLA-compiled graph computes the same bf16 model
-    compiled = tf.function(lambda x: model(x)["pooled_output"], jit_compile=True)
-    assert max_abs_diff(compiled(inputs), out["pooled_output"]) < 0.1
+        assert diff > 0.0
+        noise.within("bf16/%s/%s" % (policy, key), diff, BF16_BOUND)
+    # The XLA-compiled graph computes the same bf16 model: as close to the float32 model as
+    # the op-by-op one (XLA keeps some intermediates in float32 that the ops round to bf16,
+    # so the two bf16 results differ from each other by about as much).
+    compiled = tf.function(lambda x: model(x)["pooled_output"], jit_compile=True)(inputs)
+    assert compiled.dtype == tf.bfloat16
+    noise.within("bf16/%s/xla_pooled_output" % policy,
+                 max_abs_diff(compiled, want["pooled_output"]), BF16_BOUND)
 
 
 def test_under_distribution_strategy(loaded):

@@ -9,6 +9,7 @@ from modeling.checkpoints.tf1 import CheckpointError
 from modeling.config import BertConfig
 from modeling.heads.pretraining import BertPretrainingModel
 from tests.modeling.golden_utils import golden_dir, load_outputs, max_abs_diff, pretraining_inputs
+from tests.support import noise
 
 NAME = "tiny_wide_init"
 
@@ -59,8 +60,8 @@ def test_save_and_reload_round_trip_with_slots_skipped(tmp_path):
     assert sorted(report.skipped) == ["bert/pooler/dense/kernel/adam_m",
                                       "bert/pooler/dense/kernel/adam_v", "global_step"]
     golden = load_outputs(NAME)
-    assert max_abs_diff(fresh(pretraining_inputs(golden))["total_loss"],
-                        golden["total_loss"]) <= 1e-5
+    noise.within("tf1_checkpoint/%s/total_loss" % NAME, max_abs_diff(
+        fresh(pretraining_inputs(golden))["total_loss"], golden["total_loss"]), 1e-5)
     # save_tf1_checkpoint writes what the original would read back.
     again = checkpoints.save_tf1_checkpoint(fresh, str(tmp_path / "again.ckpt"), global_step=3)
     written = checkpoints.read_tf1_checkpoint(again)
@@ -116,7 +117,8 @@ def test_load_checkpoint_accepts_keras_files(tmp_path):
     golden = load_outputs(NAME)
     inputs = {"input_ids": golden["input_ids"], "input_mask": golden["input_mask"],
               "segment_ids": golden["token_type_ids"]}
-    assert max_abs_diff(other(inputs)["sequence_output"], golden["sequence_output"]) <= 1e-5
+    noise.within("weights_h5/%s/sequence_output" % NAME,
+                 max_abs_diff(other(inputs)["sequence_output"], golden["sequence_output"]), 1e-5)
 
 
 def test_checkpoint_step_of_a_tf1_checkpoint_is_its_global_step(tmp_path):

@@ -11,6 +11,7 @@ from modeling.kernels import gelu_dense
 from modeling.kernels import switch
 from modeling.layers.dense import BertDense
 from tests.modeling.tiny_pretraining import pretraining_batches, tiny_pretraining_trainer
+from tests.support import noise
 
 
 def _reference(x, kernel, bias, dy):
@@ -68,7 +69,7 @@ def test_gelu_dense_train_values_and_gradients(shape):
                                tf.function(_fused)(x, kernel, bias, dy),
                                tf.function(_reference)(x, kernel, bias, dy)):
         scale = np.abs(want.numpy()).max()
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * scale, err_msg=name)
+        noise.allclose("gelu_dense/%s %s" % (shape, name), got, want, 1e-5, 1e-6 * scale)
 
 
 def _graph_op_types(fn, *args):
@@ -96,9 +97,9 @@ def test_bert_dense_takes_the_fused_path_only_when_training_inside_the_context()
         fused_types = _graph_op_types(lambda v: loss(v, True), x)
         eval_types = _graph_op_types(lambda v: loss(v, False), x)
     assert fused_y.shape == (2, 5, 12)
-    np.testing.assert_allclose(fused_y, plain_y, rtol=1e-5, atol=1e-6)
+    noise.allclose("gelu_dense/layer y", fused_y, plain_y, 1e-5, 1e-6)
     for a, b in zip(fused_grads, plain_grads):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+        noise.allclose("gelu_dense/layer gradients", a, b, 1e-5, 1e-5)
     assert "TanhGrad" not in fused_types and "Tanh" not in fused_types  # GELU is in XLA
     assert "Tanh" in eval_types  # inference keeps tf.nn.gelu (fusable by oneDNN)
     assert switch.kernels_of(layer) == switch.OP_BY_OP  # the layer's own value again after
@@ -112,12 +113,13 @@ def test_trainer_with_fused_kernels_follows_the_op_by_op_trajectory():
         trainer = tiny_pretraining_trainer(tempfile.mkdtemp(), fused)
         losses = trainer.run_steps(trainer.make_iterator(pretraining_batches()), 4)
         results[fused] = losses, [v.numpy() for v in trainer.model.trainable_variables]
-    np.testing.assert_allclose(results[True][0], results[False][0], rtol=1e-5)
+    noise.allclose("gelu_dense/trainer losses", results[True][0], results[False][0], 1e-5, 0.0)
     assert results[True][0][-1] < results[True][0][0] - 0.1  # it trained
     for a, b in zip(results[True][1], results[False][1]):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        noise.allclose("gelu_dense/trainer weights", a, b, 1e-5, 1e-6)
 
 
+@pytest.mark.bf16_matmul
 def test_fused_kernels_under_mixed_bfloat16_give_the_same_gradients():
     """bf16 activations: the fused path's gradients equal the op-by-op path's to bf16 rounding
     (relative norm of the difference per variable)."""

@@ -49,7 +49,8 @@ def _op_kinds(fn, arg, logdir):
 
 
 @pytest.mark.skipif(not _pywrap_util_port.IsMklEnabled(), reason="TensorFlow built without oneDNN")
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32",
+                                   pytest.param("bfloat16", marks=pytest.mark.bf16_matmul)])
 def test_graph_mode_fuses_matmul_bias_gelu_and_residual(dtype, tmp_path):
     """The bf16 inference speed rests on these fusions: a change to BertDense, the GELU or
     ResidualOutput that breaks them shows up here, not only in the benchmark."""

@@ -1,0 +1,80 @@
+"""tests/suite.py (`make test`'s runs) and tests/support/noise.py (the bounds' records)."""
+
+import doctest
+import json
+
+import pytest
+
+from tests import suite
+from tests.support import measure_noise, noise
+
+AVX512 = {"avx2", "avx512f", "avx512bw"}
+AVX2_ONLY = {"avx2", "fma"}
+
+
+def _runs(env, flags):
+    return [(what, args, {k: v for k, v in run_env.items() if k in (
+        "ONEDNN_MAX_CPU_ISA", "XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS")})
+            for what, args, run_env in suite.plan(env, flags, "2", ["-x"])]
+
+
+def test_plain_make_test_runs_the_suite_then_the_goldens_under_the_avx2_caps():
+    runs = _runs({}, AVX2_ONLY)
+    assert [what for what, _, _ in runs] == ["the suite",
+                                             "the numeric golden tests under the AVX2 caps"]
+    assert runs[0][1] == ["-q", "-n", "2", "-x", "--durations=25", "tests"] and runs[0][2] == {}
+    assert runs[1][1][-len(suite.AVX2_FILES):] == suite.AVX2_FILES
+    assert runs[1][2] == suite.AVX2_CAPS
+
+
+def test_on_an_avx512_cpu_the_capped_bf16_matmul_tests_run_with_onednn_off():
+    runs = _runs({}, AVX512)
+    assert len(runs) == 3
+    (_, golden, golden_env), (_, bf16, bf16_env) = runs[1], runs[2]
+    assert golden[-2:] == ["-m", "not bf16_matmul"] and golden_env == suite.AVX2_CAPS
+    assert bf16[-2:] == ["-m", "bf16_matmul"]
+    assert bf16_env == dict(suite.AVX2_CAPS, TF_ENABLE_ONEDNN_OPTS="0")
+
+
+def test_a_suite_already_capped_is_not_run_again():
+    assert [w for w, _, _ in _runs({"ONEDNN_MAX_CPU_ISA": "AVX2"}, AVX2_ONLY)] == ["the suite"]
+    split = _runs({"ONEDNN_MAX_CPU_ISA": "avx2"}, AVX512)
+    assert len(split) == 2 and split[1][2]["TF_ENABLE_ONEDNN_OPTS"] == "0"
+    # oneDNN's own ops off, or a cap with AVX-512: nothing to split
+    assert len(_runs({"ONEDNN_MAX_CPU_ISA": "AVX2", "TF_ENABLE_ONEDNN_OPTS": "0"}, AVX512)) == 1
+    assert not suite.emulates_avx2({"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}, AVX512)
+
+
+def test_every_avx2_file_exists_and_holds_recorded_bounds():
+    import os
+
+    for entry in suite.AVX2_FILES:
+        path = os.path.join(suite.ROOT, entry.split("::")[0])
+        with open(path) as f:
+            text = f.read()
+        assert "noise." in text, path
+        if "::" in entry:
+            assert "def %s(" % entry.split("::")[1] in text, entry
+
+
+def test_noise_records_each_check_and_asserts_its_bound(tmp_path, monkeypatch):
+    log = tmp_path / "noise.jsonl"
+    monkeypatch.setenv("BERT_NOISE_LOG", str(log))
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    noise.within("a/b", 1e-6, 1e-5)
+    with pytest.raises(AssertionError, match="a/c: 2e-05 above its bound 1e-05"):
+        noise.within("a/c", 2e-5, 1e-5)
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    assert rows == [{"check": "a/b", "diff": 1e-6, "bound": 1e-5, "config": "AVX2"},
+                    {"check": "a/c", "diff": 2e-5, "bound": 1e-5, "config": "AVX2"}]
+    table = measure_noise.table(rows + [dict(rows[0], config="default", diff=5e-7)],
+                                ["default", "AVX2"])
+    assert "| a/b | 5e-07 | 1e-06 | 1e-05 | 10 |" in table
+    assert "| a/c | - | 2e-05 | 1e-05 | 0.5 |" in table
+
+
+@pytest.mark.parametrize("module", [suite, noise, measure_noise])
+def test_docstring_examples(module, monkeypatch):
+    monkeypatch.delenv("BERT_NOISE_LOG", raising=False)
+    failures, tried = doctest.testmod(module, verbose=False)
+    assert tried > 0 and failures == 0
