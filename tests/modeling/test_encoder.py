@@ -11,7 +11,6 @@ from tests.modeling.golden_utils import encoder_inputs, golden_dir, load_outputs
 from tests.support import noise
 
 NAME = "tiny_wide_init"
-# bf16 against the float32 model (tiny_wide_init: activations up to ~10): MEASURE
 BF16_BOUND = noise.BF16_ENCODER_BOUND
 
 

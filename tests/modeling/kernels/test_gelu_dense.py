@@ -115,8 +115,11 @@ def test_trainer_with_fused_kernels_follows_the_op_by_op_trajectory():
         results[fused] = losses, [v.numpy() for v in trainer.model.trainable_variables]
     noise.allclose("gelu_dense/trainer losses", results[True][0], results[False][0], 1e-5, 0.0)
     assert results[True][0][-1] < results[True][0][0] - 0.1  # it trained
-    for a, b in zip(results[True][1], results[False][1]):
-        noise.allclose("gelu_dense/trainer weights", a, b, 1e-5, 1e-6)
+    # Adam turns a float-rounding difference of a near-zero gradient into one of up to a
+    # step's size (lr 1e-2): worst measured 2.06e-6 (AVX-512; 1.34e-6 on AVX2), on one element of
+    # 512; twice that.
+    noise.within("gelu_dense/trainer weights", max(
+        float(np.abs(a - b).max()) for a, b in zip(results[True][1], results[False][1])), 4e-6)
 
 
 @pytest.mark.bf16_matmul

@@ -29,8 +29,12 @@ VAR_NAMES = ["tiny/word_embeddings", "tiny/dense/kernel", "tiny/dense/bias", "ti
 RTOL, ATOL = 1e-6, 1e-9
 # The ``model`` experiment's gradients come from this test's own forward pass, whose matmuls
 # (Eigen's contractions call oneDNN's sgemm, whatever TF_ENABLE_ONEDNN_OPTS says) follow the
-# CPU's instruction set: MEASURE
-MODEL_RTOL = RTOL
+# CPU's instruction set. On AVX-512 they are the golden's bits and so is every step; on AVX2
+# (capped, and on an AVX2-only AMD EPYC) they are ~1e-7 relative off, and Adam carries that
+# into a slot element whose gradient is near zero at far more than 1e-6 of its own size. So
+# that experiment is held per variable to MODEL_RTOL of the variable's largest value: worst
+# measured 2.26e-6 (adam_m, AVX2; 0 on AVX-512 with 1 thread or 2), twice that.
+MODEL_RTOL = 2 * 2.26e-6
 
 
 def _summary():
@@ -59,17 +63,20 @@ def _make_variables(golden):
     return variables
 
 
-def _assert_close(actual, expected, what, check, rtol=RTOL):
-    """|actual - expected| <= rtol |expected| + ATOL everywhere; records (tests/support/noise.py)
-    the smallest rtol that would pass under ``check``."""
+def _misfit(actual, expected, what, check, rtol=RTOL, normwise=False):
+    """Why |actual - expected| <= rtol |expected| + ATOL fails somewhere (``normwise``: rtol
+    max|expected| + ATOL), or None; records (tests/support/noise.py) the smallest rtol that
+    would pass under ``check``."""
     actual = np.asarray(actual, np.float64)
     expected = np.asarray(expected, np.float64)
     diff = np.abs(actual - expected)
-    needed = np.max(np.maximum(diff - ATOL, 0.0) / np.maximum(np.abs(expected), 1e-30))
+    scale = np.max(np.abs(expected)) if normwise else np.abs(expected)
+    needed = np.max(np.maximum(diff - ATOL, 0.0) / np.maximum(scale, 1e-30))
     noise.record(check, needed, rtol)
-    excess = diff - (rtol * np.abs(expected) + ATOL)
-    assert np.all(excess <= 0), "%s: max |diff| %.3g (worst excess %.3g)" % (
-        what, np.max(diff), np.max(excess))
+    excess = diff - (rtol * scale + ATOL)
+    if np.all(excess <= 0):
+        return None
+    return "%s: max |diff| %.3g (worst excess %.3g)" % (what, np.max(diff), np.max(excess))
 
 
 def _model_loss(v, ids, x, y, scale):
@@ -87,9 +94,13 @@ def _model_loss(v, ids, x, y, scale):
 def _replay(experiment, compiled):
     golden = _golden(experiment)
     rtol = MODEL_RTOL if experiment == "model" else RTOL
+    misfits = []  # every step is compared (and recorded) before the test fails
 
     def close(actual, expected, what, kind):
-        _assert_close(actual, expected, what, "optimization/%s/%s" % (experiment, kind), rtol)
+        misfit = _misfit(actual, expected, what, "optimization/%s/%s" % (experiment, kind), rtol,
+                         normwise=experiment == "model")
+        if misfit:
+            misfits.append(misfit)
 
     args = _summary()["args"]
     variables = _make_variables(golden)
@@ -133,13 +144,15 @@ def _replay(experiment, compiled):
             close(opt._v[index].numpy(), golden["adam_v_after/" + name][t],
                   "%s adam_v after step %d" % (name, t), "adam_v")
         assert int(opt.iterations) == t + 1
+    assert not misfits, "%d misfits, the first: %s" % (len(misfits), misfits[0])
     return golden
 
 
 def test_model_experiment_matches_golden():
-    """Run in a fresh process with oneDNN off, as the golden run: the harness's own matmul and
-    LayerNorm gradients (not the optimizer) then match the original bit for bit. With oneDNN on,
-    the *harness* gradients differ by float noise (~1e-6 relative), above the 1e-6 bound."""
+    """Run in a fresh process with oneDNN off, as the golden run: on an AVX-512 CPU the
+    harness's own matmul and LayerNorm gradients (not the optimizer) then match the original bit
+    for bit; on AVX2 they are off by MODEL_RTOL's noise. With oneDNN on, the *harness* gradients
+    differ by more float noise (~1e-6 relative, on every step)."""
     env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="0", TF_CPP_MIN_LOG_LEVEL="3")
     code = ("from tests.modeling.training.test_optimization import _replay; "
             "g = _replay('model', compiled=True); "
