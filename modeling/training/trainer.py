@@ -24,7 +24,9 @@ and ``{name: (numerator, denominator)}`` logs; the loop adds ``loss``.
   iterator inside), so accelerators are fed without Python between steps. Loops end at
   checkpoint steps and at ``num_train_steps``, and are cut short so that a progress line shows
   at least every ``progress_every_s`` (30 s): the first loop runs one step (it traces the
-  step), the next ones as many steps as the measured time per step allows.
+  step), the next ones as many steps as the measured time per step allows (``loop_steps``).
+  Under MultiWorker the loops keep their fixed lengths: each worker's clock is its own, and
+  workers whose loops differ in length wait for ever in each other's collectives.
 * How the step runs (``use_xla``, ``fuse_optimizer``, ``fused_kernels``; all off by default:
   the op-by-op step that reproduces the original's rounding) is decided once, for this
   strategy, device and optimizer, into an ``execution.Execution`` value that the loop is built
@@ -215,6 +217,34 @@ def _split_micro_batches(batch, k: int, index):
         return parts[index]  # [b/k, ...]
 
     return tf.nest.map_structure(take, batch)
+
+
+def loop_steps(step: int, config: TrainerConfig, seconds_per_step: Optional[float]) -> int:
+    """How many steps the host loop starting after ``step`` runs.
+
+    Loops end at checkpoint steps and at ``num_train_steps`` and run at most ``steps_per_loop``
+    steps. With ``seconds_per_step`` (the last loop's time per step), the loop is cut so that
+    a progress line shows at least every ``progress_every_s``; 0.0 (nothing timed yet): one
+    step, the loop that traces the step. None: the fixed lengths alone, the same on every
+    worker of a cluster. Workers that timed their own loops could pick different lengths, and
+    then each waits in a collective that the other never joins: under MultiWorker on a loaded
+    2-core host both workers hung in their first loops' all-reduces.
+
+    Args:
+        step: the global step the loop starts from.
+        config: the trainer's ``TrainerConfig``.
+        seconds_per_step: see above.
+
+    Returns:
+        An int >= 1.
+    """
+    next_save = ((step // config.save_checkpoints_steps) + 1) * config.save_checkpoints_steps
+    num_steps = min(config.steps_per_loop, next_save - step, config.num_train_steps - step)
+    if seconds_per_step is None:
+        return num_steps
+    if not seconds_per_step:
+        return 1
+    return max(1, min(num_steps, int(config.progress_every_s / seconds_per_step)))
 
 
 class Trainer:
@@ -669,13 +699,9 @@ class Trainer:
         rate = 0.0
         seconds_per_step = 0.0  # of the last loop
         run_start = time.monotonic()
+        timed = not distribution.is_multi_worker(self.strategy)  # see loop_steps
         while step < cfg.num_train_steps:
-            next_save = ((step // cfg.save_checkpoints_steps) + 1) * cfg.save_checkpoints_steps
-            num_steps = min(cfg.steps_per_loop, next_save - step, cfg.num_train_steps - step)
-            if seconds_per_step:
-                num_steps = max(1, min(num_steps, int(cfg.progress_every_s / seconds_per_step)))
-            else:  # the first loop traces the step: one step, then loops timed by the second
-                num_steps = 1
+            num_steps = loop_steps(step, cfg, seconds_per_step if timed else None)
             loop_start = time.monotonic()
             sums, losses, norms, lrs = self._run_loop(iterator, num_steps)
             losses = losses.numpy().tolist()

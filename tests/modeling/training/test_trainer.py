@@ -11,7 +11,7 @@ import tensorflow as tf
 from modeling.training import distribution
 from modeling.training import optimization
 from modeling.training import evaluation, objectives, step_log
-from modeling.training.trainer import Trainer, TrainerConfig
+from modeling.training.trainer import Trainer, TrainerConfig, loop_steps
 
 DIM = 6
 
@@ -262,3 +262,16 @@ def test_checkpoint_without_dropout_seeds_still_resumes(tmp_path, caplog):
     assert resumed.global_step == 4
     names = [n for n, _ in tf.train.list_variables(str(tmp_path / "ckpt-4"))]
     assert "rng/seed_states/1/.ATTRIBUTES/VARIABLE_VALUE" in names
+
+
+def test_loop_lengths_follow_the_clock_on_one_host_and_are_fixed_across_workers():
+    config = TrainerConfig("unused", 100, steps_per_loop=20, save_checkpoints_steps=30,
+                           progress_every_s=30.0)
+    assert loop_steps(0, config, 0.0) == 1  # the loop that traces the step
+    assert loop_steps(1, config, 0.5) == 20  # 20 steps in 10 s: a line well within 30 s
+    assert loop_steps(1, config, 3.0) == 10  # cut to a progress line every 30 s
+    assert loop_steps(21, config, 0.5) == 9  # ends at the checkpoint (step 30)
+    assert loop_steps(95, config, 0.5) == 5  # and at num_train_steps
+    # Workers (clock None): the fixed lengths, whatever each one's own time per step.
+    assert [loop_steps(s, config, None) for s in (0, 20, 30, 50, 60, 90)] == [20, 10, 20, 10,
+                                                                              20, 10]
