@@ -514,13 +514,14 @@ def test_bfloat16_stores_keep_infinities_and_quiet_nans(ops):
     np.testing.assert_array_equal(tf.bitcast(y, tf.uint16).numpy(), want)
 
 
-_THREADS_SCRIPT = r"""
+_KERNELS_SCRIPT = r"""
 import sys
 import numpy as np
 import tensorflow as tf
-tf.config.threading.set_intra_op_parallelism_threads(int(sys.argv[1]))
+tf.config.threading.set_intra_op_parallelism_threads(int(sys.argv[2]))
 from modeling.kernels import cpu_ops
 ops = cpu_ops.load()
+assert ops is not None, cpu_ops.unavailable_reason()
 z = tf.cast(tf.random.stateless_normal([300, 1100], seed=(8, 1)) * 3.0, tf.bfloat16)
 dy = tf.cast(tf.random.stateless_normal([300, 1100], seed=(8, 2)), tf.bfloat16)
 scores = tf.random.stateless_normal([3, 4, 50, 77], seed=(8, 3))
@@ -529,34 +530,11 @@ seed = tf.constant([5, 6], tf.int64)
 x = tf.random.stateless_normal([300, 96], seed=(8, 4))
 y, probs, mask = ops.bert_attention_probs(scores, bias, seed, scale=0.3, rate=0.1)
 _, mean, rstd = ops.bert_layer_norm(x, tf.ones([96]), tf.zeros([96]), epsilon=1e-12)
-parts = [ops.bert_gelu_grad(z, dy)[1], y, mask,
-         ops.bert_attention_probs_grad(scores, probs, mask, scale=0.3, rate=0.1),
-         *ops.bert_layer_norm_grad(x, x, mean, rstd, tf.ones([96]))[1:]]
-sys.stdout.write("".join(np.ascontiguousarray(p.numpy()).tobytes().hex() for p in parts))
-"""
-
-
-def test_kernel_results_do_not_depend_on_the_thread_count(ops):
-    # A resumed run may land on a machine with another core count: the sums over rows (dbias,
-    # dgamma/dbeta) and the per-row kernels must give the same bits with 1 thread as with 2.
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))))
-    outputs = [subprocess.run([sys.executable, "-c", _THREADS_SCRIPT, str(n)], cwd=root, env=env,
-                              capture_output=True, text=True, check=True).stdout
-               for n in (1, 2)]
-    assert len(outputs[0]) > 100000 and outputs[0] == outputs[1]
-
-
-_ISA_SCRIPT = r"""
-import sys
-import numpy as np
-import tensorflow as tf
-from modeling.kernels import cpu_ops
-ops = cpu_ops.load()
-assert ops is not None, cpu_ops.unavailable_reason()
+threads = [ops.bert_gelu_grad(z, dy)[1], y, mask,
+           ops.bert_attention_probs_grad(scores, probs, mask, scale=0.3, rate=0.1),
+           *ops.bert_layer_norm_grad(x, x, mean, rstd, tf.ones([96]))[1:]]
+parts = {"threads/%d" % i: tf.cast(t, tf.float32).numpy() for i, t in enumerate(threads)}
 rng = np.random.default_rng(5)
-parts = {}
 for dtype in (tf.float32, tf.bfloat16):
     x = tf.cast(rng.normal(0.5, 3.0, [40, 771]).astype(np.float32), dtype)  # 771: a lane tail
     dy = tf.cast(rng.normal(size=[40, 771]).astype(np.float32), dtype)
@@ -580,25 +558,31 @@ np.savez(sys.argv[1], **parts)
 """
 
 
-def test_kernel_sums_give_the_same_bits_on_avx2_as_on_this_cpu(ops, tmp_path):
-    # The library built for an AVX2 CPU (x86-64-v3) and for this one (-march=native): LayerNorm
-    # forward and backward and the softmax gradient give the same bits, float32 and bfloat16
-    # (LaneSum's fixed order); the probabilities differ at most in the last bits of Eigen's
-    # vectorised exp. Before, the sums' order followed the vector width, and on AVX2 the bfloat16
-    # LayerNorm gradient was not the float32 one rounded once.
+def test_kernel_bits_do_not_depend_on_the_thread_count_or_the_vector_width(ops, tmp_path):
+    # A resumed run may land on a machine with another core count or another CPU. With 1 thread
+    # and with 2, the sums over rows (dbias, dgamma/dbeta) and the per-row kernels give the same
+    # bits ("threads/"). The library built for an AVX2 CPU (x86-64-v3) and for this one
+    # (-march=native): LayerNorm forward and backward and the softmax gradient give the same
+    # bits, float32 and bfloat16 (LaneSum's fixed order); the probabilities differ at most in
+    # the last bits of Eigen's vectorised exp. Before LaneSum the sums' order followed the
+    # vector width, and on AVX2 the bfloat16 LayerNorm gradient was not the float32 one
+    # rounded once.
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
     runs = {}
-    for march in ("native", "x86-64-v3"):
-        out = tmp_path / (march + ".npz")
-        subprocess.run([sys.executable, "-c", _ISA_SCRIPT, str(out)],
-                       cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-                           os.path.abspath(__file__))))),
-                       env=dict(env, BERT_TF2_KERNEL_MARCH=march), check=True)
-        runs[march] = dict(np.load(out))
-    native, avx2 = runs["native"], runs["x86-64-v3"]
-    assert len(native) == 16
+    for march, threads in (("native", 1), ("native", 2), ("x86-64-v3", 2)):
+        out = tmp_path / ("%s-%d.npz" % (march, threads))
+        subprocess.run([sys.executable, "-c", _KERNELS_SCRIPT, str(out), str(threads)],
+                       cwd=root, env=dict(env, BERT_TF2_KERNEL_MARCH=march), check=True)
+        runs[march, threads] = dict(np.load(out))
+    one, native, avx2 = runs["native", 1], runs["native", 2], runs["x86-64-v3", 2]
+    assert len(native) == 22
+    assert sum(v.size for k, v in native.items() if k.startswith("threads/")) > 100000
     for name, value in native.items():
-        if name.endswith("/probs"):
+        if name.startswith("threads/"):
+            np.testing.assert_array_equal(one[name], value, err_msg=name)
+        elif name.endswith("/probs"):
             np.testing.assert_allclose(avx2[name], value, rtol=4e-7, atol=0, err_msg=name)
         else:
             np.testing.assert_array_equal(avx2[name], value, err_msg=name)
