@@ -52,8 +52,10 @@ def _one_error_line(run, tool="run_classifier.py"):
     return line
 
 
-def _probabilities(version_dir):
-    loaded = tf.saved_model.load(str(version_dir))
+def _probabilities(version_dir_or_loaded):
+    loaded = version_dir_or_loaded
+    if not hasattr(loaded, "signatures"):
+        loaded = tf.saved_model.load(str(loaded))
     return loaded.signatures["text"](text_a=tf.constant(TEXTS))["probabilities"].numpy()
 
 
@@ -66,6 +68,12 @@ def version_1(tmp_path_factory):
     assert run.code == 0, run.stderr[-3000:]
     assert os.listdir(base) == ["1"]
     return base
+
+
+@pytest.fixture(scope="module")
+def loaded_version_1(version_1):
+    """Version 1 loaded once (a load takes seconds), for the tests that only read it."""
+    return tf.saved_model.load(str(version_1 / "1"))
 
 
 def _copy(base, tmp_path):
@@ -137,31 +145,67 @@ def test_squad_and_ner_refuse_before_any_work(tmp_path, module, tool, extra):
 # ------------------------------------------------------------------------------- versions
 
 
-def test_two_exports_are_versions_1_and_2_side_by_side(version_1, tmp_path, caplog):
-    base = _copy(version_1, tmp_path)
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+@pytest.fixture(scope="module")
+def version_2(version_1, tmp_path_factory):
+    """A second export into a copy of the base path holding version 1 and two leftovers of
+    exports of version 2: a killed run's (its pid dead) and a running one's (this process's
+    parent). One export serves the two tests below (an export takes seconds): the dead leftover
+    must not block it, and version 2 goes beside version 1."""
+    tmp = tmp_path_factory.mktemp("version_2")
+    base = _copy(version_1, tmp)
     first = _state(base / "1")
-    with caplog.at_level(logging.INFO):
-        run = _export(tmp_path / "out", base)
-    assert run.code == 0, run.stderr[-3000:]
-    assert sorted(os.listdir(base)) == ["1", "2"]
-    assert "exported SavedModel version 2 to %s" % (base / "2") in caplog.text
-    assert _state(base / "1") == first  # version 1 untouched
-    # Both load and serve; the same checkpoint and seed give the same model.
-    np.testing.assert_allclose(_probabilities(base / "1"), _probabilities(base / "2"), atol=1e-6)
-
-
-def test_leftover_of_a_killed_export_does_not_block_the_next(version_1, tmp_path):
-    base = _copy(version_1, tmp_path)
     dead = base / (".2.%s-%d.x.tmp" % (atomic._HOST, dead_pid()))
     live = base / (".2.%s-%d.y.tmp" % (atomic._HOST, os.getppid()))  # a run still exporting
     for leftover in (dead, live):
         (leftover / "variables").mkdir(parents=True)
         (leftover / "saved_model.pb").write_bytes(b"half-written")
-    run = _export(tmp_path / "out", base)
+    records, root = _Records(), logging.getLogger()
+    level = root.level
+    root.addHandler(records)
+    root.setLevel(logging.INFO)  # as caplog.at_level(logging.INFO)
+    try:
+        run = _export(tmp / "out", base)
+    finally:
+        root.removeHandler(records)
+        root.setLevel(level)
+    loaded = []
+
+    def load():  # version 2, loaded once for both tests
+        if not loaded:
+            loaded.append(tf.saved_model.load(str(base / "2")))
+        return loaded[0]
+
+    return {"base": base, "run": run, "log": "\n".join(records.messages), "first": first,
+            "live": live, "load": load}
+
+
+def test_two_exports_are_versions_1_and_2_side_by_side(version_2, loaded_version_1):
+    base, run = version_2["base"], version_2["run"]
+    assert run.code == 0, run.stderr[-3000:]
+    # Version folders 1 and 2 (the hidden leftover of a run still exporting stays beside them).
+    assert sorted(n for n in os.listdir(base) if not n.startswith(".")) == ["1", "2"]
+    assert "exported SavedModel version 2 to %s" % (base / "2") in version_2["log"]
+    assert _state(base / "1") == version_2["first"]  # version 1 untouched
+    # Both load and serve; the same checkpoint and seed give the same model.
+    np.testing.assert_allclose(_probabilities(loaded_version_1),
+                               _probabilities(version_2["load"]()), atol=1e-6)
+
+
+def test_leftover_of_a_killed_export_does_not_block_the_next(version_2):
+    base, run, live = version_2["base"], version_2["run"], version_2["live"]
     assert run.code == 0, run.stderr[-3000:]
     assert sorted(os.listdir(base)) == [live.name, "1", "2"]  # the dead one removed
     assert (live / "saved_model.pb").read_bytes() == b"half-written"
-    assert _probabilities(base / "2").shape == (len(TEXTS), 2)
+    assert _probabilities(version_2["load"]()).shape == (len(TEXTS), 2)
 
 
 @pytest.mark.parametrize("event", ["write", "commit"])
@@ -185,8 +229,8 @@ def test_a_failed_export_is_one_line_and_leaves_version_1(version_1, tmp_path, e
 
 
 @pytest.fixture(scope="module")
-def serving_default(version_1):
-    return tf.saved_model.load(str(version_1 / "1")).signatures["serving_default"]
+def serving_default(loaded_version_1):
+    return loaded_version_1.signatures["serving_default"]
 
 
 def _ids(batch, length, ids=5, mask=1, types=0):
@@ -220,11 +264,11 @@ def test_lengths_out_of_range_are_rejected(serving_default):
 
 
 @pytest.mark.parametrize("length", [0, 5])
-def test_an_empty_batch_gives_empty_outputs(serving_default, version_1, length):
+def test_an_empty_batch_gives_empty_outputs(serving_default, loaded_version_1, length):
     out = serving_default(**_ids(0, length))
     assert out["probabilities"].shape == (0, 2) and out["logits"].shape == (0, 2)
     assert out["label_id"].shape == (0,) and out["label"].shape == (0,)
-    loaded = tf.saved_model.load(str(version_1 / "1"))
+    loaded = loaded_version_1
     empty = tf.constant([], tf.string)
     assert loaded.signatures["text"](text_a=empty)["probabilities"].shape == (0, 2)
     assert loaded.signatures["text_pair"](text_a=empty, text_b=empty)["label"].shape == (0,)

@@ -1,9 +1,13 @@
 """The whole pipeline on gs:// paths only, through TensorFlow's own GCS client and a loopback
 GCS emulator (tests/support/gcs_loopback.py): create_pretraining_data -> run_pretraining (train,
 kill -9 after a checkpoint, resume, eval) -> run_classifier (train, eval, predict, export) ->
-run_squad (predict) -> extract_features -> convert_checkpoint. Every tool runs as its own process
-(as users run them, and so that the GCS cache settings apply); every output must be in the
-bucket (read from the emulator itself) and nothing may land in a local folder named ``gs:``.
+run_squad (predict) -> extract_features -> convert_checkpoint. The tools run in processes
+started with the harness's environment (so that the GCS cache settings apply, which TensorFlow
+reads at import): the run killed with SIGKILL is its own process; every other run, the resume
+included, is one tool's ``main`` on fresh flags in one other process
+(tests/support/speed_tool_server.py: one ``import tensorflow`` instead of six), which sees what the
+killed process left in the bucket as a fresh process would. Every output must be in the bucket
+(read from the emulator itself) and nothing may land in a local folder named ``gs:``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import time
 
 from tests import paths
 from tests.bert_cli import test_cloud_paths as pipeline
+from tests.support.speed_tool_server import ToolServer
 
 # A checkpoint every 2 steps, ~0.6 s apart on the loopback: the kill at ckpt-2 (a 50 ms poll)
 # leaves 7 more to write before the last one (~4 s of margin), and the resume runs 14 steps.
@@ -34,14 +39,21 @@ def _env():
 
 
 def test_the_whole_pipeline_on_gs_paths(gcs, tmp_path):
+    server = ToolServer(env=_env(), cwd=str(tmp_path))  # imports TensorFlow meanwhile
+    try:
+        _pipeline(gcs, tmp_path, server)
+    finally:
+        server.close()
+
+
+def _pipeline(gcs, tmp_path, server):
     prefix = gcs.unique_prefix("pipeline")
     root = gcs.url(prefix)
     inputs = pipeline.stage_inputs(root)
 
     def run(module, argv):
-        proc = subprocess.run(_command(module, argv), env=_env(), cwd=tmp_path,
-                              capture_output=True, text=True, timeout=600)
-        return proc.returncode, proc.stderr
+        result = server.run(module.__name__, argv)
+        return result.code, result.stderr
 
     def pretrain_with_a_kill(argv):
         # Started, killed with SIGKILL once its first checkpoint is in the bucket, rerun.

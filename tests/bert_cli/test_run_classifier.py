@@ -84,11 +84,16 @@ def test_outputs_written(trained):
     assert not [n for n in os.listdir(out) if n.endswith(".tmp")]
 
 
-def test_saved_model_in_fresh_process_matches(trained, tmp_path):
+@pytest.fixture(scope="module")
+def fresh_process(trained, tmp_path_factory):
+    """One fresh process (``import tensorflow_text`` first) that serves the export through its
+    three signatures, then runs ``saved_model_cli show --dir <export> --all`` (the console
+    command's own ``main``): one ``import tensorflow`` for both checks."""
     from data.glue import processors as classifier
     from data.glue import features as classifier_features
     from data.tokenization import wordpiece as tokenization
 
+    tmp_path = tmp_path_factory.mktemp("fresh")
     tokenizer = tokenization.FullTokenizer(paths.GOLDEN_VOCAB, do_lower_case=True)
     test = classifier.get_processor("mrpc").get_test_examples(trained["data_dir"])
     singles = [classifier.InputExample("s%d" % i, e.text_a, None, "0") for i, e in enumerate(test)]
@@ -98,7 +103,7 @@ def test_saved_model_in_fresh_process_matches(trained, tmp_path):
              **{k: np.array([getattr(f, k) for f in host], np.int32)
                 for k in ("input_ids", "input_mask", "segment_ids")})
     script = textwrap.dedent("""
-        import sys
+        import contextlib, io, sys
         import tensorflow_text  # registers the TF Text ops of the raw-text signatures
         import tensorflow as tf
         import numpy as np
@@ -120,6 +125,17 @@ def test_saved_model_in_fresh_process_matches(trained, tmp_path):
                  single=single["probabilities"].numpy(),
                  single_ids=single_ids["probabilities"].numpy(),
                  signatures=np.array(sorted(model.signatures)))
+
+        from tensorflow.python.tools import saved_model_cli  # the saved_model_cli command
+        sys.argv = ["saved_model_cli", "show", "--dir", export, "--all"]
+        shown, code = io.StringIO(), 0
+        with contextlib.redirect_stdout(shown):
+            try:
+                saved_model_cli.main()
+            except SystemExit as e:
+                code = e.code or 0
+        print("saved_model_cli exit %r" % code)
+        print(shown.getvalue())
     """)
     out = tmp_path / "served.npz"
     proc = subprocess.run([sys.executable, "-c", script, trained["export"],
@@ -127,7 +143,11 @@ def test_saved_model_in_fresh_process_matches(trained, tmp_path):
                            str(tmp_path / "inputs.npz"), str(out), str(SEQ)],
                           capture_output=True, text=True, env=ENV, cwd=str(tmp_path), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    served = np.load(out)
+    return {"served": out, "stdout": proc.stdout, "stderr": proc.stderr}
+
+
+def test_saved_model_in_fresh_process_matches(trained, fresh_process):
+    served = np.load(fresh_process["served"])
     assert list(served["signatures"]) == ["serving_default", "text", "text_pair"]
     in_process = np.loadtxt(os.path.join(trained["out"], "test_results.tsv"), delimiter="\t")
     np.testing.assert_allclose(served["default"], in_process, atol=1e-5)
@@ -137,12 +157,9 @@ def test_saved_model_in_fresh_process_matches(trained, tmp_path):
     np.testing.assert_allclose(served["single"], served["single_ids"], atol=1e-5)
 
 
-def test_saved_model_cli_lists_signatures(trained):
-    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-    proc = subprocess.run([cli, "show", "--dir", trained["export"], "--all"], capture_output=True,
-                          text=True, env=ENV, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    text = proc.stdout
+def test_saved_model_cli_lists_signatures(fresh_process):
+    first, _, text = fresh_process["stdout"].partition("\n")
+    assert first == "saved_model_cli exit 0", (first, fresh_process["stderr"][-2000:])
     for signature in ("serving_default", "text", "text_pair"):
         assert "signature_def['%s']" % signature in text
     assert "inputs['input_ids'] tensor_info:" in text and "DT_INT32" in text
@@ -179,10 +196,10 @@ def test_kill_9_after_a_checkpoint_then_resume_equals_uninterrupted(tmp_path):
 
     data_dir = glue_slice(MRPC, tmp_path / "mrpc", {"train": 32})
 
-    def argv(out):  # 32 steps of 4 examples, a checkpoint every 4
+    def argv(out):  # 16 steps of 4 examples (2 epochs of 8), a checkpoint every 4
         return _base_flags(data_dir, out) + [
             "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"), "--do_train",
-            "--train_batch_size=4", "--num_train_epochs=4", "--save_checkpoints_steps=4",
+            "--train_batch_size=4", "--num_train_epochs=2", "--save_checkpoints_steps=4",
             "--iterations_per_loop=2"]
 
     killed = tmp_path / "killed"
@@ -193,13 +210,13 @@ def test_kill_9_after_a_checkpoint_then_resume_equals_uninterrupted(tmp_path):
     assert code == 0, err[-3000:]
     victim.wait(timeout=300)
     step_at_kill = int(tf.train.latest_checkpoint(str(killed)).rsplit("-", 1)[-1])
-    assert 4 <= step_at_kill < 32
+    assert 4 <= step_at_kill < 16
 
     code, err = _run_in_process(argv(killed))  # the same command again: resumes, finishes
     assert code == 0, err[-3000:]
-    assert "train step %d/32" % step_at_kill not in err and "train step 32/32" in err
-    full = tf.train.load_checkpoint(str(tmp_path / "full" / "model.ckpt-32"))
-    resumed = tf.train.load_checkpoint(str(killed / "model.ckpt-32"))
+    assert "train step %d/16" % step_at_kill not in err and "train step 16/16" in err
+    full = tf.train.load_checkpoint(str(tmp_path / "full" / "model.ckpt-16"))
+    resumed = tf.train.load_checkpoint(str(killed / "model.ckpt-16"))
     names = [n for n in full.get_variable_to_shape_map()
              if n.startswith(("model/", "optimizer/", "rng/"))]
     for name in names:

@@ -48,7 +48,7 @@ def trained(data_dir, tmp_path_factory):
     export = out.parent / "export"
     code, err = _run(_base(out, "--data_dir=%s" % data_dir, "--init_checkpoint=%s" % TINY_CKPT,
                            "--do_train", "--do_eval", "--do_predict", "--train_batch_size=8",
-                           "--num_train_epochs=30", "--learning_rate=3e-4",
+                           "--num_train_epochs=15", "--learning_rate=3e-4",
                            "--eval_batch_size=16", "--iterations_per_loop=5",
                            "--export_dir=%s" % export))
     assert code == 0, err[-3000:]

@@ -15,6 +15,7 @@ import pytest
 
 from tests import paths
 from tests.bert_cli.test_run_pretraining import NOISE_MARGIN, TRAJ
+from tests.support import noise
 
 pytest.importorskip("jax", reason="jax is in requirements-dev.txt")
 
@@ -49,13 +50,14 @@ def without_tensorflow():
 
 def test_encoder_goldens_on_jax(with_tensorflow):
     """tiny and tiny_wide_init within the TensorFlow tests' 1e-5, MiniLM (Hugging Face
-    safetensors, read without TensorFlow) within their 5e-5."""
+    safetensors, read without TensorFlow) within the noise measured for XLA's CPU kernels
+    (tests/support/noise.py)."""
     result = with_tensorflow["goldens"]
     for name in ("tiny", "tiny_wide_init"):
         for key, diff in result[name].items():
-            assert diff <= 1e-5, (name, key, diff)
+            noise.within("jax/encoder_golden/%s/%s" % (name, key), diff, 1e-5)
     for key, diff in result["minilm"].items():
-        assert diff <= 5e-5, ("minilm", key, diff)
+        noise.within("jax/encoder_golden/minilm/" + key, diff, noise.JAX_MINILM_GOLDEN_BOUND)
 
 
 def test_pretraining_trajectory_on_one_device_matches_the_original(with_tensorflow):
@@ -70,10 +72,11 @@ def test_pretraining_trajectory_on_one_device_matches_the_original(with_tensorfl
     result = with_tensorflow["trajectory"]
     assert result["steps"] == 40 and result["iterations"] == 40
     assert result["params_missing"] == []
-    assert result["loss_rel"] <= 1e-5, result
-    assert result["global_norm_rel"] <= 1e-5, result
+    noise.within("jax/pretraining_trajectory/loss_rel", result["loss_rel"], 1e-5)
+    noise.within("jax/pretraining_trajectory/global_norm_rel", result["global_norm_rel"], 1e-5)
     assert result["lr_abs"] <= 1e-5 * 1e-3, result
-    assert result["params_abs"] <= NOISE_MARGIN * floor["final_params_max_abs_diff"], result
+    noise.within("jax/pretraining_trajectory/final_params", result["params_abs"],
+                 NOISE_MARGIN * floor["final_params_max_abs_diff"])
 
 
 def test_the_originals_finetuning_run_on_jax(with_tensorflow):

@@ -5,6 +5,7 @@ lists their signatures."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -55,6 +56,25 @@ result["serving_pooled_output"] = serving["pooled_output"].numpy().tolist()
 print(json.dumps(result))
 """ % SEQ
 
+# ``saved_model_cli show --dir <dir> --all`` (the console command's own ``main``) for each
+# SavedModel, in the same fresh process as LOAD_SCRIPT: one ``import tensorflow`` for all three.
+# Each one's stdout is printed after a separator line; a failing run prints its exit status.
+CLI_SCRIPT = r"""
+import contextlib, io
+from tensorflow.python.tools import saved_model_cli
+for name in ("encoder", "preprocessor"):
+    sys.argv = ["saved_model_cli", "show", "--dir", out + "/" + name, "--all"]
+    shown = io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(shown):
+        try:
+            saved_model_cli.main()
+        except SystemExit as e:
+            code = e.code or 0
+    print("=== saved_model_cli %s exit %r" % (name, code))
+    print(shown.getvalue())
+"""
+
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
@@ -74,24 +94,21 @@ def exported(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fresh_processes(exported, tmp_path_factory):
-    """The loader's and both ``saved_model_cli show`` runs' stdout."""
+    """The loader's and both ``saved_model_cli show`` runs' stdout, from one fresh process
+    (TensorFlow and TensorFlow Text only: no PYTHONPATH to the project's code)."""
     out, _ = exported
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     env.pop("PYTHONPATH", None)  # the SavedModels must not need the project's code
     cwd = str(tmp_path_factory.mktemp("fresh"))
-    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-    commands = {
-        "load": [sys.executable, "-c", LOAD_SCRIPT, out, json.dumps(TEXTS_A), json.dumps(TEXTS_B)],
-        "encoder": [cli, "show", "--dir", os.path.join(out, "encoder"), "--all"],
-        "preprocessor": [cli, "show", "--dir", os.path.join(out, "preprocessor"), "--all"],
-    }
-    results = {}
-    for name, command in commands.items():
-        run = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
-                             timeout=300)
-        assert run.returncode == 0, "%s failed:\n%s" % (name, run.stderr[-3000:])
-        results[name] = run.stdout
-    return results
+    run = subprocess.run([sys.executable, "-c", LOAD_SCRIPT + CLI_SCRIPT, out,
+                          json.dumps(TEXTS_A), json.dumps(TEXTS_B)],
+                         cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, "load failed:\n%s" % run.stderr[-3000:]
+    load, encoder, preprocessor = re.split(r"^=== saved_model_cli \w+ exit .*$\n", run.stdout,
+                                           flags=re.M)
+    codes = re.findall(r"^=== saved_model_cli (\w+) exit (.*)$", run.stdout, flags=re.M)
+    assert codes == [("encoder", "0"), ("preprocessor", "0")], (codes, run.stderr[-3000:])
+    return {"load": load, "encoder": encoder, "preprocessor": preprocessor}
 
 
 def _host_features(texts_a, texts_b):
@@ -291,30 +308,70 @@ def test_output_that_is_a_file_is_refused(tmp_path):
     assert (tmp_path / "out").read_text() == "x"
 
 
-def test_both_saved_models_are_replaced_together_or_not_at_all(exported, tmp_path):
+@pytest.fixture(scope="module")
+def replaced(exported, tmp_path_factory):
+    """A copy of the export, into which an export that fails at the preprocessor's rename (after
+    the encoder's) runs, then the same export through the command line (``convert_checkpoint.py
+    --output_format=tfhub --seq_length=8 --hub_keep_empty_segments``), which replaces both
+    SavedModels. One replacing export serves the two tests below (each export traces both
+    SavedModels: the slowest step of this file)."""
     import errno
 
+    from bert_cli import convert_checkpoint
     from bert_common import atomic
+    from tests.support.tools import run_tool
 
-    out = tmp_path / "out"
+    tmp = tmp_path_factory.mktemp("replaced")
+    out = tmp / "out"
     shutil.copytree(exported[0], out)
-    before = snapshot(tmp_path, folders=True)
+    before = snapshot(tmp, folders=True)
 
     def disk_full(event, path):  # the preprocessor's rename fails, after the encoder's
         if event == "commit" and path.endswith(hub.PREPROCESSOR_DIR):
             raise OSError(errno.ENOSPC, "No space left on device", path)
 
-    args = dict(config_file=CONFIG, vocab_file=paths.GOLDEN_VOCAB, seq_length=SEQ + 1)
     with atomic.inject_faults(disk_full):
         with pytest.raises(OSError, match="No space left"):
-            hub.export_hub(CKPT, str(out), **args)
-    assert snapshot(tmp_path, folders=True) == before  # both previous SavedModels, nothing staged left
-    hub.export_hub(CKPT, str(out), **args)  # existing SavedModels are replaced
-    assert sorted(os.listdir(out)) == [hub.ENCODER_DIR, hub.PREPROCESSOR_DIR]
+            hub.export_hub(CKPT, str(out), config_file=CONFIG, vocab_file=paths.GOLDEN_VOCAB,
+                           seq_length=8, keep_empty_segments=True)
+    after_failure = snapshot(tmp, folders=True)
+    # Existing SavedModels are replaced.
+    run = run_tool(convert_checkpoint, ["--output_format=tfhub", "--input=" + CKPT,
+                                        "--bert_config_file=" + CONFIG,
+                                        "--vocab_file=" + paths.GOLDEN_VOCAB,
+                                        "--seq_length=8", "--hub_keep_empty_segments",
+                                        "--output=" + str(out)])
+    return {"out": out, "before": before, "after_failure": after_failure, "run": run}
+
+
+def test_both_saved_models_are_replaced_together_or_not_at_all(replaced):
     import tensorflow as tf
 
+    # The failed export left both previous SavedModels and nothing staged.
+    assert replaced["after_failure"] == replaced["before"]
+    assert replaced["run"].code == 0, replaced["run"].stderr
+    out = replaced["out"]
+    assert sorted(os.listdir(out)) == [hub.ENCODER_DIR, hub.PREPROCESSOR_DIR]
     preprocessor = tf.saved_model.load(str(out / hub.PREPROCESSOR_DIR))
-    assert preprocessor(tf.constant(["hello"]))["input_word_ids"].shape == (1, SEQ + 1)
+    assert preprocessor(tf.constant(["hello"]))["input_word_ids"].shape == (1, 8)  # SEQ before
+
+
+def test_hub_keep_empty_segments_flag_reaches_the_preprocessor(replaced):
+    """convert_checkpoint.py --hub_keep_empty_segments: the exported preprocessor packs an
+    empty second segment as TF Hub ([CLS] a [SEP] [SEP], the last [SEP] of type 1)."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 - the preprocessor's ops
+
+    run = replaced["run"]  # the command line with --seq_length=8 --hub_keep_empty_segments
+    assert run.code == 0, run.stderr
+    loaded = tf.saved_model.load(os.path.join(replaced["out"], "preprocessor"))
+    packed = loaded.signatures["text_pair"](text_a=tf.constant(["hello world"]),
+                                            text_b=tf.constant([""]))
+    sep = int(loaded.tokenize.get_special_tokens_dict()["end_of_segment_id"])
+    ids = packed["input_word_ids"].numpy()[0].tolist()
+    types = packed["input_type_ids"].numpy()[0].tolist()
+    last = ids.index(sep, ids.index(sep) + 1)  # the second [SEP], right after the first
+    assert last == ids.index(sep) + 1 and types[last] == 1 and types[ids.index(sep)] == 0
 
 
 def test_hidden_act_reaches_the_exported_encoder(tmp_path, monkeypatch):
@@ -333,29 +390,3 @@ def test_hidden_act_reaches_the_exported_encoder(tmp_path, monkeypatch):
         hub.export_hub(CKPT, str(tmp_path / "out"), config_file=CONFIG,
                        vocab_file=paths.GOLDEN_VOCAB, hidden_act="gelu_exact")
     assert built == ["gelu_exact"]
-
-
-def test_hub_keep_empty_segments_flag_reaches_the_preprocessor(tmp_path):
-    """convert_checkpoint.py --hub_keep_empty_segments: the exported preprocessor packs an
-    empty second segment as TF Hub ([CLS] a [SEP] [SEP], the last [SEP] of type 1)."""
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401 - the preprocessor's ops
-
-    from bert_cli import convert_checkpoint
-    from tests.support.tools import run_tool
-
-    out = str(tmp_path / "out")
-    run = run_tool(convert_checkpoint, ["--output_format=tfhub", "--input=" + CKPT,
-                                        "--bert_config_file=" + CONFIG,
-                                        "--vocab_file=" + paths.GOLDEN_VOCAB,
-                                        "--seq_length=8", "--hub_keep_empty_segments",
-                                        "--output=" + out])
-    assert run.code == 0, run.stderr
-    loaded = tf.saved_model.load(os.path.join(out, "preprocessor"))
-    packed = loaded.signatures["text_pair"](text_a=tf.constant(["hello world"]),
-                                            text_b=tf.constant([""]))
-    sep = int(loaded.tokenize.get_special_tokens_dict()["end_of_segment_id"])
-    ids = packed["input_word_ids"].numpy()[0].tolist()
-    types = packed["input_type_ids"].numpy()[0].tolist()
-    last = ids.index(sep, ids.index(sep) + 1)  # the second [SEP], right after the first
-    assert last == ids.index(sep) + 1 and types[last] == 1 and types[ids.index(sep)] == 0
