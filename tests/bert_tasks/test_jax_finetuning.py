@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tests import paths
+from tests.bert_tasks.jax_tools import compilation_cache_env
 from tests.support.slices import glue_slice
 from tests.support.tools import KilledAfterFirstCheckpoint, run_tool
 
@@ -45,13 +46,22 @@ def _training(data_dir, out, *extra):
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def jax_env(tmp_path_factory):
+    """ENV and NO_TENSORFLOW with the session's JAX compilation cache (jax_tools): the
+    processes of one tiny model compile its steps once."""
+    cache = compilation_cache_env(tmp_path_factory)
+    return {"jax": dict(ENV, **cache), "no_tensorflow": dict(NO_TENSORFLOW, **cache)}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, jax_env):
     tmp = tmp_path_factory.mktemp("jax_classifier")
     data_dir = glue_slice(MRPC, tmp / "mrpc", {"train": 32, "dev": 24, "test": 20})
     out = tmp / "out"
     proc = subprocess.run(_training(data_dir, out, "--do_eval", "--do_predict",
                                     "--export_hf_dir=%s" % (tmp / "hf")),
-                          cwd=paths.ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+                          cwd=paths.ROOT, env=jax_env["jax"], capture_output=True, text=True,
+                          timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {"data_dir": data_dir, "out": out, "hf": tmp / "hf", "stderr": proc.stderr}
 
@@ -118,18 +128,18 @@ def test_tensorflow_takes_over_from_the_export(trained, tmp_path):
     _assert_same_evaluation(out, trained["out"], 1e-5)
 
 
-def test_kill_9_after_a_checkpoint_then_resume_is_exact(trained, tmp_path):
+def test_kill_9_after_a_checkpoint_then_resume_is_exact(trained, jax_env, tmp_path):
     """Dropout on (the tiny config's 0.1): the checkpoint holds the seed generators and the
     tf.data iterator's state beside it, so the resumed run ends with the uninterrupted run's
     bits."""
     out = tmp_path / "killed"
     lines = KilledAfterFirstCheckpoint(_training(trained["data_dir"], out), cwd=paths.ROOT,
-                                       env=ENV).wait()
+                                       env=jax_env["jax"]).wait()
     assert any("Saved checkpoint for step 8" in line for line in lines), "".join(lines[-20:])
     assert max(int(n[len("jax-ckpt-"):-4]) for n in os.listdir(out)
                if n.startswith("jax-ckpt-") and n.endswith(".npz")) < STEPS
-    proc = subprocess.run(_training(trained["data_dir"], out), cwd=paths.ROOT, env=ENV,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(_training(trained["data_dir"], out), cwd=paths.ROOT,
+                          env=jax_env["jax"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Resuming from" in proc.stderr
     assert _steps(out) == _steps(trained["out"])
@@ -141,9 +151,11 @@ def test_kill_9_after_a_checkpoint_then_resume_is_exact(trained, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def other_tools(tmp_path_factory):
+def other_tools(tmp_path_factory, jax_env, trained):
     """SQuAD, SWAG and NER without TensorFlow, from the tiny model converted to a Hugging
-    Face folder (here, with TensorFlow: a TF1 checkpoint needs it)."""
+    Face folder (here, with TensorFlow: a TF1 checkpoint needs it); and the classifier run's
+    last checkpoint evaluated without TensorFlow: the tool runs without TensorFlow, in one
+    process (jax_tools)."""
     from bert_cli import convert_checkpoint
 
     work = tmp_path_factory.mktemp("jax_tools")
@@ -154,7 +166,9 @@ def other_tools(tmp_path_factory):
         "--vocab_file=%s" % paths.GOLDEN_VOCAB, "--output=%s" % hf])
     assert run.code == 0, run.stderr[-3000:]
     proc = subprocess.run([sys.executable, "-m", "tests.bert_tasks.jax_tools", str(work),
-                           str(hf)], cwd=paths.ROOT, env=NO_TENSORFLOW, capture_output=True,
+                           str(hf), trained["data_dir"],
+                           str(trained["out"] / ("jax-ckpt-%d.npz" % STEPS))],
+                          cwd=paths.ROOT, env=jax_env["no_tensorflow"], capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(work / "runs.json", encoding="utf-8") as f:
@@ -237,20 +251,15 @@ def test_export_dir_is_refused_on_jax(other_tools):
     assert not (work / "refused").exists() and not (work / "models").exists()
 
 
-def test_without_tensorflow_evaluation_is_the_tf_data_runs(trained, tmp_path):
+def test_without_tensorflow_evaluation_is_the_tf_data_runs(trained, other_tools):
     """TensorFlow blocked: the eval and test records written and read with numpy
-    (data.glue.numpy_dataset), the JAX run's newest checkpoint evaluated: the metrics and test
-    probabilities of the run that read them with tf.data."""
-    out = tmp_path / "out"
-    out.mkdir()
-    name = "jax-ckpt-%d.npz" % STEPS
-    (out / name).write_bytes((trained["out"] / name).read_bytes())
-    proc = subprocess.run([sys.executable, os.path.join(paths.ROOT, "run_classifier.py")]
-                          + _flags(trained["data_dir"], out, "--do_eval", "--do_predict"),
-                          cwd=paths.ROOT, env=NO_TENSORFLOW, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "input read with numpy (no TensorFlow)" in proc.stderr
+    (data.glue.numpy_dataset), the JAX run's newest checkpoint evaluated (jax_tools: its first
+    run): the metrics and test probabilities of the run that read them with tf.data."""
+    work, runs = other_tools
+    run = runs["tf_data_eval"]
+    out = work / "tf_data_eval"
+    assert run["code"] == 0, run["stderr"]
+    assert "input read with numpy (no TensorFlow)" in run["stderr"]
     _assert_same_evaluation(out, trained["out"], 1e-6)
     assert any(n.startswith("events.out.tfevents") for n in os.listdir(out / "eval"))
 

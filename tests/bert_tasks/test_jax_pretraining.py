@@ -14,6 +14,7 @@ import pytest
 
 from tests import paths
 from tests.bert_cli.test_run_pretraining import NOISE_MARGIN, TRAJ, trajectory_args
+from tests.bert_tasks.jax_tools import compilation_cache_env
 from tests.support.tools import KilledAfterFirstCheckpoint
 
 pytest.importorskip("jax", reason="jax is in requirements-dev.txt")
@@ -29,9 +30,16 @@ def _command(output_dir, *extra):
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
+def jax_env(tmp_path_factory):
+    """ENV with the session's JAX compilation cache (jax_tools): the runs of one model compile
+    its steps once."""
+    return dict(ENV, **compilation_cache_env(tmp_path_factory))
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, jax_env):
     out = tmp_path_factory.mktemp("jax") / "whole"
-    proc = subprocess.run(_command(out, "--do_eval"), cwd=paths.ROOT, env=ENV,
+    proc = subprocess.run(_command(out, "--do_eval"), cwd=paths.ROOT, env=jax_env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "devices cpu:0, cpu:1" in proc.stderr  # the batch split over both, one update
@@ -86,11 +94,11 @@ def test_the_originals_run_on_jax(uninterrupted):
     assert all((uninterrupted / ("jax-ckpt-%d.input.index" % s)).exists() for s in (10, 40))
 
 
-def test_kill_9_after_a_checkpoint_then_resume_is_exact(uninterrupted, tmp_path):
+def test_kill_9_after_a_checkpoint_then_resume_is_exact(uninterrupted, jax_env, tmp_path):
     out = tmp_path / "killed"
-    lines = KilledAfterFirstCheckpoint(_command(out), cwd=paths.ROOT, env=ENV).wait()
+    lines = KilledAfterFirstCheckpoint(_command(out), cwd=paths.ROOT, env=jax_env).wait()
     assert any("Saved checkpoint for step 10" in line for line in lines), "".join(lines[-20:])
-    proc = subprocess.run(_command(out), cwd=paths.ROOT, env=ENV, capture_output=True,
+    proc = subprocess.run(_command(out), cwd=paths.ROOT, env=jax_env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Resuming from" in proc.stderr and "step 10" in proc.stderr
@@ -122,12 +130,12 @@ def test_flags_of_the_tensorflow_path_are_refused(tmp_path, flag, named):
 
 
 
-def test_an_empty_input_stops_before_anything_is_written(tmp_path):
+def test_an_empty_input_stops_before_anything_is_written(jax_env, tmp_path):
     (tmp_path / "empty.tfrecord").write_bytes(b"")
     out = tmp_path / "out"
     args = [a if not a.startswith("--input_file=") else
             "--input_file=%s" % (tmp_path / "empty.tfrecord") for a in _command(out)]
-    proc = subprocess.run(args, cwd=paths.ROOT, env=ENV, capture_output=True, text=True,
+    proc = subprocess.run(args, cwd=paths.ROOT, env=jax_env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode != 0
     errors = [l for l in proc.stderr.splitlines() if "error:" in l]
@@ -135,13 +143,13 @@ def test_an_empty_input_stops_before_anything_is_written(tmp_path):
     assert not out.exists()
 
 
-def test_without_tensorflow_the_export_is_a_weights_file(tmp_path):
+def test_without_tensorflow_the_export_is_a_weights_file(jax_env, tmp_path):
     """TensorFlow imports blocked: training, eval, TensorBoard and the export still work; the
     export is model.weights.h5 (no temporary left), which load_checkpoint reads here."""
     import modeling
 
     out = tmp_path / "out"
-    env = dict(ENV, PYTHONPATH=os.pathsep.join(
+    env = dict(jax_env, PYTHONPATH=os.pathsep.join(
         [os.path.join(paths.ROOT, "tests", "support", "no_tensorflow"), paths.ROOT]))
     args = [a for a in _command(out) if not a.startswith(("--init_checkpoint=",
                                                           "--num_train_steps="))]

@@ -220,13 +220,16 @@ def _tiny_training(steps: int = 5):
 
 
 def bf16() -> dict:
-    """A tiny pre-training model under ``mixed_bfloat16``: five steps on one batch."""
+    """A tiny pre-training model under ``mixed_bfloat16``: five steps on one batch; the
+    dtypes of its outputs on that batch (``jax.eval_shape``: the forward traced, the dtypes
+    and shapes its run would give, without compiling each op as an eager call does)."""
+    import jax
     import keras
 
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:
         model, _, batch, losses = _tiny_training()
-        outputs = model(batch)
+        outputs = jax.eval_shape(model, batch)
         return {"losses": losses,
                 "variable_dtypes": sorted({str(v.dtype) for v in model.trainable_variables}),
                 "sequence_output_dtype": str(outputs["sequence_output"].dtype),
@@ -238,6 +241,7 @@ def bf16() -> dict:
 def no_tensorflow() -> dict:
     import tempfile
 
+    import jax
     import keras
 
     import modeling
@@ -255,7 +259,9 @@ def no_tensorflow() -> dict:
     hf_missing = modeling.load_checkpoint(hf_model, minilm, log=False).missing
     classifier = modeling.BertClassifier(modeling.BertModel(modeling.BertConfig(**TINY)),
                                          num_labels=3)
-    logits = classifier({k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")})
+    # (the logits' shape: the forward traced, as in bf16)
+    logits = jax.eval_shape(classifier, {k: batch[k]
+                                         for k in ("input_ids", "input_mask", "segment_ids")})
     return {"backend": keras.backend.backend(), "losses": losses, "reloaded_max_diff": reloaded,
             "hf_missing": hf_missing, "optimizer": type(optimizer).__module__,
             "classifier_logits": list(np.shape(logits["logits"])),

@@ -15,6 +15,7 @@ import pytest
 
 from tests import paths
 from tests.bert_cli.test_run_pretraining import NOISE_MARGIN, TRAJ
+from tests.bert_tasks.jax_tools import compilation_cache_env
 from tests.support import noise
 
 pytest.importorskip("jax", reason="jax is in requirements-dev.txt")
@@ -22,8 +23,10 @@ pytest.importorskip("jax", reason="jax is in requirements-dev.txt")
 NO_TENSORFLOW = os.path.join(paths.ROOT, "tests", "support", "no_tensorflow")
 
 
-def _run(checks, block_tensorflow=False):
-    env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu")
+def _run(tmp_path_factory, checks, block_tensorflow=False):
+    # (the session's JAX compilation cache: what the suite's other JAX processes compiled)
+    env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu",
+               **compilation_cache_env(tmp_path_factory))
     if block_tensorflow:
         env["PYTHONPATH"] = os.pathsep.join([NO_TENSORFLOW, paths.ROOT])
     proc = subprocess.run([sys.executable, "-m", "tests.modeling.jax_checks"] + list(checks),
@@ -39,13 +42,14 @@ def _run(checks, block_tensorflow=False):
 
 
 @pytest.fixture(scope="module")
-def with_tensorflow():
-    return _run(["goldens", "trajectory", "finetuning_golden"])
+def with_tensorflow(tmp_path_factory):
+    return _run(tmp_path_factory, ["goldens", "trajectory", "finetuning_golden"])
 
 
 @pytest.fixture(scope="module")
-def without_tensorflow():
-    return _run(["finetuning", "bf16", "no_tensorflow"], block_tensorflow=True)
+def without_tensorflow(tmp_path_factory):
+    return _run(tmp_path_factory, ["finetuning", "bf16", "no_tensorflow"],
+                block_tensorflow=True)
 
 
 def test_encoder_goldens_on_jax(with_tensorflow):

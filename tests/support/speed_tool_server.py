@@ -25,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from typing import Optional, Sequence
 
@@ -34,14 +35,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 class ToolServer:
     """The test side: starts the child at once (its imports overlap the caller's work)."""
 
-    def __init__(self, env: Optional[dict] = None, cwd: Optional[str] = None,
-                 stderr=subprocess.DEVNULL):
+    def __init__(self, env: Optional[dict] = None, cwd: Optional[str] = None):
         env = dict(os.environ if env is None else env)
         env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"]
                                     if env.get("PYTHONPATH") else "")
+        # The child's own stderr (a crash, native logs) goes to an anonymous file, quoted when
+        # it stops answering.
+        self._stderr = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.support.speed_tool_server"], env=env, cwd=cwd,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True)
 
     def run(self, module: str, argv: Sequence[str], timeout: float = 600):
         """``module.main`` (a ``bert_cli`` tool, by module name) on ``argv`` in the child;
@@ -51,8 +54,13 @@ class ToolServer:
         result = self._ask({"module": module, "argv": list(argv)}, timeout)
         return ToolRun(result["code"], result["stdout"], result["stderr"])
 
+    def _stderr_tail(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read()[-3000:].decode("utf-8", "replace")
+
     def _ask(self, request: dict, timeout: float) -> dict:
-        assert self.process.poll() is None, "the tool server exited (%s)" % self.process.poll()
+        assert self.process.poll() is None, "the tool server exited (%s):\n%s" % (
+            self.process.poll(), self._stderr_tail())
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
         answer = []
@@ -62,7 +70,8 @@ class ToolServer:
         reader.join(timeout)
         if not answer or not answer[0]:
             self.close()
-            raise AssertionError("the tool server gave no answer to %s" % request)
+            raise AssertionError("the tool server gave no answer to %s:\n%s" % (
+                request, self._stderr_tail()))
         return json.loads(answer[0])
 
     def close(self) -> None:
@@ -74,6 +83,7 @@ class ToolServer:
                 self.process.kill()
                 self.process.wait()
         self.process.stdout.close()
+        self._stderr.close()
 
     def __enter__(self) -> "ToolServer":
         return self
