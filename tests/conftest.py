@@ -54,3 +54,34 @@ def pytest_runtest_teardown(item, nextitem):
     if nextitem is None or nextitem.module is not item.module:
         gc.collect()
         gc.freeze()
+
+
+# The test files whose work is longest (trainings in subprocesses, exports, JAX processes),
+# longest first, from `--durations=0` (docs/testing.md). `make test` hands whole files to its
+# two workers in this order and then the rest in collection order (tests/suite.py: loadscope),
+# so that no long file starts last and one worker runs on alone.
+LONGEST_FIRST = [
+    "tests/bert_cli/test_run_pretraining_distributed.py",
+    "tests/bert_tasks/test_jax_finetuning.py",
+    "tests/modeling/test_jax_backend.py",
+    "tests/bert_cli/test_gcs_pipeline.py",
+    "tests/bert_tasks/exports/test_hub.py",
+    "tests/bert_cli/test_interruptions.py",
+    "tests/bert_tasks/test_jax_pretraining.py",
+    "tests/bert_cli/test_run_pretraining.py",
+    "tests/demo/test_run_demo.py",
+    "tests/modeling/kernels/test_cpu_ops.py",
+    "tests/test_docs.py",
+    "tests/data/pretraining/test_beam.py",
+    "tests/bert_cli/test_bad_inputs.py",
+    "tests/bert_cli/test_bad_files.py",
+    "tests/bert_cli/test_cloud_paths.py",
+    "tests/modeling/training/test_finetuning_golden.py",
+]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session, config, items):
+    """The files of ``LONGEST_FIRST`` first, in its order; the others after, as collected."""
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))

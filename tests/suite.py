@@ -116,7 +116,11 @@ def plan(env: Mapping[str, str], flags: Set[str], workers: str,
     Returns:
         The runs, in order.
     """
-    common = ["-q", "-n", workers] + list(extra)
+    # A test file's tests go to one worker (``loadscope``), so that its module fixtures (trained
+    # models, exports) are built once, not once per worker; the files go out in the order of
+    # conftest.py's ``LONGEST_FIRST`` (``--no-loadscope-reorder``: not by their number of tests).
+    dist = ["--dist", "loadscope", "--no-loadscope-reorder"] if workers != "0" else []
+    common = ["-q", "-n", workers] + dist
     base = dict(env)
     runs = []
 
@@ -129,9 +133,9 @@ def plan(env: Mapping[str, str], flags: Set[str], workers: str,
         else:
             runs.append((what, args, run_env))
 
-    split("the suite", common + ["--durations=25", "tests"], base)
+    split("the suite", common + ["--durations=25"] + list(extra) + ["tests"], base)
     if not capped_below_avx512(env):
-        split("the numeric golden tests under the AVX2 caps", common + AVX2_FILES,
+        split("the numeric golden tests under the AVX2 caps", common + list(extra) + AVX2_FILES,
               dict(base, **AVX2_CAPS))
     return runs
 

@@ -1,6 +1,7 @@
 """tests/suite.py (`make test`'s runs) and tests/support/noise.py (the bounds' records)."""
 
 import doctest
+import os
 import json
 
 import pytest
@@ -22,7 +23,8 @@ def test_plain_make_test_runs_the_suite_then_the_goldens_under_the_avx2_caps():
     runs = _runs({}, AVX2_ONLY)
     assert [what for what, _, _ in runs] == ["the suite",
                                              "the numeric golden tests under the AVX2 caps"]
-    assert runs[0][1] == ["-q", "-n", "2", "-x", "--durations=25", "tests"] and runs[0][2] == {}
+    assert runs[0][1] == ["-q", "-n", "2", "--dist", "loadscope", "--no-loadscope-reorder",
+                          "--durations=25", "-x", "tests"] and runs[0][2] == {}
     assert runs[1][1][-len(suite.AVX2_FILES):] == suite.AVX2_FILES
     assert runs[1][2] == suite.AVX2_CAPS
 
@@ -78,3 +80,11 @@ def test_docstring_examples(module, monkeypatch):
     monkeypatch.delenv("BERT_NOISE_LOG", raising=False)
     failures, tried = doctest.testmod(module, verbose=False)
     assert tried > 0 and failures == 0
+
+
+def test_the_longest_first_files_exist():
+    from tests import conftest
+
+    missing = [p for p in conftest.LONGEST_FIRST
+               if not os.path.isfile(os.path.join(suite.ROOT, p))]
+    assert not missing, missing
