@@ -254,8 +254,10 @@ def evaluate(settings, model, paths, step: int, distribution) -> Dict[str, float
     trainable = [v.value for v in model.trainable_variables]
     non_trainable = [v.value for v in model.non_trainable_variables]
 
+    # The values as arguments: closed over, they would be constants of the program (a slow
+    # compile of its own per run, never found in a compilation cache).
     @jax.jit
-    def metrics(batch):
+    def metrics(trainable, non_trainable, batch):
         outputs, _ = model.stateless_call(trainable, non_trainable, batch, training=False)
         return pretraining_metrics.eval_metrics(outputs, batch)
 
@@ -266,7 +268,8 @@ def evaluate(settings, model, paths, step: int, distribution) -> Dict[str, float
                                                         schema.FEATURE_NAMES)):
         if index >= settings.max_eval_steps:
             break
-        values = jax.device_get(metrics(jax_trainer.shard(batch, distribution)))
+        values = jax.device_get(metrics(trainable, non_trainable,
+                                        jax_trainer.shard(batch, distribution)))
         for name, (num, den) in values.items():
             total = sums.setdefault(name, [0.0, 0.0])
             total[0] += float(num)

@@ -57,26 +57,28 @@ def pytest_runtest_teardown(item, nextitem):
 
 
 # The test files whose work is longest (trainings in subprocesses, exports, JAX processes),
-# longest first, from `--durations=0` (docs/testing.md). `make test` hands whole files to its
-# two workers in this order and then the rest in collection order (tests/suite.py: loadscope),
-# so that no long file starts last and one worker runs on alone.
+# from `--durations=0` (docs/testing.md). `make test` hands whole files to its two workers in
+# this order and then the rest in collection order (tests/suite.py: loadscope), so that no long
+# file starts last and one worker runs on alone. The two files whose processes wait for each
+# other (multi-worker collectives, JAX's two host devices) are kept apart: side by side, each
+# starved the other's processes and both took twice as long.
 LONGEST_FIRST = [
     "tests/bert_cli/test_run_pretraining_distributed.py",
-    "tests/bert_tasks/test_jax_finetuning.py",
-    "tests/modeling/test_jax_backend.py",
     "tests/bert_cli/test_gcs_pipeline.py",
-    "tests/bert_tasks/exports/test_hub.py",
-    "tests/bert_cli/test_interruptions.py",
-    "tests/bert_tasks/test_jax_pretraining.py",
     "tests/bert_cli/test_run_pretraining.py",
-    "tests/demo/test_run_demo.py",
+    "tests/modeling/test_jax_backend.py",
+    "tests/bert_cli/test_interruptions.py",
     "tests/modeling/kernels/test_cpu_ops.py",
-    "tests/test_docs.py",
+    "tests/bert_tasks/test_jax_finetuning.py",
+    "tests/bert_tasks/test_jax_pretraining.py",
+    "tests/bert_cli/test_run_classifier.py",
     "tests/data/pretraining/test_beam.py",
-    "tests/bert_cli/test_bad_inputs.py",
-    "tests/bert_cli/test_bad_files.py",
-    "tests/bert_cli/test_cloud_paths.py",
-    "tests/modeling/training/test_finetuning_golden.py",
+    "tests/test_docs.py",
+    "tests/demo/test_run_demo.py",
+    "tests/bert_tasks/exports/test_hub.py",
+    "tests/bert_cli/test_extract_features.py",
+    "tests/modeling/training/test_finetuning.py",
+    "tests/modeling/training/test_trainer.py",
 ]
 
 

@@ -12,8 +12,12 @@ bfloat16 kernel for them and crashes. On a real AVX2 CPU TensorFlow runs them wi
 under such a cap the tests marked ``bf16_matmul`` run in a pytest of their own with oneDNN's
 TensorFlow ops off (``TF_ENABLE_ONEDNN_OPTS=0``), which is what an AVX2 CPU runs for them.
 
-Usage: ``python -m tests.suite [pytest arguments]`` (``make test``; ``TEST_WORKERS=0`` runs in
-one process). Ends with one line ``suite: N passed, N failed, N skipped`` over all the runs.
+The suite runs on ``TEST_WORKERS`` pytest-xdist workers (default 2), each test file on one
+worker, the longest files first (conftest.py).
+
+Usage: ``python -m tests.suite [pytest arguments]`` (``make test``; ``TEST_WORKERS=0`` runs
+everything in one process, one run after the other). Ends with one line
+``suite: N passed, N failed, N skipped`` over all the runs.
 
 Example:
     >>> from tests import suite
@@ -86,19 +90,29 @@ def emulates_avx2(env: Mapping[str, str], flags: Set[str]) -> bool:
     return capped_below_avx512(env) and "avx512f" in flags and onednn_on
 
 
+def _start(args: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "pytest"] + list(args), cwd=ROOT,
+                            env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, bufsize=1)
+
+
+def _counts(line: str, counts: Dict[str, int]) -> Dict[str, int]:
+    """The counts of pytest's summary line (``counts`` if ``line`` is not one)."""
+    if " in " in line and _SUMMARY.search(line):
+        return {kind.rstrip("s") if kind.startswith("error") else kind: int(n)
+                for n, kind in _SUMMARY.findall(line)}
+    return counts
+
+
 def _pytest(args: Sequence[str], env: Mapping[str, str], what: str) -> Tuple[int, Dict[str, int]]:
     """Runs pytest (its output passed through); (exit status, counts of its summary line)."""
     print("\n===== %s: pytest %s" % (what, " ".join(args)), flush=True)
-    proc = subprocess.Popen([sys.executable, "-m", "pytest"] + list(args), cwd=ROOT,
-                            env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1)
+    proc = _start(args, env)
     counts: Dict[str, int] = {}
     assert proc.stdout is not None
     for line in proc.stdout:
         sys.stdout.write(line)
-        if " in " in line and _SUMMARY.search(line):
-            counts = {kind.rstrip("s") if kind.startswith("error") else kind: int(n)
-                      for n, kind in _SUMMARY.findall(line)}
+        counts = _counts(line, counts)
     sys.stdout.flush()
     return proc.wait(), counts
 
@@ -141,7 +155,10 @@ def plan(env: Mapping[str, str], flags: Set[str], workers: str,
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Runs ``plan``'s pytest runs; prints the closing line; returns the exit status."""
+    """Runs ``plan``'s pytest runs, one after the other; prints the closing line; returns the
+    exit status. (Run beside the suite instead, the AVX2 pass made it slower: three pytest
+    processes on two cores starve the multi-worker and two-device tests, whose processes wait
+    for each other.)"""
     extra = list(sys.argv[1:] if argv is None else argv)
     workers = os.environ.get("TEST_WORKERS", "2")
     totals = {"passed": 0, "failed": 0, "skipped": 0, "error": 0}

@@ -88,3 +88,4 @@ def test_the_longest_first_files_exist():
     missing = [p for p in conftest.LONGEST_FIRST
                if not os.path.isfile(os.path.join(suite.ROOT, p))]
     assert not missing, missing
+

@@ -44,6 +44,7 @@ from bert_common import files
 from bert_common import serving_inputs
 from bert_common.errors import InputError
 from bert_tasks.exports import saved_model
+from bert_tasks.exports.saved_model import tracing_as_saved
 from modeling.encoder import BertModel, flat_outputs
 
 #: TF Hub's input names -> ``BertModel``'s.
@@ -127,15 +128,18 @@ class HubEncoder(tf.Module):
         Returns:
             The outputs flattened (``flat_outputs``).
         """
-        return flat_outputs(self._outputs({"input_word_ids": input_word_ids,
+        # A call of the traced ``__call__`` (``trace``), not the encoder traced again.
+        return flat_outputs(self.__call__({"input_word_ids": input_word_ids,
                                            "input_mask": input_mask,
-                                           "input_type_ids": input_type_ids}, False))
+                                           "input_type_ids": input_type_ids}, training=False))
 
     def trace(self) -> Dict[str, object]:
-        """Traces ``__call__`` for training False and True; returns the signatures (``serve``
-        has an input signature: ``tf.saved_model.save`` traces it)."""
-        for training in (False, True):
-            self.__call__.get_concrete_function(_input_specs(), training=training)
+        """Traces ``__call__`` for training False and True (as ``tf.saved_model.save`` would:
+        ``tracing_as_saved``, so each is traced once); returns the signatures (``serve`` has an
+        input signature: ``tf.saved_model.save`` traces it)."""
+        with tracing_as_saved():
+            for training in (False, True):
+                self.__call__.get_concrete_function(_input_specs(), training=training)
         return {"serving_default": self.serve}
 
 

@@ -31,20 +31,21 @@ original's ``if tokens_b:``) where TF Hub writes ``[CLS] a [SEP] [SEP]`` (``a`` 
 ``seq_length - 3``, the last ``[SEP]`` of type 1). ``keep_empty_segments=True`` (the export's
 choice, ``convert_checkpoint.py --hub_keep_empty_segments``) packs as TF Hub for every segment
 count: every segment, empty or not, ends with its ``[SEP]`` (``pack_segments``). Three
-segments are trimmed round robin and packed by TensorFlow Text as TF Hub does (segment ids 0,
-1, 2).
+segments are trimmed round robin and packed as TF Hub does with TensorFlow Text (segment ids
+0, 1, 2; ``round_robin_lengths`` and ``_pack_closed_segments``, in dense ops).
 """
 
 from __future__ import annotations
 
+import itertools
 import numbers
-from typing import Dict, Sequence, Union
+from typing import Dict, List, Sequence, Union
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from bert_common.errors import InputError
 from bert_tasks.exports import saved_model
+from bert_tasks.exports.saved_model import tracing_as_saved
 from data.tokenization import graph as graph_tokenization
 from data.tokenization import special_tokens
 from data.tokenization import wordpiece
@@ -67,6 +68,90 @@ def _pieces(segment: Union[tf.RaggedTensor, tf.Tensor]) -> tf.RaggedTensor:
     return tf.cast(segment, tf.int32)
 
 
+def round_robin_lengths(lengths: Sequence[tf.Tensor], budget) -> List[tf.Tensor]:
+    """TensorFlow Text's ``RoundRobinTrimmer`` (TF Hub's trimming) in closed form: the number
+    of ids each segment keeps.
+
+    The trimmer gives one id to each segment in turn (an exhausted one is skipped) until
+    ``budget`` ids are taken. So every segment keeps ``min(length, k)`` ids, ``k`` the most
+    complete rounds that fit, and the ``r`` ids left over go one each to the first ``r``
+    segments longer than ``k``. ``sum_i min(l_i, k)`` is the least over subsets ``S`` of
+    ``sum_S l_i + (n - |S|) k``, so ``k = max_S floor((budget - sum_S l_i) / (n - |S|))`` over
+    the subsets leaving a segment out (all of them fit: ``k`` is at least the longest).
+
+    Args:
+        lengths: 1-3 int32 [B] segment lengths.
+        budget: int32 scalar >= 0, the ids kept in all.
+
+    Returns:
+        int32 [B] kept lengths, one per segment.
+    """
+    count = len(lengths)
+    rounds = None  # [B]: k
+    for subset in itertools.product((False, True), repeat=count):
+        if all(subset):
+            continue
+        taken = sum((length for length, full in zip(lengths, subset) if full),
+                    tf.zeros_like(lengths[0]))
+        candidate = (budget - taken) // (count - sum(subset))
+        rounds = candidate if rounds is None else tf.maximum(rounds, candidate)
+    kept = [tf.minimum(length, rounds) for length in lengths]
+    left = budget - tf.add_n(kept)  # [B]: 0 <= left < the segments longer than k
+    longer_before = tf.zeros_like(left)  # [B]: segments longer than k before segment i
+    for i, length in enumerate(lengths):
+        longer = length > rounds
+        kept[i] += tf.cast(longer & (longer_before < left), tf.int32)
+        longer_before += tf.cast(longer, tf.int32)
+    return kept
+
+
+def _pack_closed_segments(pieces: Sequence[tf.RaggedTensor], seq_length, cls_id: int,
+                          sep_id: int) -> Dict[str, tf.Tensor]:
+    """TF Hub's packing: ``RoundRobinTrimmer`` to ``seq_length - (segments + 1)`` ids, then
+    TensorFlow Text's ``combine_segments`` and ``pad_model_inputs``: ``[CLS] s0 [SEP] s1 [SEP]
+    ...``, segment i and its ``[SEP]`` of type i (``[CLS]`` 0), every segment closed by its
+    ``[SEP]`` even where empty, 0-padded.
+
+    Built with dense ops over the output positions, as ``graph.pack_segments`` (TensorFlow
+    Text's ragged trimming and concatenation trace many times slower, once per traced
+    signature of ``bert_pack_inputs``).
+
+    Args:
+        pieces: 1-3 int32 ragged [B, (P)] ids.
+        seq_length: the packed length S (a Python int or int32 scalar tensor).
+        cls_id: the ``[CLS]`` id.
+        sep_id: the ``[SEP]`` id.
+
+    Returns:
+        ``{"input_word_ids", "input_mask", "input_type_ids"}``, int32 [B, S] each.
+    """
+    specials = len(pieces) + 1
+    length = tf.cast(seq_length, tf.int32)
+    tf.debugging.assert_greater_equal(
+        length, specials, message="seq_length is too short for %d special tokens" % specials)
+    kept = round_robin_lengths([tf.cast(p.row_lengths(), tf.int32) for p in pieces],
+                               length - specials)  # [B] each
+    width = seq_length if isinstance(seq_length, numbers.Integral) else length
+    pos = tf.range(width)[tf.newaxis, :]  # [1, S]
+    word_ids = tf.where(tf.equal(pos, 0), cls_id, 0)  # [1, S], broadcast below
+    type_ids = tf.zeros_like(word_ids)
+    start = tf.ones_like(kept[0])[:, tf.newaxis]  # [B, 1]: where segment i starts
+    for i, (segment, count) in enumerate(zip(pieces, kept)):
+        values = tf.concat([segment.values, [0]], axis=0)  # [N + 1]: a trailing 0
+        starts = tf.cast(segment.row_starts(), tf.int32)[:, tf.newaxis]  # [B, 1]
+        end = start + count[:, tf.newaxis]  # [B, 1]: the segment's [SEP]
+        inside = (pos >= start) & (pos < end)  # [B, S]
+        taken = tf.gather(values, tf.clip_by_value(starts + pos - start, 0,
+                                                   tf.size(values) - 1))  # [B, S]
+        word_ids = tf.where(inside, taken, word_ids)
+        is_sep = tf.equal(pos, end)
+        word_ids = tf.where(is_sep, sep_id, word_ids)
+        type_ids = tf.where(inside | is_sep, i, type_ids)
+        start = end + 1
+    return {"input_word_ids": word_ids, "input_mask": tf.cast(pos < start, tf.int32),
+            "input_type_ids": type_ids}
+
+
 def pack_segments(segments: Sequence[tf.RaggedTensor], seq_length, cls_id: int,
                   sep_id: int, keep_empty_segments: bool = False) -> Dict[str, tf.Tensor]:
     """TF Hub's ``bert_pack_inputs``: 1-3 segments of ids -> dict of int32 [B, seq_length].
@@ -74,7 +159,8 @@ def pack_segments(segments: Sequence[tf.RaggedTensor], seq_length, cls_id: int,
     1 or 2 segments: ``graph.pack_inputs`` (run_classifier's features: a row whose second
     segment is empty is a single text); 3, or any count with ``keep_empty_segments``:
     round-robin trimming to ``seq_length - (segments + 1)`` ids and TensorFlow Text's
-    packing, exactly as TF Hub (each segment, empty or not, followed by ``[SEP]``).
+    packing, exactly as TF Hub (each segment, empty or not, followed by ``[SEP]``;
+    ``_pack_closed_segments``).
 
     Args:
         segments: 1-3 ragged id tensors [B, (words), (wordpieces)] or [B, (ids)].
@@ -97,19 +183,7 @@ def pack_segments(segments: Sequence[tf.RaggedTensor], seq_length, cls_id: int,
         packed = graph_tokenization.pack_inputs(pieces[0], pieces[1] if len(pieces) == 2 else None,
                                                 seq_length, cls_id, sep_id)
         return {hub: packed[ours] for hub, ours in OUTPUT_NAMES.items()}
-    seq_length = tf.cast(seq_length, tf.int32)
-    specials = len(pieces) + 1
-    tf.debugging.assert_greater_equal(
-        seq_length, specials,
-        message="seq_length is too short for %d special tokens" % specials)
-    trimmed = tf_text.RoundRobinTrimmer(max_seq_length=seq_length - specials).trim(pieces)
-    ids, types = tf_text.combine_segments(trimmed, start_of_sequence_id=cls_id,
-                                          end_of_segment_id=sep_id)
-    input_word_ids, input_mask = tf_text.pad_model_inputs(ids, max_seq_length=seq_length)
-    input_type_ids, _ = tf_text.pad_model_inputs(types, max_seq_length=seq_length)
-    return {"input_word_ids": tf.cast(input_word_ids, tf.int32),
-            "input_mask": tf.cast(input_mask, tf.int32),
-            "input_type_ids": tf.cast(input_type_ids, tf.int32)}
+    return _pack_closed_segments(pieces, seq_length, cls_id, sep_id)
 
 
 class HubTokenize(tf.Module):
@@ -182,14 +256,17 @@ class HubBertPackInputs(tf.Module):
 
     def trace(self) -> None:
         """Traces 1-3 segments of ragged rank 1 and 2, with ``seq_length`` an int32 scalar
-        tensor (any value after loading) or left out (the export's)."""
-        for ragged_rank in (1, 2):
-            spec = tf.RaggedTensorSpec([None] * (ragged_rank + 1), tf.int32,
-                                       ragged_rank=ragged_rank)
-            for count in range(1, MAX_SEGMENTS + 1):
-                self.__call__.get_concrete_function([spec] * count)
-                self.__call__.get_concrete_function([spec] * count,
-                                                    seq_length=tf.TensorSpec([], tf.int32))
+        tensor (any value after loading) or left out (the export's), as ``tf.saved_model.save``
+        would (``saved_model.tracing_as_saved``: the save reuses them, each traced once)."""
+        # Named as the save names it (the spec's name is part of the cache key).
+        length = tf.TensorSpec([], tf.int32, name="seq_length")
+        with tracing_as_saved():
+            for ragged_rank in (1, 2):
+                spec = tf.RaggedTensorSpec([None] * (ragged_rank + 1), tf.int32,
+                                           ragged_rank=ragged_rank)
+                for count in range(1, MAX_SEGMENTS + 1):
+                    self.__call__.get_concrete_function([spec] * count)
+                    self.__call__.get_concrete_function([spec] * count, seq_length=length)
 
 
 class HubPreprocessor(tf.Module):
@@ -235,7 +312,8 @@ class HubPreprocessor(tf.Module):
                  autograph=False)
     def __call__(self, text):
         """string [B] -> dict of int32 [B, seq_length]: ``[CLS] text [SEP]``."""
-        return self.bert_pack_inputs.pack([self.tokenize.ids(text)])
+        # Calls of the traced functions (``trace``), not their bodies traced again.
+        return self.bert_pack_inputs([self.tokenize(text)])
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
                                   tf.TensorSpec([None], tf.string, name="text_b")],
@@ -251,16 +329,16 @@ class HubPreprocessor(tf.Module):
         Returns:
             ``{"input_word_ids", "input_mask", "input_type_ids"}``.
         """
-        both = self.tokenize.ids(tf.concat([text_a, text_b], axis=0))  # [2B, (W), (P)]
+        both = self.tokenize(tf.concat([text_a, text_b], axis=0))  # [2B, (W), (P)]
         batch = tf.shape(text_a)[0]
-        return self.bert_pack_inputs.pack([both[:batch], both[batch:]])
+        return self.bert_pack_inputs([both[:batch], both[batch:]])
 
     def trace(self) -> Dict[str, object]:
         """Traces ``bert_pack_inputs``; returns the signatures.
 
         The functions with an input signature are left to ``tf.saved_model.save``, which
-        traces them itself (it traces every function again in its own context: tracing
-        them here as well would only double the export time).
+        traces them itself; they call ``tokenize`` and ``bert_pack_inputs`` (whose concrete
+        functions are traced here, in the save's context: each is traced once).
         """
         self.bert_pack_inputs.trace()
         return {"serving_default": self.__call__, "text_pair": self.text_pair}

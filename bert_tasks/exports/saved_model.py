@@ -17,7 +17,8 @@ from __future__ import annotations
 import errno
 import os
 import re
-from typing import Any, Callable, Dict, List, Optional, Sequence
+import contextlib
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from bert_common import atomic, files
 from bert_common.errors import InputError
@@ -68,6 +69,32 @@ def check_saved_model_destination(path: str, flag: Optional[str] = None) -> None
                          "not replaced%s" % (path, _examples(names), hint))
 
 
+@contextlib.contextmanager
+def tracing_as_saved() -> Iterator[None]:
+    """Traces in the context ``tf.saved_model.save`` (default ``SaveOptions``) traces in.
+
+    A ``tf.function`` is saved with the concrete functions traced before the save, but the
+    save looks each one up again inside its save context, which is part of the function
+    cache's key: a concrete function traced outside it is traced a second time. Traced inside
+    this context, the save finds it in the cache (each traced once). (TensorFlow's own
+    ``save_context``, not public API: should it stop matching the save's, the cost is a second
+    trace, never another SavedModel.)
+    """
+    import tensorflow as tf
+    from tensorflow.python.saved_model import save_context
+
+    if save_context.in_save_context():
+        yield
+        return
+    with save_context.save_context(tf.saved_model.SaveOptions()):
+        yield
+
+
+def _traced_signatures(signatures: Callable[[], Any]) -> Any:
+    with tracing_as_saved():
+        return signatures()
+
+
 def save_saved_models(exports: Sequence[Any]) -> List[str]:
     """Writes several SavedModels that belong together, all new or all as they were: each
     ``(module, export_dir, signatures)`` is saved with ``tf.saved_model.save(module, ...,
@@ -108,7 +135,7 @@ def save_saved_models(exports: Sequence[Any]) -> List[str]:
             # would create it with its own mode); the aside folder takes the previous one.
             staged.append(atomic.staging_dir(export_dir))
             asides.append(atomic.staging_dir(export_dir))
-            tf.saved_model.save(module, staged[-1], signatures=signatures())
+            tf.saved_model.save(module, staged[-1], signatures=_traced_signatures(signatures))
             atomic.fault_point("write", export_dir)
         try:
             atomic.commit_together(list(zip(staged, finals, asides)))
@@ -283,7 +310,7 @@ def save_saved_model_version(module: Any, base: str, signatures: Callable[[], Di
     versions = saved_model_versions(base)
     staging = atomic.staging_dir(os.path.join(base, str(versions[-1] + 1 if versions else 1)))
     try:
-        tf.saved_model.save(module, staging, signatures=signatures())
+        tf.saved_model.save(module, staging, signatures=_traced_signatures(signatures))
         atomic.fault_point("write",
                            os.path.join(base, str(versions[-1] + 1 if versions else 1)))
         for _ in range(1000):

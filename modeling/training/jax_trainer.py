@@ -206,9 +206,14 @@ def restore_checkpoint(path: str, model, optimizer):
     if meta["optimizer"] != [v.path for v in optimizer.variables]:
         raise InputError("%s: a checkpoint of another optimizer (its variables differ from this "
                          "run's); use another --output_dir" % path)
-    state = TrainState(_take(arrays, "t", len(model.trainable_variables)),
-                       _take(arrays, "n", len(model.non_trainable_variables)),
-                       _take(arrays, "o", len(optimizer.variables)))
+    # Through the variables, as a fresh run's state is made (``TrainState.from_model``): the
+    # values placed and laid out alike, so a resumed run calls the step a fresh run compiles
+    # (numpy values would make it trace and compile programs of its own).
+    for prefix, variables in (("t", model.trainable_variables),
+                              ("n", model.non_trainable_variables), ("o", optimizer.variables)):
+        for variable, value in zip(variables, _take(arrays, prefix, len(variables))):
+            variable.assign(value)
+    state = TrainState.from_model(model, optimizer)
     return state, meta["step"], meta["records"]
 
 

@@ -265,8 +265,11 @@ def test_script_entry_point_without_tensorflow(tmp_path):
              "print('TF_LOADED' if 'tensorflow' in sys.modules else 'NO_TF', code)\n"
              % (["build_vocab.py", "--input_file=%s" % SAMPLE, "--output_file=%s" % out,
                  "--vocab_size=300"],))
-    r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=ENV, capture_output=True,
-                       text=True, timeout=300)
+    # (BERT_SLOW_EXIT: the probe catches the tool's SystemExit to look at sys.modules after it;
+    # a successful tool run otherwise ends the process at once, bert_cli/runner.py)
+    r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT,
+                       env=dict(ENV, BERT_SLOW_EXIT="1"), capture_output=True, text=True,
+                       timeout=300)
     assert r.stdout.split() == ["NO_TF", "0"], r.stderr[-2000:]
     assert len(_lines(out)) == 301
     r = subprocess.run([sys.executable, "build_vocab.py", "--help"], cwd=ROOT, env=ENV,

@@ -13,6 +13,7 @@ import pytest
 
 from bert_cli import run_classifier
 from tests import paths
+from tests.bert_cli.fp16_config import with_one_layer
 from tests.support.slices import glue_slice
 from tests.support.tools import (KilledAfterFirstCheckpoint, check_fp16_training,
                                  run_tool)
@@ -296,12 +297,13 @@ def test_bad_flags(tmp_path):
 
 def test_fp16_trains_with_dynamic_loss_scaling(tmp_path):
     """--mixed_precision=fp16 (once crashed on the first step): two steps, exit 0, finite
-    losses, the loss scale in the checkpoint."""
+    losses, the loss scale in the checkpoint (a one-layer cut of the tiny model:
+    tests/bert_cli/fp16_config.py)."""
     data_dir = glue_slice(MRPC, tmp_path / "mrpc", {"train": 16})
     out = tmp_path / "out"
-    check_fp16_training(run_classifier, _base_flags(data_dir, out) + [
+    check_fp16_training(run_classifier, with_one_layer(_base_flags(data_dir, out) + [
         "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"), "--do_train",
-        "--train_batch_size=8", "--num_train_epochs=1"], str(out))
+        "--train_batch_size=8", "--num_train_epochs=1"], tmp_path / "config"), str(out))
 
 
 def test_export_hf_dir_equals_convert_checkpoint_of_the_same_checkpoint(trained, tmp_path):

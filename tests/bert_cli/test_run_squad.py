@@ -11,6 +11,7 @@ import tensorflow_text  # noqa: F401  (registers the ops the exported signature 
 from bert_cli import run_squad
 from data.squad import features as squad
 from tests import paths
+from tests.bert_cli.fp16_config import with_one_layer
 from tests.support.slices import squad_slice
 from tests.support.tools import check_fp16_training, run_tool
 
@@ -133,10 +134,12 @@ def test_script_entry_point_reports_flag_errors(tmp_path):
 
 def test_fp16_trains_with_dynamic_loss_scaling(tmp_path):
     """--mixed_precision=fp16 (once crashed on the first step): two steps, exit 0, finite
-    losses, the loss scale in the checkpoint."""
+    losses, the loss scale in the checkpoint (a one-layer cut of the tiny model:
+    tests/bert_cli/fp16_config.py)."""
     train = squad_slice(os.path.join(SQUAD, "v2.0_short", "input_train_style_slice.json"),
                    tmp_path / "train.json", 8)
-    check_fp16_training(run_squad, _argv(
+    check_fp16_training(run_squad, with_one_layer(_argv(
         tmp_path, "--do_train", "--version_2_with_negative", "--train_file=%s" % train,
         "--init_checkpoint=%s" % os.path.join(TINY, "bert_model.ckpt"),
-        "--train_batch_size=4", "--num_train_epochs=1"), str(tmp_path / "out"))
+        "--train_batch_size=4", "--num_train_epochs=1"), tmp_path / "config"),
+        str(tmp_path / "out"))

@@ -241,3 +241,54 @@ def test_tensorflow_words_are_left_out_of_the_error_line():
     assert _user_words("corrupted record at 12 [Op:IteratorGetNext] name: x") == \
         "corrupted record at 12"
     assert _user_words("--output_dir=/x is not writable") == "--output_dir=/x is not writable"
+
+
+_TOOL = """
+import atexit, sys
+from absl import flags
+from bert_cli import runner
+
+atexit.register(lambda: print("teardown ran"))
+
+def define_flags(flag_values):
+    flags.DEFINE_integer("code", 0, "exit status of main", flag_values=flag_values)
+
+def main(argv):
+    sys.stdout.write("x" * 100000)  # a block left in the buffer, no newline
+    sys.stderr.write("done")
+    return flags.FLAGS.code
+
+runner.start(define_flags, main)
+"""
+
+
+@pytest.mark.parametrize("env,code,teardown", [
+    ({}, 0, False),
+    ({}, 3, True),  # a failed run keeps Python's exit (its handlers may report)
+    ({"BERT_SLOW_EXIT": "1"}, 0, True),
+    ({"TF_CONFIG": json.dumps({"cluster": {"worker": ["a:1", "b:2"]},
+                               "task": {"type": "worker", "index": 1}})}, 0, True),
+])
+def test_a_successful_run_ends_without_the_interpreters_teardown(tmp_path, env, code, teardown):
+    """``start``: exit status 0 skips the teardown (atexit handlers: not run), with every byte
+    written to stdout and stderr flushed; a failure, a multi-worker cluster, or
+    ``BERT_SLOW_EXIT=1`` exits as usual."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "tool.py"
+    script.write_text(_TOOL)
+    proc = subprocess.run([sys.executable, str(script), "--code=%d" % code], cwd=str(tmp_path),
+                          env=dict(os.environ, PYTHONPATH=paths.ROOT, **env),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == code
+    assert proc.stdout.startswith("x" * 100000)
+    assert proc.stderr.startswith("done")
+    assert ("teardown ran" in proc.stdout) == teardown
+
+
+def test_skips_teardown_reads_tf_config():
+    one = json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}})
+    assert runner.skips_teardown({}) and runner.skips_teardown({"TF_CONFIG": one})
+    assert not runner.skips_teardown({"TF_CONFIG": "{not json"})
+    assert not runner.skips_teardown({"BERT_SLOW_EXIT": "1"})

@@ -1,8 +1,12 @@
 """run_pretraining.py with KERAS_BACKEND=jax (bert_tasks/jax_pretraining.py), as processes on two
 host devices (data-parallel, XLA's flag): the original's 40-step run (step log, eval results,
 export against the goldens), kill -9 after a checkpoint then resume (bit for bit the
-uninterrupted run), and flags of the TensorFlow path refused with one line. One device's steps
-are tests/modeling/test_jax_backend.py's."""
+uninterrupted run, its step compiled once), and flags of the TensorFlow path refused with one
+line. One device's steps are tests/modeling/test_jax_backend.py's.
+
+The killed run is a process of its own; its resume (the first run of the next process, as a
+rerun after the kill would be), the empty input and the uninterrupted run share one process
+(jax_tools.run_in_one_process: one import of TensorFlow and JAX)."""
 
 import json
 import os
@@ -14,7 +18,7 @@ import pytest
 
 from tests import paths
 from tests.bert_cli.test_run_pretraining import NOISE_MARGIN, TRAJ, trajectory_args
-from tests.bert_tasks.jax_tools import compilation_cache_env
+from tests.bert_tasks.jax_tools import compilation_cache_env, run_in_one_process
 from tests.support.tools import KilledAfterFirstCheckpoint
 
 pytest.importorskip("jax", reason="jax is in requirements-dev.txt")
@@ -37,13 +41,31 @@ def jax_env(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory, jax_env):
-    out = tmp_path_factory.mktemp("jax") / "whole"
-    proc = subprocess.run(_command(out, "--do_eval"), cwd=paths.ROOT, env=jax_env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "devices cpu:0, cpu:1" in proc.stderr  # the batch split over both, one update
-    return out
+def runs(tmp_path_factory, jax_env):
+    """A run killed with SIGKILL after its first checkpoint (``folder/killed``; its stderr
+    lines); then in one process: that run resumed, a run on an empty input file
+    (``folder/empty_out``), the uninterrupted run with --do_eval (``folder/whole``). The runs'
+    results (jax_tools.run_in_one_process) by name."""
+    tmp = tmp_path_factory.mktemp("jax")
+    killed = tmp / "killed"
+    lines = KilledAfterFirstCheckpoint(_command(killed), cwd=paths.ROOT, env=jax_env).wait()
+    (tmp / "empty.tfrecord").write_bytes(b"")
+    tool = "bert_cli.run_pretraining"
+    results = run_in_one_process([
+        ("resumed", tool, trajectory_args(killed, *ARGS)),
+        ("empty_input", tool, [a if not a.startswith("--input_file=") else
+                               "--input_file=%s" % (tmp / "empty.tfrecord")
+                               for a in trajectory_args(tmp / "empty_out", *ARGS)]),
+        ("whole", tool, trajectory_args(tmp / "whole", *ARGS, "--do_eval"))], tmp, jax_env)
+    return {"folder": tmp, "killed_lines": lines, **results}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(runs):
+    run = runs["whole"]
+    assert run["code"] == 0, run["stderr"][-3000:]
+    assert "devices cpu:0, cpu:1" in run["stderr"]  # the batch split over both, one update
+    return runs["folder"] / "whole"
 
 
 def _steps(output_dir):
@@ -94,14 +116,16 @@ def test_the_originals_run_on_jax(uninterrupted):
     assert all((uninterrupted / ("jax-ckpt-%d.input.index" % s)).exists() for s in (10, 40))
 
 
-def test_kill_9_after_a_checkpoint_then_resume_is_exact(uninterrupted, jax_env, tmp_path):
-    out = tmp_path / "killed"
-    lines = KilledAfterFirstCheckpoint(_command(out), cwd=paths.ROOT, env=jax_env).wait()
+def test_kill_9_after_a_checkpoint_then_resume_is_exact(runs, uninterrupted):
+    """The resumed run restores the state placed as a fresh run's: it calls one compiled step,
+    the uninterrupted run's."""
+    lines = runs["killed_lines"]
     assert any("Saved checkpoint for step 10" in line for line in lines), "".join(lines[-20:])
-    proc = subprocess.run(_command(out), cwd=paths.ROOT, env=jax_env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Resuming from" in proc.stderr and "step 10" in proc.stderr
+    out = runs["folder"] / "killed"
+    run = runs["resumed"]
+    assert run["code"] == 0, run["stderr"][-3000:]
+    assert "Resuming from" in run["stderr"] and "step 10" in run["stderr"]
+    assert run["step_programs"] == runs["whole"]["step_programs"] == 1
     assert _steps(out) == _steps(uninterrupted)
     whole, resumed = _export(uninterrupted), _export(out)
     assert sorted(whole) == sorted(resumed)
@@ -130,17 +154,12 @@ def test_flags_of_the_tensorflow_path_are_refused(tmp_path, flag, named):
 
 
 
-def test_an_empty_input_stops_before_anything_is_written(jax_env, tmp_path):
-    (tmp_path / "empty.tfrecord").write_bytes(b"")
-    out = tmp_path / "out"
-    args = [a if not a.startswith("--input_file=") else
-            "--input_file=%s" % (tmp_path / "empty.tfrecord") for a in _command(out)]
-    proc = subprocess.run(args, cwd=paths.ROOT, env=jax_env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode != 0
-    errors = [l for l in proc.stderr.splitlines() if "error:" in l]
-    assert len(errors) == 1 and "no records" in errors[0], proc.stderr[-2000:]
-    assert not out.exists()
+def test_an_empty_input_stops_before_anything_is_written(runs):
+    run = runs["empty_input"]
+    assert run["code"] != 0
+    errors = [l for l in run["stderr"].splitlines() if "error:" in l]
+    assert len(errors) == 1 and "no records" in errors[0], run["stderr"][-2000:]
+    assert not (runs["folder"] / "empty_out").exists()
 
 
 def test_without_tensorflow_the_export_is_a_weights_file(jax_env, tmp_path):

@@ -8,6 +8,7 @@ step), ``finetuning`` (a classifier on MRPC pairs), ``bf16`` (steps under ``mixe
 ``no_tensorflow`` (model, optimizer and a step with TensorFlow imports blocked).
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -21,29 +22,70 @@ def _max_diff(a, b) -> float:
     return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
 
 
+@contextlib.contextmanager
+def _values_from_checkpoint():
+    """Models built within start from zeros where their initializer draws a truncated normal
+    (every BERT weight): for a model whose every variable is then read from a checkpoint, which
+    its check shows (``_unloaded``). On JAX each draw is a program compiled for its weight's
+    shape, then scaled and shifted by two more: most of a check's time, for values that the
+    checkpoint replaces."""
+    import keras
+
+    def zeros(self, shape, dtype=None):
+        return np.zeros(shape, np.dtype(dtype or keras.config.floatx()))
+
+    draw = keras.initializers.TruncatedNormal.__call__
+    keras.initializers.TruncatedNormal.__call__ = zeros
+    try:
+        yield
+    finally:
+        keras.initializers.TruncatedNormal.__call__ = draw
+
+
+def _unloaded(report) -> list:
+    """The model variables a load (its ``LoadReport``) left at their initial values: those the
+    checkpoint lacks and those without a TF1 name."""
+    return sorted(report.missing) + sorted(report.unmapped)
+
+
+def _forward(model, inputs) -> dict:
+    """``model(inputs)`` (inference) compiled as one program, as this project's JAX paths run
+    it (``jax_training.Predictor``), the variables' values passed in."""
+    import jax
+
+    def forward(trainable, non_trainable, inputs):
+        return model.stateless_call(trainable, non_trainable, inputs, training=False)[0]
+
+    return jax.jit(forward)([v.value for v in model.trainable_variables],
+                            [v.value for v in model.non_trainable_variables], inputs)
+
+
 def goldens() -> dict:
     import modeling
     from tests.modeling.golden_utils import encoder_inputs, golden_dir, load_outputs
 
-    out = {}
+    out, unloaded = {}, []
     for name in ("tiny", "tiny_wide_init"):
-        model = modeling.BertModel(
-            modeling.BertConfig.from_json_file(golden_dir(name) + "/bert_config.json"))
-        modeling.load_tf1_checkpoint(model, golden_dir(name) + "/bert_model.ckpt", log=False)
+        with _values_from_checkpoint():
+            model = modeling.BertModel(
+                modeling.BertConfig.from_json_file(golden_dir(name) + "/bert_config.json"))
+        unloaded += _unloaded(modeling.load_tf1_checkpoint(
+            model, golden_dir(name) + "/bert_model.ckpt", log=False))
         golden = load_outputs(name)
-        result = model(encoder_inputs(golden))
+        result = _forward(model, encoder_inputs(golden))
         out[name] = {k: _max_diff(result[k], golden[k])
                      for k in ("sequence_output", "pooled_output", "embedding_output")}
     minilm = os.path.join(paths.DATA, "minilm")
     config = modeling.checkpoints.hf.read_hf_config(minilm)
     config.hidden_act = "gelu"  # the golden's (the original's tanh GELU on MiniLM's weights)
-    model = modeling.BertModel(config)
-    modeling.load_checkpoint(model, minilm, log=False)
+    with _values_from_checkpoint():
+        model = modeling.BertModel(config)
+    unloaded += _unloaded(modeling.load_checkpoint(model, minilm, log=False))
     golden = load_outputs("minilm")
-    result = model(encoder_inputs(golden))
+    result = _forward(model, encoder_inputs(golden))
     out["minilm"] = {k: _max_diff(result[k], golden[k])
                      for k in ("sequence_output", "pooled_output", "embedding_output")}
-    return out
+    return {"diffs": out, "unloaded": unloaded}
 
 
 def trajectory() -> dict:
@@ -54,9 +96,11 @@ def trajectory() -> dict:
     from modeling.training import jax_training
 
     traj_dir = os.path.join(paths.GOLDEN, "pretraining_trajectory")
-    model = modeling.BertPretrainingModel(
-        modeling.BertConfig.from_json_file(os.path.join(traj_dir, "init", "bert_config.json")))
-    modeling.load_checkpoint(model, os.path.join(traj_dir, "init", "bert_model.ckpt"), log=False)
+    with _values_from_checkpoint():
+        model = modeling.BertPretrainingModel(modeling.BertConfig.from_json_file(
+            os.path.join(traj_dir, "init", "bert_config.json")))
+    unloaded = _unloaded(modeling.load_checkpoint(
+        model, os.path.join(traj_dir, "init", "bert_model.ckpt"), log=False))
     optimizer = modeling.create_optimizer(1e-3, 40, 4)
     optimizer.build(model.trainable_variables)
     step = jax_training.make_train_step(model, optimizer)
@@ -82,7 +126,7 @@ def trajectory() -> dict:
             "lr_abs": _max_diff([r["learning_rate"] for r in logs], reference["lr_used"]),
             "params_abs": max(_max_diff(ours[name], value) for name, value in final.items()),
             "params_missing": sorted(set(final) - set(ours)),
-            "iterations": int(optimizer.iterations.value)}
+            "iterations": int(optimizer.iterations.value), "unloaded": unloaded}
 
 
 def finetuning_golden() -> dict:
@@ -104,9 +148,12 @@ def finetuning_golden() -> dict:
     with open(os.path.join(folder, "trajectory.jsonl")) as f:
         golden = [json.loads(line) for line in f if line.strip()]
     config = modeling.BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
-    model = modeling.BertClassifier(modeling.BertModel(config, seq_length=summary["seq_length"]),
-                                    num_labels=summary["num_labels"], dropout_rate=0.0)
-    modeling.load_checkpoint(model, os.path.join(folder, summary["init_checkpoint"]), log=False)
+    with _values_from_checkpoint():
+        model = modeling.BertClassifier(
+            modeling.BertModel(config, seq_length=summary["seq_length"]),
+            num_labels=summary["num_labels"], dropout_rate=0.0)
+    unloaded = _unloaded(modeling.load_checkpoint(
+        model, os.path.join(folder, summary["init_checkpoint"]), log=False))
     steps = summary["num_train_steps"]
     optimizer = modeling.create_optimizer(summary["learning_rate"], steps,
                                           summary["num_warmup_steps"])
@@ -141,12 +188,12 @@ def finetuning_golden() -> dict:
     return {"steps": len(logs), "loss_rel": rel("loss"), "global_norm_rel": rel("global_norm"),
             "clipped_differ": [g["step"] for ours, g in zip(logs, golden)
                                if (ours["global_norm"] > 1.0) != bool(g["clipped"])],
-            "params_abs": params}
+            "params_abs": params, "unloaded": unloaded}
 
 
 def finetuning() -> dict:
-    """MiniLM (its safetensors) + a classifier head on 64 MRPC training pairs (32 tokens), 4
-    epochs of batch 16 with the original's optimizer: the mean loss of each epoch."""
+    """MiniLM (its safetensors) + a classifier head on 32 MRPC training pairs (32 tokens), 4
+    epochs of batch 8 with the original's optimizer: the mean loss of each epoch."""
     from keras import ops
 
     import modeling
@@ -158,7 +205,7 @@ def finetuning() -> dict:
 
     minilm = os.path.join(paths.DATA, "minilm")
     processor = processors.MrpcProcessor()
-    examples = processor.get_train_examples(os.path.join(paths.DATA, "glue", "MRPC"))[:64]
+    examples = processor.get_train_examples(os.path.join(paths.DATA, "glue", "MRPC"))[:32]
     tokenizer = FastFullTokenizer(os.path.join(minilm, "vocab.txt"), do_lower_case=True)
     rows = features.convert_examples_to_features(examples, processor.get_labels(), 32,
                                                  tokenizer)
@@ -166,9 +213,10 @@ def finetuning() -> dict:
             "input_mask": np.array([f.input_mask for f in rows], np.int32),
             "segment_ids": np.array([f.segment_ids for f in rows], np.int32),
             "label_ids": np.array([f.label_id for f in rows], np.int32)}
-    encoder = modeling.BertModel(modeling.checkpoints.hf.read_hf_config(minilm))
-    modeling.load_checkpoint(encoder, minilm, log=False)
-    model = modeling.BertClassifier(encoder, num_labels=2)
+    with _values_from_checkpoint():
+        encoder = modeling.BertModel(modeling.checkpoints.hf.read_hf_config(minilm))
+    unloaded = _unloaded(modeling.load_checkpoint(encoder, minilm, log=False))
+    model = modeling.BertClassifier(encoder, num_labels=2)  # its head drawn
     optimizer = modeling.create_optimizer(5e-5, 16, 2)
     optimizer.build(model.trainable_variables)
     step = jax_training.make_train_step(
@@ -178,11 +226,12 @@ def finetuning() -> dict:
     epochs = []
     for _ in range(4):
         losses = []
-        for start in range(0, 64, 16):
-            state, logs = step(state, {k: v[start:start + 16] for k, v in data.items()})
+        for start in range(0, 32, 8):
+            state, logs = step(state, {k: v[start:start + 8] for k, v in data.items()})
             losses.append(float(logs["loss"]))
         epochs.append(sum(losses) / len(losses))
-    return {"epoch_losses": epochs, "labels": int(data["label_ids"].sum())}
+    return {"epoch_losses": epochs, "labels": int(data["label_ids"].sum()),
+            "unloaded": unloaded}
 
 
 TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
@@ -255,15 +304,17 @@ def no_tensorflow() -> dict:
         reloaded = max(_max_diff(a.value, b.value)
                        for a, b in zip(model.weights, again.weights))
     minilm = os.path.join(paths.DATA, "minilm")
-    hf_model = modeling.BertModel(modeling.checkpoints.hf.read_hf_config(minilm))
-    hf_missing = modeling.load_checkpoint(hf_model, minilm, log=False).missing
+    with _values_from_checkpoint():
+        hf_model = modeling.BertModel(modeling.checkpoints.hf.read_hf_config(minilm))
+    hf_report = modeling.load_checkpoint(hf_model, minilm, log=False)
     classifier = modeling.BertClassifier(modeling.BertModel(modeling.BertConfig(**TINY)),
                                          num_labels=3)
     # (the logits' shape: the forward traced, as in bf16)
     logits = jax.eval_shape(classifier, {k: batch[k]
                                          for k in ("input_ids", "input_mask", "segment_ids")})
     return {"backend": keras.backend.backend(), "losses": losses, "reloaded_max_diff": reloaded,
-            "hf_missing": hf_missing, "optimizer": type(optimizer).__module__,
+            "hf_missing": hf_report.missing, "hf_unmapped": hf_report.unmapped,
+            "optimizer": type(optimizer).__module__,
             "classifier_logits": list(np.shape(logits["logits"])),
             "tensorflow_loaded": "tensorflow" in sys.modules}
 

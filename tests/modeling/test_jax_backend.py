@@ -53,10 +53,12 @@ def without_tensorflow(tmp_path_factory):
 
 
 def test_encoder_goldens_on_jax(with_tensorflow):
-    """tiny and tiny_wide_init within the TensorFlow tests' 1e-5, MiniLM (Hugging Face
+    """The forward compiled (as the JAX tools run it), every variable read from the
+    checkpoint: tiny and tiny_wide_init within the TensorFlow tests' 1e-5, MiniLM (Hugging Face
     safetensors, read without TensorFlow) within the noise measured for XLA's CPU kernels
     (tests/support/noise.py)."""
-    result = with_tensorflow["goldens"]
+    result = with_tensorflow["goldens"]["diffs"]
+    assert with_tensorflow["goldens"]["unloaded"] == []
     for name in ("tiny", "tiny_wide_init"):
         for key, diff in result[name].items():
             noise.within("jax/encoder_golden/%s/%s" % (name, key), diff, 1e-5)
@@ -75,7 +77,7 @@ def test_pretraining_trajectory_on_one_device_matches_the_original(with_tensorfl
         floor = json.load(f)["float_noise_floor_same_lr"]
     result = with_tensorflow["trajectory"]
     assert result["steps"] == 40 and result["iterations"] == 40
-    assert result["params_missing"] == []
+    assert result["params_missing"] == [] and result["unloaded"] == []
     noise.within("jax/pretraining_trajectory/loss_rel", result["loss_rel"], 1e-5)
     noise.within("jax/pretraining_trajectory/global_norm_rel", result["global_norm_rel"], 1e-5)
     assert result["lr_abs"] <= 1e-5 * 1e-3, result
@@ -97,6 +99,7 @@ def test_the_originals_finetuning_run_on_jax(with_tensorflow):
     result = with_tensorflow["finetuning_golden"]
     margin = golden_replay.FLOOR_MARGIN
     assert result["steps"] == 20 and result["clipped_differ"] == [], result
+    assert result["unloaded"] == []  # every variable from the golden's initial checkpoint
     assert result["loss_rel"] <= max(golden_replay.OWN_REL_TOLERANCE,
                                      margin * floor["loss_max_rel"]), result
     assert result["global_norm_rel"] <= max(golden_replay.OWN_REL_TOLERANCE,
@@ -114,14 +117,17 @@ def test_model_optimizer_and_steps_without_tensorflow(without_tensorflow):
     assert result["optimizer"] == "modeling.training.keras_optimization"
     assert result["classifier_logits"] == [4, 3]
     assert result["reloaded_max_diff"] == 0.0  # .weights.h5 written and read back
-    assert result["hf_missing"] == []  # a Hugging Face folder (safetensors) read in full
+    # a Hugging Face folder (safetensors) read in full
+    assert result["hf_missing"] == [] and result["hf_unmapped"] == []
     losses = result["losses"]
     assert losses[-1] < 0.7 * losses[0], losses  # five steps on one batch: the loss falls
 
 
 def test_classifier_fine_tuning_loss_falls_without_tensorflow(without_tensorflow):
-    """MiniLM from its safetensors + a classifier head, 64 MRPC pairs, 4 epochs of the
-    original's optimizer (TensorFlow imports blocked): the epoch's mean loss falls each time."""
+    """MiniLM from its safetensors (read in full) + a classifier head, 32 MRPC pairs, 4 epochs
+    of the original's optimizer (TensorFlow imports blocked): the epoch's mean loss falls each
+    time."""
+    assert without_tensorflow["finetuning"]["unloaded"] == []
     epochs = without_tensorflow["finetuning"]["epoch_losses"]
     assert all(b < a for a, b in zip(epochs, epochs[1:])), epochs
     assert epochs[-1] < 0.85 * epochs[0], epochs

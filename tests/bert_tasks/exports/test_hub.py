@@ -3,6 +3,7 @@ a fresh process (TensorFlow and TensorFlow Text only, none of the project's code
 same text, give the same pooled_output as BertModel within 1e-5; ``saved_model_cli show``
 lists their signatures."""
 
+import collections
 import json
 import os
 import re
@@ -78,25 +79,46 @@ for name in ("encoder", "preprocessor"):
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
+    """(the export folder, the summary line, the traces counted during the export)."""
     out = str(tmp_path_factory.mktemp("tfhub") / "out")
     # Through the command line: convert_checkpoint.py --output_format=tfhub is export_hub.
     from bert_cli import convert_checkpoint
+    from bert_tasks.exports import hub_encoder, hub_preprocessor
     from tests.support.tools import run_tool
 
-    run = run_tool(convert_checkpoint, ["--output_format=tfhub", "--input=" + CKPT,
-                                        "--bert_config_file=" + CONFIG,
-                                        "--vocab_file=" + paths.GOLDEN_VOCAB,
-                                        "--do_lower_case=true", "--seq_length=%d" % SEQ,
-                                        "--output=" + out])
+    traces = collections.Counter()  # Python bodies run: one per traced graph
+
+    def counted(module, name, key):
+        original = getattr(module, name)
+
+        def wrapper(*args, **kwargs):
+            traces[key(*args, **kwargs)] += 1
+            return original(*args, **kwargs)
+        return wrapper
+
+    with pytest.MonkeyPatch.context() as patch:
+        # (segments, ragged rank, whether seq_length is the export's int (not a tensor))
+        patch.setattr(hub_preprocessor, "pack_segments", counted(
+            hub_preprocessor, "pack_segments", lambda segments, seq_length, *_: (
+                "bert_pack_inputs", len(segments), segments[0].ragged_rank,
+                isinstance(seq_length, int))))
+        patch.setattr(hub_encoder.HubEncoder, "_outputs", counted(
+            hub_encoder.HubEncoder, "_outputs",
+            lambda self, inputs, training: ("encoder", training)))
+        run = run_tool(convert_checkpoint, ["--output_format=tfhub", "--input=" + CKPT,
+                                            "--bert_config_file=" + CONFIG,
+                                            "--vocab_file=" + paths.GOLDEN_VOCAB,
+                                            "--do_lower_case=true", "--seq_length=%d" % SEQ,
+                                            "--output=" + out])
     assert run.code == 0, run.stderr
-    return out, run.stderr.strip().splitlines()[-1]
+    return out, run.stderr.strip().splitlines()[-1], traces
 
 
 @pytest.fixture(scope="module")
 def fresh_processes(exported, tmp_path_factory):
     """The loader's and both ``saved_model_cli show`` runs' stdout, from one fresh process
     (TensorFlow and TensorFlow Text only: no PYTHONPATH to the project's code)."""
-    out, _ = exported
+    out = exported[0]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     env.pop("PYTHONPATH", None)  # the SavedModels must not need the project's code
     cwd = str(tmp_path_factory.mktemp("fresh"))
@@ -129,10 +151,23 @@ def bert_model():
 
 
 def test_summary_is_one_line(exported):
-    out, summary = exported
+    out, summary, _ = exported
     assert "\n" not in summary
     assert os.path.join(out, "encoder") in summary and os.path.join(out, "preprocessor") in summary
     assert "39 variables loaded, 7 unused" in summary  # the pre-training heads
+
+
+def test_export_traces_each_function_once(exported):
+    """Each of bert_pack_inputs' 12 concrete functions (1-3 segments of ragged rank 1 or 2,
+    seq_length given or not) and the encoder for each ``training`` is traced once: the
+    signatures call them (no second tracing of their bodies), and they are traced in the save's
+    own context (``saved_model.tracing_as_saved``), so ``tf.saved_model.save`` traces none
+    again."""
+    traces = exported[2]
+    want = {("bert_pack_inputs", count, rank, default): 1 for count in (1, 2, 3)
+            for rank in (1, 2) for default in (False, True)}
+    want.update({("encoder", False): 1, ("encoder", True): 1})
+    assert dict(traces) == want
 
 
 def test_fresh_process_gives_bert_model_pooled_output(fresh_processes, bert_model):
@@ -222,7 +257,7 @@ def test_missing_checkpoint_is_a_checkpoint_error(tmp_path):
 def loaded_encoder(exported):
     import tensorflow as tf
 
-    out, _ = exported
+    out = exported[0]
     return tf.saved_model.load(os.path.join(out, "encoder"))
 
 
@@ -344,7 +379,17 @@ def replaced(exported, tmp_path_factory):
     return {"out": out, "before": before, "after_failure": after_failure, "run": run}
 
 
-def test_both_saved_models_are_replaced_together_or_not_at_all(replaced):
+@pytest.fixture(scope="module")
+def replaced_preprocessor(replaced):
+    """The replacing export's preprocessor, loaded once for the two tests below."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 - the preprocessor's ops
+
+    assert replaced["run"].code == 0, replaced["run"].stderr
+    return tf.saved_model.load(str(replaced["out"] / hub.PREPROCESSOR_DIR))
+
+
+def test_both_saved_models_are_replaced_together_or_not_at_all(replaced, replaced_preprocessor):
     import tensorflow as tf
 
     # The failed export left both previous SavedModels and nothing staged.
@@ -352,19 +397,18 @@ def test_both_saved_models_are_replaced_together_or_not_at_all(replaced):
     assert replaced["run"].code == 0, replaced["run"].stderr
     out = replaced["out"]
     assert sorted(os.listdir(out)) == [hub.ENCODER_DIR, hub.PREPROCESSOR_DIR]
-    preprocessor = tf.saved_model.load(str(out / hub.PREPROCESSOR_DIR))
+    preprocessor = replaced_preprocessor  # loaded from out / hub.PREPROCESSOR_DIR
     assert preprocessor(tf.constant(["hello"]))["input_word_ids"].shape == (1, 8)  # SEQ before
 
 
-def test_hub_keep_empty_segments_flag_reaches_the_preprocessor(replaced):
+def test_hub_keep_empty_segments_flag_reaches_the_preprocessor(replaced, replaced_preprocessor):
     """convert_checkpoint.py --hub_keep_empty_segments: the exported preprocessor packs an
     empty second segment as TF Hub ([CLS] a [SEP] [SEP], the last [SEP] of type 1)."""
     import tensorflow as tf
-    import tensorflow_text  # noqa: F401 - the preprocessor's ops
 
     run = replaced["run"]  # the command line with --seq_length=8 --hub_keep_empty_segments
     assert run.code == 0, run.stderr
-    loaded = tf.saved_model.load(os.path.join(replaced["out"], "preprocessor"))
+    loaded = replaced_preprocessor  # loaded from replaced["out"] / "preprocessor"
     packed = loaded.signatures["text_pair"](text_a=tf.constant(["hello world"]),
                                             text_b=tf.constant([""]))
     sep = int(loaded.tokenize.get_special_tokens_dict()["end_of_segment_id"])

@@ -6,6 +6,7 @@ The fresh-process load and ``saved_model_cli`` are checked end to end in
 tests/bert_tasks/exports/test_hub.py (one export of both SavedModels)."""
 
 import filecmp
+import itertools
 import os
 
 import numpy as np
@@ -148,6 +149,22 @@ def test_two_segment_rule_is_tf_hub_round_robin_trimmer():
         for got, want in zip(ours, trimmed):
             np.testing.assert_array_equal(got.numpy(), want.row_lengths().numpy(),
                                           err_msg="budget %d" % budget)
+
+
+def test_round_robin_lengths_are_tf_text_round_robin_trimmer():
+    """hub_preprocessor.round_robin_lengths (the closed form the TF Hub packing trims by) equals
+    TF Text's RoundRobinTrimmer for 1-3 segments of every length 0-6 (empty ones too) and every
+    budget 0-20."""
+    for count in (1, 2, 3):
+        grid = list(itertools.product(range(7), repeat=count))
+        lengths = [tf.constant([row[i] for row in grid], tf.int32) for i in range(count)]
+        segments = [tf.ragged.range(n) for n in lengths]
+        for budget in range(21):
+            trimmed = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(segments)
+            ours = hub_preprocessor.round_robin_lengths(lengths, tf.constant(budget))
+            for got, want in zip(ours, trimmed):
+                np.testing.assert_array_equal(got.numpy(), want.row_lengths().numpy(),
+                                              err_msg="%d segments, budget %d" % (count, budget))
 
 
 def test_asset_casing_and_signatures(loaded, export_dir):
