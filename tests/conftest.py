@@ -61,12 +61,14 @@ def pytest_runtest_teardown(item, nextitem):
 # this order and then the rest in collection order (tests/suite.py: loadscope), so that no long
 # file starts last and one worker runs on alone. The two files whose processes wait for each
 # other (multi-worker collectives, JAX's two host devices) are kept apart: side by side, each
-# starved the other's processes and both took twice as long.
+# starved the other's processes and both took twice as long; so is the gs:// pipeline (its
+# tools wait on the loopback GCS server in this process), which beside the multi-worker file
+# took 2.5 times as long.
 LONGEST_FIRST = [
     "tests/bert_cli/test_run_pretraining_distributed.py",
-    "tests/bert_cli/test_gcs_pipeline.py",
     "tests/bert_cli/test_run_pretraining.py",
     "tests/modeling/test_jax_backend.py",
+    "tests/bert_cli/test_gcs_pipeline.py",
     "tests/bert_cli/test_interruptions.py",
     "tests/modeling/kernels/test_cpu_ops.py",
     "tests/bert_tasks/test_jax_finetuning.py",
