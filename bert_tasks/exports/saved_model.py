@@ -14,10 +14,10 @@ TensorFlow is imported by the writers only, when called.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
-import contextlib
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from bert_common import atomic, files
