@@ -24,6 +24,7 @@ from modeling.training import step_log
 from modeling.config import ConfigError
 from tests import paths
 from tests.support import noise
+from tests.support.tools import KilledAfterFirstCheckpoint
 
 TRAJ = os.path.join(paths.GOLDEN, "pretraining_trajectory")
 TRAJ_RECORDS = os.path.join(TRAJ, "seq64_seed12345_dupe1.tfrecord")
@@ -227,6 +228,34 @@ def test_bf16_lamb_accumulation_shuffled_run_resumes(tmp_path):
     results = run_pretraining.run(parse_flags(trajectory_args(tmp_path, "--do_eval")))
     assert results["global_step"] == 4 and np.isfinite(results["loss"])
 
+
+
+def test_kill_9_after_a_checkpoint_then_resume_equals_uninterrupted(trajectory_run, tmp_path):
+    """The tool killed with SIGKILL after its first checkpoint, then the same command run again:
+    it resumes and ends with the bits of the uninterrupted run (``trajectory_run``: the same
+    flags except checkpoint and loop sizes, which do not change the math). Both runs are
+    processes of their own, as a user's are."""
+    args = trajectory_args(tmp_path, "--do_train", "--deterministic", "--iterations_per_loop=5",
+                           "--save_checkpoints_steps=5")
+    command = [sys.executable, os.path.join(paths.ROOT, "run_pretraining.py")] + args
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    KilledAfterFirstCheckpoint(command, cwd=paths.ROOT, env=env).wait(timeout=540)
+    assert not (tmp_path / "export").exists()  # it did not finish
+    step_at_kill = int(tf.train.latest_checkpoint(str(tmp_path)).rsplit("-", 1)[-1])
+    assert 5 <= step_at_kill < 40
+    proc = subprocess.run(command, cwd=paths.ROOT, env=env, capture_output=True, text=True,
+                          timeout=540)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    reference_dir, _ = trajectory_run
+    resumed = checkpoints.read_tf1_checkpoint(str(tmp_path / "export" / "bert_model.ckpt"))
+    reference = checkpoints.read_tf1_checkpoint(str(reference_dir / "export" /
+                                                    "bert_model.ckpt"))
+    assert set(resumed) == set(reference)
+    for name, value in reference.items():
+        np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+    assert ([r["loss"] for r in step_log.read_step_log(str(tmp_path))]
+            == [r["loss"] for r in step_log.read_step_log(str(reference_dir))])
 
 
 @pytest.mark.parametrize("mode", ["fused_kernels", "deterministic"])

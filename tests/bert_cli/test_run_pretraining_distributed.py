@@ -19,13 +19,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_cli import run_pretraining
 from modeling import checkpoints
 from modeling.training import step_log
 from tests import paths
 from tests.support.tools import KilledAfterFirstCheckpoint
-from tests.bert_cli.test_run_pretraining import (NOISE_MARGIN, TRAJ, parse_flags, trajectory_args,
-                                        trajectory_run)  # noqa: F401 (session fixture)
+from tests.bert_cli.test_run_pretraining import NOISE_MARGIN, TRAJ, trajectory_args
 
 SCRIPT = os.path.join(paths.ROOT, "run_pretraining.py")
 
@@ -137,35 +135,6 @@ def test_multi_worker_two_processes_matches_one_replica(distributed_runs):
     # Only the chief wrote into --output_dir; the other worker's temporary folder is gone.
     names = os.listdir(distributed_runs["multi_worker"])
     assert not [n for n in names if n.startswith(".worker_")], names
-
-
-def test_kill_9_after_a_checkpoint_then_resume_equals_uninterrupted(tmp_path, request):
-    """The uninterrupted run is ``trajectory_run`` (same flags except checkpoint/loop sizes,
-    which do not change the math); it runs here while the process to kill runs beside it."""
-    args = ["--do_train", "--deterministic", "--iterations_per_loop=5",
-            "--save_checkpoints_steps=5"]
-    killed_dir = tmp_path / "killed"
-    victim = KilledAfterFirstCheckpoint([sys.executable, SCRIPT]
-                                        + trajectory_args(killed_dir, *args),
-                                        cwd=paths.ROOT, env=_env())
-    reference_dir, _ = request.getfixturevalue("trajectory_run")
-    victim.wait(timeout=540)
-    assert not (killed_dir / "export").exists()  # it did not finish
-    step_at_kill = int(tf.train.latest_checkpoint(str(killed_dir)).rsplit("-", 1)[-1])
-    assert 5 <= step_at_kill < 40
-
-    # Restart the same command (in-process here): it resumes and finishes.
-    run_pretraining.run(parse_flags(trajectory_args(killed_dir, *args)))
-
-    resumed = checkpoints.read_tf1_checkpoint(str(killed_dir / "export" / "bert_model.ckpt"))
-    reference = checkpoints.read_tf1_checkpoint(str(reference_dir / "export" /
-                                                    "bert_model.ckpt"))
-    assert set(resumed) == set(reference)
-    for name, value in reference.items():
-        np.testing.assert_array_equal(resumed[name], value, err_msg=name)
-    log_resumed = step_log.read_step_log(str(killed_dir))
-    log_reference = step_log.read_step_log(str(reference_dir))
-    assert [r["loss"] for r in log_resumed] == [r["loss"] for r in log_reference]
 
 
 def test_multi_worker_kill_9_then_resume_is_exact_with_each_workers_iterator(
