@@ -13,7 +13,9 @@ under such a cap the tests marked ``bf16_matmul`` run in a pytest of their own w
 TensorFlow ops off (``TF_ENABLE_ONEDNN_OPTS=0``), which is what an AVX2 CPU runs for them.
 
 The suite runs on ``TEST_WORKERS`` pytest-xdist workers (default 2), each test file on one
-worker, the longest files first (conftest.py).
+worker, the longest files first (conftest.py). Every process of it starts with the import shim
+of tests/support/site on ``PYTHONPATH`` (``SITE``): ``import tensorflow`` then skips two
+optional imports (JAX and scikit-learn, there for other tests) that nothing here uses.
 
 Usage: ``python -m tests.suite [pytest arguments]`` (``make test``; ``TEST_WORKERS=0`` runs
 everything in one process, one run after the other). Ends with one line
@@ -34,6 +36,8 @@ import sys
 from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SITE = os.path.join(ROOT, "tests", "support", "site")
 
 AVX2_CAPS = {"ONEDNN_MAX_CPU_ISA": "AVX2", "XLA_FLAGS": "--xla_cpu_max_isa=AVX2"}
 
@@ -135,7 +139,8 @@ def plan(env: Mapping[str, str], flags: Set[str], workers: str,
     # conftest.py's ``LONGEST_FIRST`` (``--no-loadscope-reorder``: not by their number of tests).
     dist = ["--dist", "loadscope", "--no-loadscope-reorder"] if workers != "0" else []
     common = ["-q", "-n", workers] + dist
-    base = dict(env)
+    base = dict(env, PYTHONPATH=os.pathsep.join(
+        [SITE] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != SITE]))
     runs = []
 
     def split(what, args, run_env):

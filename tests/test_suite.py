@@ -14,6 +14,8 @@ AVX2_ONLY = {"avx2", "fma"}
 
 
 def _runs(env, flags):
+    assert all(run_env["PYTHONPATH"].split(os.pathsep)[0] == suite.SITE
+               for _, _, run_env in suite.plan(env, flags, "2", []))
     return [(what, args, {k: v for k, v in run_env.items() if k in (
         "ONEDNN_MAX_CPU_ISA", "XLA_FLAGS", "TF_ENABLE_ONEDNN_OPTS")})
             for what, args, run_env in suite.plan(env, flags, "2", ["-x"])]
@@ -89,3 +91,26 @@ def test_the_longest_first_files_exist():
                if not os.path.isfile(os.path.join(suite.ROOT, p))]
     assert not missing, missing
 
+
+
+def _imported(code, pythonpath):
+    """Which of JAX and scikit-learn a fresh process has imported after ``code``."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=pythonpath)
+    proc = subprocess.run([sys.executable, "-c", code + "; import sys; print('imported:', *("
+                           "m for m in ('jax', 'sklearn') if m in sys.modules))"],
+                          env=env, capture_output=True, text=True, check=True)
+    return proc.stdout.rsplit("imported:", 1)[1].split()
+
+
+def test_the_import_shim_skips_only_the_optional_imports_of_tensorflow_and_keras():
+    pytest.importorskip("jax")
+    pytest.importorskip("sklearn")
+    # without the shim, ``import tensorflow`` imports both (the dev install has them)
+    assert _imported("import tensorflow", "") == ["jax", "sklearn"]
+    assert _imported("import tensorflow", suite.SITE) == []
+    # anyone else imports them as usual, before or after TensorFlow
+    assert _imported("import tensorflow, jax, sklearn", suite.SITE) == ["jax", "sklearn"]
+    assert _imported("import seqeval.metrics, jax, tensorflow", suite.SITE) == ["jax", "sklearn"]

@@ -26,7 +26,7 @@ ROOT = paths.ROOT
 CORPUS = os.path.join(paths.DATA, "pretrain", "derived_pretrain_corpus.txt")
 SAMPLE = os.path.join(paths.DATA, "pretrain", "sample_text.txt")
 GOOGLE_VOCAB = os.path.join(paths.DATA, "vocab", "bert-base-uncased-vocab.txt")
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=paths.PYTHONPATH)
 
 
 def _lines(path):

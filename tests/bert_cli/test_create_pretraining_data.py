@@ -21,7 +21,7 @@ from tests import paths
 
 ROOT = paths.ROOT
 SAMPLE = os.path.join(paths.GOLDEN, "inputs", "sample_text.txt")
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=paths.PYTHONPATH)
 
 
 def _run(args, capsys):

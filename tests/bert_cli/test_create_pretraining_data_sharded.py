@@ -193,7 +193,7 @@ def test_sigkill_mid_run_then_rerun_ends_with_the_uninterrupted_bytes(tmp_path):
                  "--num_shards=%d" % num_shards, "--max_seq_length=128", "--dupe_factor=3"]
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT, TMPDIR=str(scratch))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=paths.PYTHONPATH, TMPDIR=str(scratch))
     env.pop("BERT_TRACEBACK", None)
     out = tmp_path / "out"
     out.mkdir()

@@ -35,7 +35,7 @@ def _command(module, argv):
 
 def _env():
     # os.environ holds the harness's variables (the gcs fixture sets them).
-    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=paths.ROOT)
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=paths.PYTHONPATH)
 
 
 def test_the_whole_pipeline_on_gs_paths(gcs, tmp_path):

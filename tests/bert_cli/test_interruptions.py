@@ -31,7 +31,7 @@ from tests.support.tools import run_tool
 
 ROOT = paths.ROOT
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=paths.PYTHONPATH)
 # Kill points, as fractions of the uninterrupted run's wall time: start-up, reading/features,
 # the model, writing the outputs.
 FRACTIONS = (0.5, 0.85, 0.97)

@@ -149,7 +149,7 @@ def test_a_failed_worker_of_a_cluster_leaves_at_once(tmp_path, strategy, leaves_
     import subprocess
     import sys
 
-    env = dict(os.environ, PYTHONPATH=paths.ROOT, TF_CONFIG=json.dumps(
+    env = dict(os.environ, PYTHONPATH=paths.PYTHONPATH, TF_CONFIG=json.dumps(
         {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]},
          "task": {"type": "worker", "index": 1}}))
     proc = subprocess.run([sys.executable, "-c", _FAILING_WORKER, strategy], env=env,
@@ -279,7 +279,7 @@ def test_a_successful_run_ends_without_the_interpreters_teardown(tmp_path, env, 
     script = tmp_path / "tool.py"
     script.write_text(_TOOL)
     proc = subprocess.run([sys.executable, str(script), "--code=%d" % code], cwd=str(tmp_path),
-                          env=dict(os.environ, PYTHONPATH=paths.ROOT, **env),
+                          env=dict(os.environ, PYTHONPATH=paths.PYTHONPATH, **env),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == code
     assert proc.stdout.startswith("x" * 100000)

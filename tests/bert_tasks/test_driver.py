@@ -104,7 +104,7 @@ def test_the_example_as_a_tool_reports_bad_input_in_one_line(tmp_path):
          "--output_dir=%s" % out, "--bert_config_file=%s" % os.path.join(TINY, "bert_config.json"),
          "--vocab_file=%s" % paths.GOLDEN_VOCAB, "--do_train"],
         capture_output=True, text=True, timeout=300, cwd=paths.ROOT,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=paths.ROOT))
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=paths.PYTHONPATH))
     assert proc.returncode == 1, proc.stderr[-2000:]
     errors = [line for line in proc.stderr.splitlines() if "error:" in line]
     assert errors and errors[-1].startswith("csv_regression.py: error: ")

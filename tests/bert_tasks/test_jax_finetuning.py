@@ -29,7 +29,7 @@ pytest.importorskip("jax", reason="jax is in requirements-dev.txt")
 TINY = os.path.join(paths.GOLDEN, "modeling", "tiny")
 MRPC = os.path.join(paths.DATA, "glue", "MRPC")
 ENV = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
-           XLA_FLAGS="--xla_force_host_platform_device_count=2", PYTHONPATH=paths.ROOT)
+           XLA_FLAGS="--xla_force_host_platform_device_count=2", PYTHONPATH=paths.PYTHONPATH)
 # The process as if TensorFlow were not installed (tests/support/no_tensorflow).
 NO_TENSORFLOW = dict(ENV, PYTHONPATH=os.pathsep.join(
     [os.path.join(paths.ROOT, "tests", "support", "no_tensorflow"), paths.ROOT]))

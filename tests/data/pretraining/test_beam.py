@@ -28,7 +28,7 @@ def _tool(args, env=None, cwd=None):
         [sys.executable, os.path.join(paths.ROOT, "create_pretraining_data.py"),
          "--vocab_file=%s" % VOCAB, "--num_shards=%d" % SHARDS, "--max_seq_length=64",
          "--max_predictions_per_seq=10", "--dupe_factor=2"] + list(args),
-        env=dict(env or os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=paths.ROOT),
+        env=dict(env or os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=paths.PYTHONPATH),
         cwd=cwd or paths.ROOT, capture_output=True, text=True, timeout=600)
     return proc.returncode, proc.stderr
 

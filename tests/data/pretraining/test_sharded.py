@@ -349,7 +349,7 @@ def test_import_and_run_without_tensorflow(tmp_path):
              "print('TF_LOADED' if 'tensorflow' in sys.modules else 'NO_TF', s.instances)\n"
              % (TRAJECTORY, prefix, VOCAB, SETTINGS))
     r = subprocess.run([sys.executable, "-c", probe], cwd=paths.ROOT,
-                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=paths.ROOT),
+                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=paths.PYTHONPATH),
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     word, count = r.stdout.split()

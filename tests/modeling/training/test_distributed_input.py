@@ -65,7 +65,7 @@ print("same batches")
 
 def test_mirrored_gets_the_batches_experimental_distribute_dataset_gives():
     # A fresh process: the CPU is split into 2 logical devices before TensorFlow starts.
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=paths.ROOT)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=paths.PYTHONPATH)
     proc = subprocess.run([sys.executable, "-c", MIRRORED], env=env, cwd=paths.ROOT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "same batches" in proc.stdout, proc.stderr[-2000:]
