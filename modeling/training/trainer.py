@@ -683,51 +683,59 @@ class Trainer:
         else:
             start_step = self.restore(iterator if saved else None)
         self._make_checkpoint(iterator if self._can_save_iterator() else None)
-        if start_step >= cfg.num_train_steps:
-            logging.info("Global step %d >= num_train_steps %d: nothing to train",
-                         start_step, cfg.num_train_steps)
-            return TrainResult(start_step, {}, [], 0.0)
-        writer = None  # made after the first loop: a run that never trains writes no events
-        step_log_path = step_log.path_in(cfg.model_dir)
-        if cfg.step_log and self.is_chief:
-            step_log.truncate(step_log_path, start_step)
+        try:
+            if start_step >= cfg.num_train_steps:
+                logging.info("Global step %d >= num_train_steps %d: nothing to train",
+                             start_step, cfg.num_train_steps)
+                return TrainResult(start_step, {}, [], 0.0)
+            writer = None  # made after the first loop: a run that never trains writes no events
+            step_log_path = step_log.path_in(cfg.model_dir)
+            if cfg.step_log and self.is_chief:
+                step_log.truncate(step_log_path, start_step)
 
-        global_batch = None
-        step = start_step
-        all_losses: List[float] = []
-        last_logs: Dict[str, float] = {}
-        rate = 0.0
-        seconds_per_step = 0.0  # of the last loop
-        run_start = time.monotonic()
-        timed = not distribution.is_multi_worker(self.strategy)  # see loop_steps
-        while step < cfg.num_train_steps:
-            num_steps = loop_steps(step, cfg, seconds_per_step if timed else None)
-            loop_start = time.monotonic()
-            sums, losses, norms, lrs = self._run_loop(iterator, num_steps)
-            losses = losses.numpy().tolist()
-            elapsed = time.monotonic() - loop_start
-            step = self.global_step
-            if global_batch is None:
-                global_batch = self._global_batch(dataset)
-            rate = num_steps * global_batch / max(elapsed, 1e-9)
-            seconds_per_step = max(elapsed / num_steps, 1e-9)
-            last_logs = {n: float(a) / float(b) if float(b) else float("nan")
-                         for n, (a, b) in sums.items()}
-            all_losses.extend(losses)
-            if self.is_chief:
-                if writer is None and cfg.write_summaries:
-                    writer = tf.summary.create_file_writer(os.path.join(cfg.model_dir, "train"))
-                self._report(step, last_logs, float(lrs[-1]), float(norms[-1]), rate,
-                             elapsed / num_steps, writer)
-                if cfg.step_log:
-                    step_log.append(step_log_path, step - num_steps + 1, losses,
-                                    lrs.numpy().tolist(), norms.numpy().tolist())
-            if step % cfg.save_checkpoints_steps == 0 or step >= cfg.num_train_steps:
-                self.save()
-        if writer is not None:
-            writer.flush()
-        logging.info("Trained to step %d in %.1fs", step, time.monotonic() - run_start)
-        return TrainResult(step, last_logs, all_losses, rate)
+            global_batch = None
+            step = start_step
+            all_losses: List[float] = []
+            last_logs: Dict[str, float] = {}
+            rate = 0.0
+            seconds_per_step = 0.0  # of the last loop
+            run_start = time.monotonic()
+            timed = not distribution.is_multi_worker(self.strategy)  # see loop_steps
+            while step < cfg.num_train_steps:
+                num_steps = loop_steps(step, cfg, seconds_per_step if timed else None)
+                loop_start = time.monotonic()
+                sums, losses, norms, lrs = self._run_loop(iterator, num_steps)
+                losses = losses.numpy().tolist()
+                elapsed = time.monotonic() - loop_start
+                step = self.global_step
+                if global_batch is None:
+                    global_batch = self._global_batch(dataset)
+                rate = num_steps * global_batch / max(elapsed, 1e-9)
+                seconds_per_step = max(elapsed / num_steps, 1e-9)
+                last_logs = {n: float(a) / float(b) if float(b) else float("nan")
+                             for n, (a, b) in sums.items()}
+                all_losses.extend(losses)
+                if self.is_chief:
+                    if writer is None and cfg.write_summaries:
+                        writer = tf.summary.create_file_writer(os.path.join(cfg.model_dir, "train"))
+                    self._report(step, last_logs, float(lrs[-1]), float(norms[-1]), rate,
+                                 elapsed / num_steps, writer)
+                    if cfg.step_log:
+                        step_log.append(step_log_path, step - num_steps + 1, losses,
+                                        lrs.numpy().tolist(), norms.numpy().tolist())
+                if step % cfg.save_checkpoints_steps == 0 or step >= cfg.num_train_steps:
+                    self.save()
+            if writer is not None:
+                writer.flush()
+            logging.info("Trained to step %d in %.1fs", step, time.monotonic() - run_start)
+            return TrainResult(step, last_logs, all_losses, rate)
+        finally:
+            # The input's iterator ends with this call: dropped from the checkpoint here, it is
+            # freed now. Left in the trainer (a reference cycle through its traced functions),
+            # it would be freed by some later garbage collection, and a tf.data iterator
+            # restored from a checkpoint was seen to block that collection for up to a
+            # minute (its autotuning thread is not woken), in a process that runs on.
+            self._make_checkpoint(None)
 
     def _report(self, step, logs, lr, norm, rate, seconds_per_step, writer) -> None:
         cfg = self.config
