@@ -246,20 +246,6 @@ def window_to_record(window: NerWindow) -> bytes:
     }, {LABEL_WEIGHTS: window.label_weights})
 
 
-def window_to_tf_example(window: NerWindow) -> "tf.train.Example":
-    """A window as a ``tf.train.Example`` (``window_to_record``'s).
-
-    Args:
-        window: the ``NerWindow``.
-
-    Returns:
-        The ``tf.train.Example``.
-    """
-    import tensorflow as tf
-
-    return tf.train.Example.FromString(window_to_record(window))
-
-
 def write_tf_records(windows: Sequence[NerWindow], output_file: str) -> int:
     """One record per window, in order; the file appears only when complete.
 
