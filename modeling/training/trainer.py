@@ -730,12 +730,20 @@ class Trainer:
             logging.info("Trained to step %d in %.1fs", step, time.monotonic() - run_start)
             return TrainResult(step, last_logs, all_losses, rate)
         finally:
-            # The input's iterator ends with this call: dropped from the checkpoint here, it is
-            # freed now. Left in the trainer (a reference cycle through its traced functions),
-            # it would be freed by some later garbage collection, and a tf.data iterator
-            # restored from a checkpoint was seen to block that collection for up to a
-            # minute (its autotuning thread is not woken), in a process that runs on.
+            self._release_input()
+
+    def _release_input(self) -> None:
+        """Drops the input's iterator from the checkpoint at the end of ``train``, so that it is
+        freed now. Left in the trainer (a reference cycle through its traced functions), it
+        would be freed by some later garbage collection, and a tf.data iterator restored from a
+        checkpoint was seen to block that collection for up to a minute (its autotuning thread
+        is not woken), in a process that runs on. A failure here (the checkpoint folder gone
+        unreachable) must not replace the run's own result or error: the trainer is then left
+        without a checkpoint to save to."""
+        try:
             self._make_checkpoint(None)
+        except Exception:  # noqa: BLE001 - see above
+            self._checkpoint = self._manager = self._input_manager = None
 
     def _report(self, step, logs, lr, norm, rate, seconds_per_step, writer) -> None:
         cfg = self.config
