@@ -17,7 +17,7 @@ Semantics:
 
 * ``--train_batch_size`` is the global batch of one optimizer update (split over replicas, and
   over ``--num_accumulation_steps`` micro-batches per replica).
-* The optimizer is the original's (``modeling.training.optimization``): clip by global norm 1.0,
+* The optimizer is the original's (``modeling.training.optimizers``): clip by global norm 1.0,
   AdamWeightDecay, learning rate one step ahead as the original (``--corrected_lr_schedule``
   for schedule(t) at update t), or LAMB (``--optimizer=lamb``).
 * Gradient reduction over replicas: ``mean_then_clip`` (the default off TPU: identical to one
@@ -63,7 +63,7 @@ from bert_cli import runner
 FLAGS = flags.FLAGS
 TOOL = "run_pretraining.py"
 REQUIRED = ()  # checked in run: one line naming the flag
-# Kept equal to modeling.training.optimization's (tested): listing them imports no TensorFlow.
+# Kept equal to modeling.training.optimizers' (tested): listing them imports no TensorFlow.
 OPTIMIZERS = ("adamw", "lamb")
 GRADIENT_REDUCTIONS = ("mean_then_clip", "clip_then_sum")
 

@@ -86,8 +86,9 @@ def run(task: Task, settings: Any, *, warn: Optional[Callable[[str], None]] = No
     on_jax = not backend.TENSORFLOW
     if on_jax:
         from bert_tasks import jax_finetuning
+        from modeling.training.backends import jax as jax_backend
 
-        jax_finetuning.check_settings(settings)  # the flags of TensorFlow's path only
+        jax_backend.check_settings(settings)  # the flags of TensorFlow's path only
 
     logging.set_verbosity(logging.INFO)
     ctx = Context(settings=settings,
@@ -373,10 +374,10 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_example
 
         return jax_finetuning.train(settings, model, dataset, per_example_loss, num_train_steps,
                                     num_warmup_steps, loss_weights=loss_weights)
-    from modeling.training import distribution, finetuning, optimization
+    from modeling.training import distribution, finetuning, optimizers
 
     with strategy.scope():
-        optimizer = optimization.create_optimizer(
+        optimizer = optimizers.create_optimizer(
             settings.learning_rate, num_train_steps, num_warmup_steps,
             loss_scale=precision.loss_scale, use_tpu=distribution.is_tpu(strategy))
     result = finetuning.finetune(

@@ -26,7 +26,8 @@ metrics, prediction files and HF export. On JAX:
   (``--export_dir`` itself is TensorFlow's: refused here with one line).
 
 Flags of the TensorFlow path only (``--strategy`` other than default, ``--use_tpu``,
-``--mixed_precision=fp16``, ``--export_dir``) stop the run before anything is written.
+``--mixed_precision=fp16``, ``--export_dir``) stop the run before anything is written
+(``modeling.training.backends.jax.check_settings``, the table every tool uses).
 """
 
 from __future__ import annotations
@@ -34,29 +35,6 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from absl import logging
-
-from bert_common.errors import FlagError
-
-
-def check_settings(settings: Any) -> None:
-    """The flags the JAX path cannot honour.
-
-    Args:
-        settings: the run's settings.
-
-    Raises:
-        FlagError: a flag of the TensorFlow path only, named.
-    """
-    from bert_tasks import jax_pretraining
-
-    jax_pretraining.check_jax_settings(settings)
-    if settings.mixed_precision not in (None, "", "fp32", "bf16"):
-        raise FlagError("--mixed_precision=%s: fp32 or bf16 on JAX (or unset)"
-                        % settings.mixed_precision)
-    if getattr(settings, "export_dir", None):
-        raise FlagError("--export_dir: the SavedModel is written by TensorFlow; with "
-                        "KERAS_BACKEND=jax train here, then export without it from "
-                        "--init_checkpoint=<output_dir>/export/bert_model.ckpt (docs/jax.md)")
 
 
 def prepare(settings: Any):

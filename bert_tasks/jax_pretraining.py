@@ -27,7 +27,8 @@ metrics (``modeling.training.pretraining_metrics``) and eval file, without Tenso
 
 Flags of the TensorFlow path only (``--strategy`` other than default, ``--use_tpu``,
 ``--num_cpu_devices``, ``--num_accumulation_steps`` > 1, fp16, ``clip_then_sum``) stop the run
-with one line naming the flag.
+with one line naming the flag (``modeling.training.backends.jax.check_settings``, the table
+every tool uses).
 """
 
 from __future__ import annotations
@@ -44,32 +45,6 @@ from bert_common.errors import FlagError, InputError
 from modeling import backend
 
 SHUFFLE_BUFFER = 10000
-
-
-def check_jax_settings(settings) -> None:
-    """The flags the JAX path cannot honour stop the run, naming the flag.
-
-    Args:
-        settings: the run's settings (the tool's flag values).
-
-    Raises:
-        FlagError: a flag of the TensorFlow path only.
-    """
-    def refuse(flag, why):
-        raise FlagError("%s: %s with KERAS_BACKEND=jax (it runs on TensorFlow)" % (flag, why))
-
-    if getattr(settings, "use_tpu", False) or getattr(settings, "strategy", "default") != "default":
-        refuse("--strategy=%s" % getattr(settings, "strategy", "tpu"),
-               "tf.distribute strategies are not used (the local devices train data-parallel)")
-    if getattr(settings, "num_cpu_devices", 0):
-        refuse("--num_cpu_devices", "not used; give JAX XLA_FLAGS="
-               "--xla_force_host_platform_device_count=N")
-    if getattr(settings, "num_accumulation_steps", 1) != 1:
-        refuse("--num_accumulation_steps", "gradient accumulation is not implemented")
-    if getattr(settings, "mixed_precision", None) == "fp16":
-        refuse("--mixed_precision=fp16", "loss scaling is not implemented; use bf16")
-    if getattr(settings, "gradient_reduction", "auto") == "clip_then_sum":
-        refuse("--gradient_reduction=clip_then_sum", "per-replica clipping is not implemented")
 
 
 # ------------------------------------------------------------------------------------ input
@@ -149,9 +124,10 @@ def pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
     from bert_tasks.pretraining import check_settings, load_init_checkpoint
     from data.pretraining import schema
     from modeling.training import jax_trainer
+    from modeling.training.backends import jax as jax_backend
 
     check_settings(settings)
-    check_jax_settings(settings)
+    jax_backend.check_settings(settings)
     config = modeling.BertConfig.from_json_file(settings.bert_config_file)
     if settings.max_seq_length > config.max_position_embeddings:
         raise FlagError("Cannot use sequence length %d because the BERT model was only trained "
@@ -287,4 +263,4 @@ def evaluate(settings, model, paths, step: int, distribution) -> Dict[str, float
     return results
 
 
-__all__ = ["check_jax_settings", "pretrain_on_jax"]
+__all__ = ["pretrain_on_jax"]

@@ -132,7 +132,7 @@ def build_trainer(settings, config, strategy, precision):
         The ``trainer.Trainer``.
     """
     from modeling.heads.pretraining import BertPretrainingModel
-    from modeling.training import distribution, optimization
+    from modeling.training import distribution, optimizers
     from modeling.training import objectives as pretraining_objective
     from modeling.training import trainer
 
@@ -142,7 +142,7 @@ def build_trainer(settings, config, strategy, precision):
     with strategy.scope():
         model = BertPretrainingModel(config, seq_length=settings.max_seq_length,
                                      max_predictions_per_seq=settings.max_predictions_per_seq)
-        optimizer = optimization.create_optimizer(
+        optimizer = optimizers.create_optimizer(
             settings.learning_rate, max(settings.num_train_steps, 1), settings.num_warmup_steps,
             optimizer=settings.optimizer, one_step_ahead=not settings.corrected_lr_schedule,
             gradient_reduction=reduction, loss_scale=precision.loss_scale)

@@ -48,7 +48,7 @@ AVX2_FILES = [
     "tests/modeling/heads/test_pretraining.py",
     "tests/modeling/checkpoints/test_hf.py",
     "tests/modeling/checkpoints/test_tf1.py",
-    "tests/modeling/training/test_optimization.py",
+    "tests/modeling/training/test_optimizers.py",
     "tests/modeling/training/test_finetuning_golden.py",
     "tests/modeling/kernels/test_gelu_dense.py",
     "tests/modeling/test_jax_backend.py::test_encoder_goldens_on_jax",

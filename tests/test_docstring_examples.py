@@ -46,7 +46,7 @@ ENTRY_POINTS = [
     ("modeling.heads.multiple_choice", "BertMultipleChoice"),
     ("modeling.heads.token_classifier", "BertTokenClassifier"),
     ("modeling.checkpoints.load", "load_checkpoint"),
-    ("modeling.training.optimization", "create_optimizer"),
+    ("modeling.training.optimizers", "create_optimizer"),
     ("bert_tasks.pretrained", None),
     ("bert_tasks.pretrained", "from_pretrained"),
     ("bert_tasks.driver", None),

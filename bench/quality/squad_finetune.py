@@ -9,7 +9,7 @@ features from ``data.squad.features`` and the same step count, batch size, learn
 rate and warmup, and their eval logits go through the same
 ``write_predictions`` and official scorer:
 
-* ``ours``: ``modeling.heads.squad.build_squad_model`` + ``modeling.training.optimization``
+* ``ours``: ``modeling.heads.squad.build_squad_model`` + ``modeling.training.optimizers``
   (AdamWeightDecay as the original) trained by ``bert_tasks.squad (finetune)`` on
   the TFRecords, in this process;
 * ``hf``: ``BertForQuestionAnswering`` + torch AdamW (or, with
@@ -208,7 +208,7 @@ def run_parity(args, plan, optimizer: str) -> None:
     from modeling import checkpoints
     from modeling.checkpoints import hf as hf_import
     from modeling.heads import squad as squad_head
-    from modeling.training import finetuning, optimization
+    from modeling.training import finetuning, optimizers
 
     steps, batch = args.parity_steps, args.train_batch_size
     train = np.load(os.path.join(args.work_dir, "train.npz"))
@@ -227,7 +227,7 @@ def run_parity(args, plan, optimizer: str) -> None:
     np.savez(head_file, w=head.output_weights.numpy(), b=head.output_bias.numpy())  # [2, H], [2]
     dataset = tf.data.Dataset.from_tensor_slices(
         {k: train[k][:steps * batch] for k in train.files}).batch(batch, drop_remainder=True)
-    optimizer = optimization.create_optimizer(args.learning_rate, plan["num_train_steps"],
+    optimizer = optimizers.create_optimizer(args.learning_rate, plan["num_train_steps"],
                                               plan["num_warmup_steps"])
     schedule = optimizer._learning_rate  # BertSchedule: iterations -> rate of the next update
     ours_rates = [float(schedule(i)) for i in range(steps)]
@@ -275,14 +275,14 @@ def run_ours(args, plan, seed: int) -> None:
     from modeling import checkpoints
     from modeling.checkpoints import hf as hf_import
     from modeling.heads import squad as squad_head
-    from modeling.training import finetuning, optimization
+    from modeling.training import finetuning, optimizers
 
     keras.utils.set_random_seed(seed)
     config = hf_import.read_hf_config(MODEL_DIR)  # HF "gelu" = exact erf GELU, as HF runs it
     model = squad_head.build_squad_model(config, seq_length=args.max_seq_length)
     report = checkpoints.load_checkpoint(model, MODEL_DIR, log=False)
     print(report.summary(), file=sys.stderr)
-    optimizer = optimization.create_optimizer(args.learning_rate, plan["num_train_steps"],
+    optimizer = optimizers.create_optimizer(args.learning_rate, plan["num_train_steps"],
                                               plan["num_warmup_steps"])
     print("optimizer: %s.%s" % (type(optimizer).__module__, type(optimizer).__name__), file=sys.stderr)
     t0 = time.time()
@@ -331,7 +331,7 @@ def run_matched(args, plan, seed: int, optimizers) -> None:
     from modeling import checkpoints
     from modeling.checkpoints import hf as hf_import
     from modeling.heads import squad as squad_head
-    from modeling.training import finetuning, optimization
+    from modeling.training import finetuning, optimizers
 
     steps, batch = plan["num_train_steps"], args.train_batch_size
     train = np.load(os.path.join(args.work_dir, "train.npz"))
@@ -360,7 +360,7 @@ def run_matched(args, plan, seed: int, optimizers) -> None:
                "--threads", str(args.threads)]
         subprocess.run(cmd, check=True)
     dataset = tf.data.Dataset.from_tensor_slices(rows).batch(batch, drop_remainder=True)
-    optimizer = optimization.create_optimizer(args.learning_rate, steps,
+    optimizer = optimizers.create_optimizer(args.learning_rate, steps,
                                               plan["num_warmup_steps"])
     t0 = time.time()
     with tempfile.TemporaryDirectory() as model_dir:  # fresh: nothing to resume from

@@ -221,7 +221,7 @@ def _ours_engines(w: dict, work_dir: str, only: Optional[str] = None):
     from modeling.config import BertConfig
     from modeling.heads import classifier as classifier_head
     from modeling.heads import squad as squad_head
-    from modeling.training import finetuning, optimization
+    from modeling.training import finetuning, optimizers
     from modeling.training.objectives import MeanLossObjective
     from modeling.training.trainer import Trainer, TrainerConfig
 
@@ -247,7 +247,7 @@ def _ours_engines(w: dict, work_dir: str, only: Optional[str] = None):
     if w["shape"] == MINILM:
         checkpoints.load_checkpoint(model, MODEL_DIR, log=False)
     trainer = Trainer(
-        model, optimization.create_optimizer(5e-5, 10 ** 6, 10 ** 4),
+        model, optimizers.create_optimizer(5e-5, 10 ** 6, 10 ** 4),
         MeanLossObjective(loss, finetuning.MODEL_INPUT_NAMES), None,
         TrainerConfig(tempfile.mkdtemp(prefix="ours_trainer_", dir=work_dir), 10 ** 9,
                       fuse_optimizer=True, fused_kernels=True,

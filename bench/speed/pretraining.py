@@ -97,7 +97,7 @@ def ours_trainer(d, policy: str = "float32", jit: bool = False):
     from modeling.config import BertConfig
     from modeling.heads.pretraining import BertPretrainingModel
     from modeling.training import objectives as pretraining_objective
-    from modeling.training import optimization
+    from modeling.training import optimizers
     from modeling.training.trainer import Trainer, TrainerConfig
 
     config = BertConfig(vocab_size=d["vocab"], hidden_size=d["hidden"],
@@ -110,7 +110,7 @@ def ours_trainer(d, policy: str = "float32", jit: bool = False):
                                      max_predictions_per_seq=d["predictions"])
     finally:
         keras.mixed_precision.set_global_policy("float32")
-    optimizer = optimization.create_optimizer(5e-5, 1_000_000, 10_000)
+    optimizer = optimizers.create_optimizer(5e-5, 1_000_000, 10_000)
     model_dir = tempfile.mkdtemp(prefix="bench_pretraining_")  # nothing is saved; removed at exit
     atexit.register(shutil.rmtree, model_dir, True)
     trainer = Trainer(

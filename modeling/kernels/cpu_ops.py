@@ -33,7 +33,7 @@ measured figures). ``modeling/kernels/bert_cpu_ops.cc`` does each in one multi-t
   them on bfloat16, where XLA's CPU kernels convert element by element; float32 keeps XLA's
   kernels (equal to these within float rounding, tested).
 * ``adam_weight_decay_apply(var, m, v, grad, lr, grad_scale, ...)``: the update of
-  ``optimization.AdamWeightDecay`` on one variable and its slots in place, with the clipping
+  ``optimizers.AdamWeightDecay`` on one variable and its slots in place, with the clipping
   factor of ``tf.clip_by_global_norm`` applied on the fly (g' = g * grad_scale). Compiled
   without fused multiply-add, every element is rounded as TensorFlow's op-by-op update rounds it:
   the result is bit-identical to the unfused path (tested). Like TensorFlow's ``ApplyAdam``, a

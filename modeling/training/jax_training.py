@@ -9,7 +9,7 @@ seed generators included) and of the optimizer's (iteration counter, slots);
    TensorFlow) is the loss;
 2. ``jax.value_and_grad`` of it;
 3. ``optimizer.stateless_apply``: the clipping and the update rule of
-   ``modeling.training.keras_optimization`` (``update_rules``, as on TensorFlow).
+   ``modeling.training.optimizers`` (``update_rules``, as on TensorFlow).
 
 ``logs`` holds the loss, every scalar output of the model (``masked_lm_loss``,
 ``next_sentence_loss``, ...), ``global_norm`` (before clipping) and ``learning_rate`` (the rate
@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import keras
 import numpy as np
 
-from modeling.training.keras_optimization import global_norm
+from modeling.training.optimizers import global_norm
 
 
 @dataclasses.dataclass
@@ -117,7 +117,7 @@ def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
     Args:
         model: a model whose outputs dict holds the scalar loss under ``loss_key``, or any
             model with ``loss``.
-        optimizer: a ``modeling.training.keras_optimization`` optimizer, built on
+        optimizer: a ``modeling.training.optimizers`` optimizer, built on
             ``model.trainable_variables``.
         loss_key: the output minimised (without ``loss``).
         jit: compile with ``jax.jit`` (the state's buffers are donated: use the returned one).

@@ -11,7 +11,7 @@ and ``{name: (numerator, denominator)}`` logs; the loop adds ``loss``.
 **Trainer**::
 
     with strategy.scope():
-        model = ...; optimizer = optimization.create_optimizer(...)
+        model = ...; optimizer = optimizers.create_optimizer(...)
     loop = trainer.Trainer(model, optimizer, objective, strategy,
                            trainer.TrainerConfig(model_dir, num_train_steps))
     if loop.restore() == 0 and init_checkpoint: load weights ...

@@ -1,10 +1,9 @@
 """The original optimizer's rules, written once for every backend (no TensorFlow import here).
 
-The TensorFlow optimizers (``modeling.training.optimization``) and the Keras-backend ones
-(``modeling.training.keras_optimization``, JAX) both call these functions; only the array
-namespace differs (``math``: TensorFlow's ops there, ``keras.ops`` here, each giving ``square``,
-``sqrt``, ``power``, ``cast``, ``minimum``, ``norm``, ``where``), so the arithmetic, its order and
-so its float rounding are the same:
+The optimizers (``modeling.training.optimizers``, one class set for every Keras backend) call
+these functions with the backend's array namespace (``math``: TensorFlow's ops on TensorFlow,
+``keras.ops`` elsewhere, each giving ``square``, ``sqrt``, ``power``, ``cast``, ``minimum``,
+``norm``, ``where``), so the arithmetic, its order and so its float rounding are the same:
 
 * ``uses_weight_decay``: the original ``_do_use_weight_decay`` (regex exclusions on the name);
 * ``clip_factor``: what ``tf.clip_by_global_norm`` multiplies every gradient by;

@@ -43,10 +43,10 @@ def test_distribution_flags_and_errors(monkeypatch):
 
 def test_pretraining_flag_choices_match_the_optimizer():
     from bert_cli import run_pretraining
-    from modeling.training import optimization
+    from modeling.training import optimizers
 
-    assert run_pretraining.OPTIMIZERS == optimization.OPTIMIZERS
-    assert run_pretraining.GRADIENT_REDUCTIONS == optimization.GRADIENT_REDUCTIONS
+    assert run_pretraining.OPTIMIZERS == optimizers.OPTIMIZERS
+    assert run_pretraining.GRADIENT_REDUCTIONS == optimizers.GRADIENT_REDUCTIONS
 
 
 TOOLS = ("create_pretraining_data", "run_pretraining", "run_classifier", "run_swag",

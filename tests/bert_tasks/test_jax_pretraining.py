@@ -133,27 +133,6 @@ def test_kill_9_after_a_checkpoint_then_resume_is_exact(runs, uninterrupted):
         np.testing.assert_array_equal(resumed[name], value, err_msg=name)
 
 
-@pytest.mark.parametrize("flag, named", [
-    ("--strategy=mirrored", "--strategy=mirrored"),
-    ("--num_accumulation_steps=2", "--num_accumulation_steps"),
-    ("--mixed_precision=fp16", "--mixed_precision=fp16"),
-])
-def test_flags_of_the_tensorflow_path_are_refused(tmp_path, flag, named):
-    from bert_tasks import jax_pretraining
-    from bert_common.errors import FlagError
-
-    class Settings:
-        strategy, use_tpu, num_cpu_devices = "default", False, 0
-        num_accumulation_steps, mixed_precision, gradient_reduction = 1, None, "auto"
-
-    name, value = flag[2:].split("=")
-    setattr(Settings, name, type(getattr(Settings, name))(value) if name != "mixed_precision"
-            else value)
-    with pytest.raises(FlagError, match=named):
-        jax_pretraining.check_jax_settings(Settings)
-
-
-
 def test_an_empty_input_stops_before_anything_is_written(runs):
     run = runs["empty_input"]
     assert run["code"] != 0

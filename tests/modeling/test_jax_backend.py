@@ -114,7 +114,7 @@ def test_model_optimizer_and_steps_without_tensorflow(without_tensorflow):
     result = without_tensorflow["no_tensorflow"]
     assert result["backend"] == "jax"
     assert result["tensorflow_loaded"] is False
-    assert result["optimizer"] == "modeling.training.keras_optimization"
+    assert result["optimizer"] == "modeling.training.optimizers"
     assert result["classifier_logits"] == [4, 3]
     assert result["reloaded_max_diff"] == 0.0  # .weights.h5 written and read back
     # a Hugging Face folder (safetensors) read in full

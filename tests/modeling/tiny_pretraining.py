@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from modeling.training import optimization
+from modeling.training import optimizers
 from modeling.training import objectives as pretraining_objective
 from modeling.training import trainer
 from modeling.config import BertConfig
@@ -23,7 +23,7 @@ def tiny_pretraining_trainer(model_dir, fused: bool, dtype: str = "float32",
         model = BertPretrainingModel(config, seq_length=8, max_predictions_per_seq=3)
     finally:
         keras.mixed_precision.set_global_policy("float32")
-    optimizer = optimization.create_optimizer(1e-2, 100, 2)
+    optimizer = optimizers.create_optimizer(1e-2, 100, 2)
     return trainer.Trainer(
         model, optimizer, pretraining_objective.PretrainingObjective(), None,
         trainer.TrainerConfig(model_dir, steps, steps_per_loop=steps, fused_kernels=fused,

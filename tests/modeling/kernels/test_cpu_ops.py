@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from modeling.kernels import cpu_ops
 from modeling.kernels import gelu_dense
-from modeling.training import optimization
+from modeling.training import optimizers
 from modeling.kernels import switch
 from modeling.layers.dropout import Dropout
 from modeling.layers.layer_norm import BertLayerNorm
@@ -331,7 +331,7 @@ def _optimizer_and_variables():
         "word_embeddings": np.random.RandomState(3).randn(50, 70).astype(np.float32),
     }
     variables = [keras.Variable(v, name=n.replace("/", "_")) for n, v in values.items()]
-    optimizer = optimization.create_optimizer(1e-2, 20, 3)
+    optimizer = optimizers.create_optimizer(1e-2, 20, 3)
     optimizer.build(variables)
     return optimizer, variables
 
@@ -384,9 +384,9 @@ def test_adam_kernel_updates_a_copy_when_a_read_is_still_alive(ops):
 
 def test_lamb_and_loss_scaling_keep_the_tensorflow_update():
     variables = [keras.Variable(np.ones([3], np.float32), name="w")]
-    lamb = optimization.create_optimizer(1e-2, 20, 3, optimizer="lamb")
+    lamb = optimizers.create_optimizer(1e-2, 20, 3, optimizer="lamb")
     lamb.build(variables)
-    scaled = optimization.create_optimizer(1e-2, 20, 3, loss_scale="dynamic")
+    scaled = optimizers.create_optimizer(1e-2, 20, 3, loss_scale="dynamic")
     scaled.build(variables)
     assert not lamb.cpu_kernel_applies(variables)
     assert not scaled.cpu_kernel_applies(variables)

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from modeling.training import distribution
-from modeling.training import optimization
+from modeling.training import optimizers
 from modeling.training import evaluation, objectives, step_log
 from modeling.training.trainer import Trainer, TrainerConfig, loop_steps
 
@@ -58,7 +58,7 @@ def _model(seed=1):
 def _trainer(model_dir, steps, accumulation=1, save_every=3, loop=2, optimizer=None,
              model=None, **config_kwargs):
     model = model or _model()
-    optimizer = optimizer or optimization.create_optimizer(0.05, steps, 2)
+    optimizer = optimizer or optimizers.create_optimizer(0.05, steps, 2)
     config = TrainerConfig(str(model_dir), steps, steps_per_loop=loop,
                            save_checkpoints_steps=save_every,
                            num_accumulation_steps=accumulation, **config_kwargs)
@@ -148,14 +148,14 @@ def test_gradient_accumulation_matches_whole_batch(tmp_path):
                                rtol=1e-5)
 
 
-@pytest.mark.parametrize("name", optimization.OPTIMIZERS)
+@pytest.mark.parametrize("name", optimizers.OPTIMIZERS)
 def test_xla_step_and_fused_update_match_op_by_op(tmp_path, name):
     """use_xla (the whole replica step compiled, micro-batch loop included) and fuse_optimizer
     (clipping + update compiled) give the op-by-op step's losses and weights up to XLA's float
     rounding (fused arithmetic, reduction order), with 2 micro-batches per update."""
 
     def train(folder, **kwargs):
-        optimizer = optimization.create_optimizer(0.05, 4, 2, optimizer=name)
+        optimizer = optimizers.create_optimizer(0.05, 4, 2, optimizer=name)
         trainer = _trainer(tmp_path / folder, 4, accumulation=2, optimizer=optimizer,
                            save_every=4, loop=4, **kwargs)
         result = trainer.train(_dataset())
@@ -177,7 +177,7 @@ def test_fp16_loss_scaling_and_bf16_policy(tmp_path):
         assert precision.loss_scale == "dynamic" and precision.compute_dtype == "float16"
         model = _model()
         assert model.layers[1].compute_dtype == "float16"
-        optimizer = optimization.create_optimizer(0.05, 5, 1, loss_scale=precision.loss_scale)
+        optimizer = optimizers.create_optimizer(0.05, 5, 1, loss_scale=precision.loss_scale)
         trainer = _trainer(tmp_path / "fp16", 5, optimizer=optimizer, model=model)
         result = trainer.train(_dataset())
         assert np.all(np.isfinite(result.step_losses))
@@ -215,7 +215,7 @@ def test_objective_must_declare_its_logs(tmp_path):
         log_names = ()
 
     config = TrainerConfig(str(tmp_path), 2, steps_per_loop=1)
-    trainer = Trainer(_model(), optimization.create_optimizer(0.1, 2, 0),
+    trainer = Trainer(_model(), optimizers.create_optimizer(0.1, 2, 0),
                       Undeclared(), None, config)
     with pytest.raises(ValueError, match="log_names"):
         trainer.train(_dataset())

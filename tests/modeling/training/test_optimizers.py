@@ -1,4 +1,4 @@
-"""modeling/training/optimization.py and modeling/training/lr_schedules.py against ../shared/golden/optimization/.
+"""modeling/training/optimizers.py and modeling/training/lr_schedules.py against ../shared/golden/optimization/.
 
 The golden files (README section 4) hold 20 steps of the original ``create_optimizer`` on two
 experiments: ``model`` (a tiny gather + dense + LayerNorm model: the embedding gradient is an
@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 
 from modeling.training import lr_schedules
-from modeling.training import optimization
+from modeling.training import optimizers
 from tests import paths
 from tests.support import noise
 
@@ -105,7 +105,7 @@ def _replay(experiment, compiled):
     args = _summary()["args"]
     variables = _make_variables(golden)
     var_list = [variables[n] for n in VAR_NAMES]
-    opt = optimization.create_optimizer(args["init_lr"], args["num_train_steps"],
+    opt = optimizers.create_optimizer(args["init_lr"], args["num_train_steps"],
                                         args["num_warmup_steps"])
     opt.build(var_list)
 
@@ -154,7 +154,7 @@ def test_model_experiment_matches_golden():
     for bit; on AVX2 they are off by MODEL_RTOL's noise. With oneDNN on, the *harness* gradients
     differ by more float noise (~1e-6 relative, on every step)."""
     env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="0", TF_CPP_MIN_LOG_LEVEL="3")
-    code = ("from tests.modeling.training.test_optimization import _replay; "
+    code = ("from tests.modeling.training.test_optimizers import _replay; "
             "g = _replay('model', compiled=True); "
             "assert (g['global_norm'] > 1).any() and (g['global_norm'] < 1).any(); print('OK')")
     proc = subprocess.run([sys.executable, "-c", code], cwd=paths.ROOT, env=env,
@@ -165,7 +165,7 @@ def test_model_experiment_matches_golden():
 def test_indexed_slices_norm_counts_each_occurrence():
     """The clip norm of a gather gradient counts repeated ids separately (as the original)."""
     table = keras.Variable(np.zeros([4, 2], np.float32), name="word_embeddings")
-    opt = optimization.create_optimizer(1e-3, 10, 0)
+    opt = optimizers.create_optimizer(1e-3, 10, 0)
     opt.build([table])
     values = tf.constant([[3.0, 0.0], [3.0, 0.0], [0.0, 4.0]])
     grad = tf.IndexedSlices(values, tf.constant([1, 1, 2]), tf.constant([4, 2]))
@@ -183,17 +183,17 @@ def test_fixed_grads_experiment_matches_golden():
 def test_weight_decay_exclusions_match_golden_names():
     expected = _summary()["model"]["weight_decay_applied"]
     for name, applied in expected.items():
-        assert optimization.uses_weight_decay(name) == applied, name
+        assert optimizers.uses_weight_decay(name) == applied, name
     # Anywhere in the name, as re.search: "unbiased_weight" contains "bias".
-    assert not optimization.uses_weight_decay("encoder/layer_0/output/dense/bias")
-    assert optimization.uses_weight_decay("encoder/layer_0/output/dense/kernel")
-    assert not optimization.uses_weight_decay("kernel", weight_decay_rate=0.0)
+    assert not optimizers.uses_weight_decay("encoder/layer_0/output/dense/bias")
+    assert optimizers.uses_weight_decay("encoder/layer_0/output/dense/kernel")
+    assert not optimizers.uses_weight_decay("kernel", weight_decay_rate=0.0)
 
 
 def test_decay_flags_read_variable_path():
     golden = _golden("model")
     variables = _make_variables(golden)
-    opt = optimization.create_optimizer(1e-3, 10, 1)
+    opt = optimizers.create_optimizer(1e-3, 10, 1)
     opt.build(list(variables.values()))
     expected = _summary()["model"]["weight_decay_applied"]
     assert {n: opt.decays(v) for n, v in variables.items()} == expected
@@ -218,7 +218,7 @@ def test_schedule_one_step_ahead_and_corrected():
 def test_corrected_schedule_first_update_is_noop_for_params():
     """With one_step_ahead=False the first update uses lr 0: params unchanged, slots filled."""
     var = keras.Variable(np.ones([3], np.float32), name="kernel")
-    opt = optimization.create_optimizer(1e-3, 10, 2, one_step_ahead=False)
+    opt = optimizers.create_optimizer(1e-3, 10, 2, one_step_ahead=False)
     opt.apply_gradients([(tf.constant([0.1, -0.2, 0.3]), var)])
     np.testing.assert_array_equal(var.numpy(), np.ones(3, np.float32))
     assert np.all(opt._m[0].numpy() != 0)
@@ -227,7 +227,7 @@ def test_corrected_schedule_first_update_is_noop_for_params():
 def test_lamb_trust_ratio_and_exclusion():
     kernel = keras.Variable(np.full([4], 2.0, np.float32), name="kernel")
     bias = keras.Variable(np.full([4], 2.0, np.float32), name="bias")
-    opt = optimization.create_optimizer(0.1, 100, 0, optimizer="lamb", one_step_ahead=False)
+    opt = optimizers.create_optimizer(0.1, 100, 0, optimizer="lamb", one_step_ahead=False)
     opt.build([kernel, bias])
     opt.iterations.assign(50)
     lr = float(opt.learning_rate)
@@ -246,7 +246,7 @@ def test_lamb_trust_ratio_and_exclusion():
 
 def test_dynamic_loss_scale_skips_nonfinite_and_halves():
     var = keras.Variable(np.ones([2], np.float32), name="kernel")
-    opt = optimization.create_optimizer(1e-2, 10, 0, loss_scale="dynamic")
+    opt = optimizers.create_optimizer(1e-2, 10, 0, loss_scale="dynamic")
     opt.build([var])
     scale0 = float(opt.loss_scale)
     assert float(opt.scale_loss(tf.constant(2.0))) == 2.0 * scale0
@@ -256,7 +256,7 @@ def test_dynamic_loss_scale_skips_nonfinite_and_halves():
     assert float(opt.loss_scale) == scale0 / 2
     # A finite, scaled gradient is unscaled before clipping: same result as without scaling.
     ref_var = keras.Variable(np.ones([2], np.float32), name="kernel")
-    ref = optimization.create_optimizer(1e-2, 10, 0)
+    ref = optimizers.create_optimizer(1e-2, 10, 0)
     ref.build([ref_var])
     ref.iterations.assign(1)
     g = tf.constant([0.3, -0.4])
@@ -267,9 +267,9 @@ def test_dynamic_loss_scale_skips_nonfinite_and_halves():
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="optimizer"):
-        optimization.create_optimizer(1e-3, 10, 1, optimizer="sgd")
+        optimizers.create_optimizer(1e-3, 10, 1, optimizer="sgd")
     with pytest.raises(ValueError, match="gradient_reduction"):
-        optimization.AdamWeightDecay(1e-3, gradient_reduction="average")
+        optimizers.AdamWeightDecay(1e-3, gradient_reduction="average")
     with pytest.raises(ValueError, match="num_train_steps"):
         lr_schedules.BertSchedule(1e-3, 0, 0)
 

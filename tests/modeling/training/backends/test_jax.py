@@ -1,0 +1,59 @@
+"""modeling/training/backends/jax.py: the one table of TensorFlow-only settings (every tool's
+refusal on JAX, one line naming the flag) and the optimizer settings refused there; and
+backends.current(), the backend chosen once. Runs on any backend (the table is plain Python)."""
+
+import keras
+import pytest
+
+from bert_common.errors import FlagError
+from modeling.training import backends
+from modeling.training.backends import jax as jax_backend
+
+
+class _Settings:
+    """A tool's flag values at their defaults (pre-training's and fine-tuning's)."""
+
+    strategy, use_tpu, num_cpu_devices = "default", False, 0
+    num_accumulation_steps, mixed_precision, gradient_reduction = 1, None, "auto"
+    export_dir = None
+
+
+@pytest.mark.parametrize("name, value, line", [
+    ("strategy", "mirrored", "--strategy=mirrored: tf.distribute strategies are not used"),
+    ("use_tpu", True, "--strategy=default: tf.distribute strategies are not used"),
+    ("num_cpu_devices", 2, "--num_cpu_devices: not used; give JAX XLA_FLAGS="),
+    ("num_accumulation_steps", 2, "--num_accumulation_steps: gradient accumulation is not"),
+    ("mixed_precision", "fp16", "--mixed_precision=fp16: loss scaling is not implemented"),
+    ("gradient_reduction", "clip_then_sum", "--gradient_reduction=clip_then_sum: per-replica"),
+    ("mixed_precision", "fp8", "--mixed_precision=fp8: fp32 or bf16 on JAX (or unset)"),
+    ("export_dir", "models", "--export_dir: the SavedModel is written by TensorFlow"),
+])
+def test_each_tensorflow_only_setting_is_refused_in_one_line(name, value, line):
+    settings = type("Given", (_Settings,), {name: value})
+    with pytest.raises(FlagError) as raised:
+        jax_backend.check_settings(settings)
+    message = str(raised.value)
+    assert message.startswith(line) and "\n" not in message, message
+
+
+@pytest.mark.parametrize("precision", [None, "", "fp32", "bf16"])
+def test_the_defaults_and_what_jax_runs_pass(precision):
+    jax_backend.check_settings(type("Given", (_Settings,), {"mixed_precision": precision}))
+
+
+def test_a_tool_without_a_flag_reads_its_default():
+    jax_backend.check_settings(type("Bare", (), {}))  # no attribute at all: nothing refused
+
+
+def test_the_optimizer_settings_jax_cannot_do_are_refused():
+    jax_backend.check_optimizer("mean_then_clip", None)
+    with pytest.raises(ValueError, match="per-replica clipping needs the TensorFlow backend"):
+        jax_backend.check_optimizer("clip_then_sum", None)
+    with pytest.raises(ValueError, match="loss scaling .float16. needs the TensorFlow backend"):
+        jax_backend.check_optimizer("mean_then_clip", "dynamic")
+
+
+def test_current_is_the_module_of_the_running_backend():
+    expected = "tensorflow" if keras.backend.backend() == "tensorflow" else "jax"
+    assert backends.current().__name__ == "modeling.training.backends." + expected
+    assert backends.current() is backends.current()
