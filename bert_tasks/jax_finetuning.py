@@ -112,7 +112,7 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_train_s
     import keras
 
     import modeling
-    from bert_tasks.jax_pretraining import export
+    from bert_tasks.pretraining import export_for_finetuning
     from data.glue.numpy_dataset import NumpyDataset
     from modeling.training import finetuning, jax_trainer, jax_training
 
@@ -147,7 +147,7 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_train_s
         keep_checkpoint_max=settings.keep_checkpoint_max,
         distribution=keras.distribution.distribution())
     logging.info("exported %s (the TensorFlow tools' --init_checkpoint)",
-                 export(model, settings, step))
+                 export_for_finetuning(model, settings, step))
     return step
 
 

@@ -6,19 +6,45 @@ precision, the pre-training model and the original's optimizer (or LAMB) on the 
 (checkpoints with the data position: a rerun resumes), the export under Google's names for
 fine-tuning, and the original's eval metrics. ``settings`` is read by attribute: a tool's absl
 flag values, or any object with the same names.
+
+With ``KERAS_BACKEND=jax`` (docs/jax.md) the same job runs on JAX, with the same flags, model,
+losses, optimizer (``modeling.training.optimizers``), step log, eval metrics
+(``modeling.training.pretraining_metrics``) and eval file, and without TensorFlow where it is
+not installed:
+
+* input: where TensorFlow is installed, the tf.data pipeline above read as numpy (the same
+  batches), its iterator state saved beside each checkpoint; without TensorFlow the records read
+  with numpy (``data.pretraining.numpy_input``);
+* the step: ``modeling.training.jax_training.make_train_step`` (compiled, ``mixed_bfloat16``
+  with ``--mixed_precision=bf16``); several local devices (GPUs, TPU cores) train data-parallel
+  (``keras.distribution.DataParallel``: the batch split over them, one update);
+* the loop (``modeling.training.jax_trainer``, shared with the fine-tuning tools): checkpoints
+  ``output_dir/jax-ckpt-N.npz`` every ``--save_checkpoints_steps`` and at the end, written
+  atomically, holding every model and optimizer value (the dropout seeds among them), the step
+  and the records read; the newest ``--keep_checkpoint_max`` are kept. A rerun resumes from the
+  newest, exactly: it ends bit for bit where an uninterrupted one ends (CPU);
+* TensorBoard scalars in ``output_dir/train`` and the eval results in ``output_dir/eval``
+  (tensorboard's own event writer);
+* the export: ``export_for_finetuning`` (``model.weights.h5`` where TensorFlow is not
+  installed).
+
+Flags of the TensorFlow path only (``--strategy`` other than default, ``--use_tpu``,
+``--num_cpu_devices``, ``--num_accumulation_steps`` > 1, fp16, ``clip_then_sum``) stop a JAX run
+with one line naming the flag (``modeling.training.backends.jax.check_settings``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 from absl import logging
 
 from bert_common import atomic, checks
 from bert_common import files as fs
-from bert_common.errors import FlagError
+from bert_common.errors import FlagError, InputError
+from bert_common.installed import tensorflow_installed
 
 EVAL_RESULTS = "eval_results.txt"
 
@@ -77,25 +103,36 @@ def load_init_checkpoint(model, path: str) -> None:
 
 def export_for_finetuning(model, settings, global_step: int) -> str:
     """``output_dir/export/bert_model.ckpt`` (Google's TF1 names) with ``bert_config.json``:
-    what the fine-tuning tools' ``--init_checkpoint`` / ``--bert_config_file`` take.
+    what the fine-tuning tools' ``--init_checkpoint`` / ``--bert_config_file`` take. Where
+    TensorFlow is not installed (a JAX run), ``export/model.weights.h5`` instead, which the
+    TensorFlow tools load as ``--init_checkpoint`` of the same model.
 
     Args:
-        model: the pre-training model.
+        model: the trained model (pre-training, or a fine-tuning task's).
         settings: the run's settings (the tool's flag values).
         global_step: the step trained to (logged).
 
     Returns:
-        The checkpoint prefix written.
+        The checkpoint prefix (or weights file) written.
     """
-    from modeling import checkpoints
-
     export_dir = os.path.join(settings.output_dir, "export")
     fs.makedirs(export_dir)
-    prefix = checkpoints.save_tf1_checkpoint(model, os.path.join(export_dir, "bert_model.ckpt"),
-                                             global_step=global_step)
+    if tensorflow_installed():
+        from modeling import checkpoints
+
+        written = checkpoints.save_tf1_checkpoint(
+            model, os.path.join(export_dir, "bert_model.ckpt"), global_step=global_step)
+    else:
+        written = os.path.join(export_dir, "model.weights.h5")
+        # A staged path with the final name (Keras wants the suffix), renamed in when
+        # complete; a killed run's staging folder is removed by the next run that writes here.
+        with atomic.atomic_path(written) as temp:
+            model.save_weights(temp)
+        logging.info("Exported %s (TensorFlow is not installed: the TensorFlow tools load it "
+                     "as --init_checkpoint of the same model)", written)
     with atomic.atomic_open(os.path.join(export_dir, "bert_config.json")) as f:
         f.write(fs.read_text(settings.bert_config_file))
-    return prefix
+    return written
 
 
 def check_batches(settings, replicas: int) -> None:
@@ -209,9 +246,7 @@ def pretrain(settings) -> Optional[Dict[str, float]]:
     import keras
 
     if keras.backend.backend() != "tensorflow":  # KERAS_BACKEND=jax: docs/jax.md
-        from bert_tasks.jax_pretraining import pretrain_on_jax
-
-        return pretrain_on_jax(settings)
+        return _pretrain_on_jax(settings)
     config, strategy, precision = _setup(settings)  # the strategy before any other TF op
     import keras
     import tensorflow as tf
@@ -311,3 +346,141 @@ def _reading(settings, files):
                                e) from None
 
 
+# ---------------------------------------------------------------------------- on JAX
+
+def _pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
+    """The whole pre-training job on JAX (see the module docstring).
+
+    Args:
+        settings: the run's settings (``run_pretraining``'s flag values).
+
+    Returns:
+        The eval results, or None without ``--do_eval``.
+
+    Raises:
+        FlagError: a bad flag, or one of the TensorFlow path only.
+        InputError: bad input files or a damaged checkpoint.
+    """
+    import keras
+
+    import modeling
+    from data.pretraining import schema
+    from modeling.training import jax_trainer
+    from modeling.training.backends import jax as jax_backend
+
+    check_settings(settings)
+    jax_backend.check_settings(settings)
+    config = modeling.BertConfig.from_json_file(settings.bert_config_file)
+    if settings.max_seq_length > config.max_position_embeddings:
+        raise FlagError("Cannot use sequence length %d because the BERT model was only trained "
+                        "up to sequence length %d" % (settings.max_seq_length,
+                                                      config.max_position_embeddings))
+    from data.pretraining.sharded import input_files
+
+    paths = input_files(settings.input_file)
+    if tensorflow_installed():
+        # The TensorFlow path's check of the files' first records against the flags (one
+        # rule; it reads them with TensorFlow). Without TensorFlow an empty input stops the
+        # run when the stream finds no record.
+        from data.pretraining import dataset as pd
+
+        pd.check_input_files(paths, settings.max_seq_length, settings.max_predictions_per_seq)
+    fs.prepare_output_dir(settings.output_dir)
+    keras.utils.set_random_seed(settings.random_seed)
+    if settings.mixed_precision == "bf16":
+        keras.config.set_dtype_policy("mixed_bfloat16")
+    distribution = jax_trainer.distribute(
+        settings.train_batch_size if settings.do_train else settings.eval_batch_size,
+        "--train_batch_size" if settings.do_train else "--eval_batch_size")
+    model = modeling.BertPretrainingModel(config, seq_length=settings.max_seq_length)
+    optimizer = modeling.create_optimizer(
+        settings.learning_rate, settings.num_train_steps, settings.num_warmup_steps,
+        optimizer=settings.optimizer, one_step_ahead=not settings.corrected_lr_schedule)
+    optimizer.build(model.trainable_variables)
+    logging.info("KERAS_BACKEND=jax: %d input files; devices %s; policy %s", len(paths),
+                 jax_trainer.device_names(), keras.config.dtype_policy().name)
+    own = jax_trainer.checkpoints_in(settings.output_dir)
+    if not own and settings.init_checkpoint:
+        load_init_checkpoint(model, settings.init_checkpoint)
+    step = 0
+    if settings.do_train:
+        step = _train_on_jax(settings, model, optimizer, paths, distribution,
+                             schema.FEATURE_NAMES)
+        export_for_finetuning(model, settings, step)
+    elif own:
+        step = jax_trainer.restore_newest_model(settings.output_dir, model)[1]
+    if settings.do_eval:
+        return _evaluate_on_jax(settings, model, paths, step, distribution)
+    return None
+
+
+def _train_on_jax(settings, model, optimizer, paths, distribution, names) -> int:
+    from modeling.training import jax_trainer, jax_training
+
+    if tensorflow_installed():
+        # The TensorFlow path's pipeline (parallel reading and parsing, the same batches):
+        # its iterator state is checkpointed, so a resumed run reads nothing twice.
+        from data.pretraining import dataset as pd
+
+        data = jax_trainer.TFDataInput(pd.pretraining_dataset(
+            paths, settings.max_seq_length, settings.max_predictions_per_seq,
+            settings.train_batch_size, is_training=True, deterministic=settings.deterministic,
+            seed=settings.random_seed))
+    else:
+        from data.pretraining import numpy_input
+
+        data = jax_trainer.ReReadInput(lambda records: numpy_input.batches(
+            paths, settings.train_batch_size, names, settings.deterministic,
+            settings.random_seed, skip_records=records))
+    return jax_trainer.train(
+        model, optimizer, jax_training.make_train_step(model, optimizer), data,
+        output_dir=settings.output_dir, num_train_steps=settings.num_train_steps,
+        batch_size=settings.train_batch_size, steps_per_loop=settings.iterations_per_loop,
+        save_checkpoints_steps=settings.save_checkpoints_steps,
+        keep_checkpoint_max=settings.keep_checkpoint_max, distribution=distribution)
+
+
+def _evaluate_on_jax(settings, model, paths, step: int, distribution) -> Dict[str, float]:
+    """``--max_eval_steps`` batches in file order: the original's metrics, written to
+    ``eval_results.txt`` and TensorBoard (``output_dir/eval``)."""
+    import jax
+
+    from bert_common.results import summary_scalars, write_eval_results
+    from data import numpy_records
+    from data.pretraining import schema
+    from modeling.training import jax_trainer, pretraining_metrics
+
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+
+    # The values as arguments: closed over, they would be constants of the program (a slow
+    # compile of its own per run, never found in a compilation cache).
+    @jax.jit
+    def metrics(trainable, non_trainable, batch):
+        outputs, _ = model.stateless_call(trainable, non_trainable, batch, training=False)
+        return pretraining_metrics.eval_metrics(outputs, batch)
+
+    sums: Dict[str, List[float]] = {}
+    logging.info("***** Running evaluation on JAX *****  batch size %d, %d steps",
+                 settings.eval_batch_size, settings.max_eval_steps)
+    for index, batch in enumerate(numpy_records.batches(paths, settings.eval_batch_size,
+                                                        schema.FEATURE_NAMES)):
+        if index >= settings.max_eval_steps:
+            break
+        values = jax.device_get(metrics(trainable, non_trainable,
+                                        jax_trainer.shard(batch, distribution)))
+        for name, (num, den) in values.items():
+            total = sums.setdefault(name, [0.0, 0.0])
+            total[0] += float(num)
+            total[1] += float(den)
+    if not sums:
+        raise InputError("--input_file: fewer records than one --eval_batch_size=%d batch"
+                         % settings.eval_batch_size)
+    results = {k: sums[k][0] / sums[k][1] if sums[k][1] else 0.0
+               for k in pretraining_metrics.EVAL_KEYS}
+    results["global_step"] = step
+    write_eval_results(os.path.join(settings.output_dir, EVAL_RESULTS), results)
+    writer = jax_trainer.ScalarWriter(os.path.join(settings.output_dir, "eval"))
+    writer.write(step, summary_scalars(results))
+    writer.close()
+    return results

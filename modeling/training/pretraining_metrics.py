@@ -6,7 +6,7 @@ denominator)}`` float32 sums over a batch, streamed over batches as the original
 Σ w·ℓ / Σ w (no +1e-5), ``next_sentence_accuracy`` and ``next_sentence_loss`` (means over
 examples), and (``eval_metrics``) ``loss`` = the mean over batches of ``total_loss``. The
 TensorFlow trainer and evaluation (``modeling.training.objectives``) and the JAX pre-training
-(``bert_tasks.jax_pretraining``) both use these.
+(``bert_tasks.pretraining``) both use these.
 """
 
 from __future__ import annotations

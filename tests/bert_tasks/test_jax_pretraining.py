@@ -1,8 +1,9 @@
-"""run_pretraining.py with KERAS_BACKEND=jax (bert_tasks/jax_pretraining.py), as processes on two
-host devices (data-parallel, XLA's flag): the original's 40-step run (step log, eval results,
-export against the goldens), kill -9 after a checkpoint then resume (bit for bit the
-uninterrupted run, its step compiled once), and flags of the TensorFlow path refused with one
-line. One device's steps are tests/modeling/test_jax_backend.py's.
+"""run_pretraining.py with KERAS_BACKEND=jax (the JAX job of bert_tasks/pretraining.py), as
+processes on two host devices (data-parallel, XLA's flag): the original's 40-step run (step
+log, eval results, export against the goldens), kill -9 after a checkpoint then resume (bit for
+bit the uninterrupted run, its step compiled once); the numpy input without TensorFlow. One
+device's steps are tests/modeling/test_jax_backend.py's; the flags of the TensorFlow path,
+refused with one line, tests/modeling/training/backends/test_jax.py's.
 
 The killed run is a process of its own; its resume (the first run of the next process, as a
 rerun after the kill would be), the empty input and the uninterrupted run share one process
@@ -169,7 +170,7 @@ def test_the_numpy_input_resumes_at_its_position(deterministic):
     (in file order, and shuffled across the second epoch's start)."""
     import itertools
 
-    from bert_tasks.jax_pretraining import batches
+    from data.pretraining.numpy_input import batches
     from data.pretraining import schema
     from tests.bert_cli.test_run_pretraining import TRAJ_RECORDS
 
