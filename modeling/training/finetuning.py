@@ -17,7 +17,7 @@
 
 Under ``KERAS_BACKEND=jax`` (docs/jax.md) ``predict`` reads the dataset as numpy batches and
 runs ``modeling.training.jax_training.Predictor`` (the same outputs and features); training on
-JAX is ``bert_tasks.jax_finetuning``'s.
+JAX is ``bert_tasks.driver``'s JAX part.
 
 Batches may differ in sequence length (length-aware batching): the training loop is traced for
 the dataset's element spec (unknown length) and the prediction step with a relaxed signature, so
