@@ -412,21 +412,11 @@ def write_metrics(output_dir: str, metrics: dict, global_step: int) -> None:
         metrics: name -> value.
         global_step: the step evaluated.
     """
-    from bert_common.results import summary_scalars, write_eval_results
-    from modeling import backend
+    from bert_common.results import write_eval_results, write_eval_summaries
 
     metrics = dict(metrics, global_step=global_step)
     write_eval_results(os.path.join(output_dir, "eval_results.txt"), metrics)
-    if backend.TENSORFLOW:
-        from modeling.training import evaluation
-
-        evaluation.write_eval_summaries(output_dir, metrics, global_step)
-    else:  # tensorboard's own event writer: TensorFlow may not be installed
-        from modeling.training import jax_trainer
-
-        writer = jax_trainer.ScalarWriter(os.path.join(output_dir, "eval"))
-        writer.write(global_step, summary_scalars(metrics))
-        writer.close()
+    write_eval_summaries(output_dir, metrics, global_step)
 
 
 # ---------------------------------------------------------------------------- on JAX

@@ -210,7 +210,7 @@ def evaluate(settings, model, files, strategy, global_step: int, chief: bool) ->
     Returns:
         metric name -> float.
     """
-    from bert_common.results import write_eval_results
+    from bert_common.results import write_eval_results, write_eval_summaries
     from data.pretraining import dataset as pd
     from modeling.training import evaluation
     from modeling.training import objectives as pretraining_objective
@@ -226,7 +226,7 @@ def evaluate(settings, model, files, strategy, global_step: int, chief: bool) ->
     results["global_step"] = global_step
     if chief:
         write_eval_results(os.path.join(settings.output_dir, EVAL_RESULTS), results)
-        evaluation.write_eval_summaries(settings.output_dir, results, global_step)
+        write_eval_summaries(settings.output_dir, results, global_step)
     return results
 
 
@@ -445,7 +445,7 @@ def _evaluate_on_jax(settings, model, paths, step: int, distribution) -> Dict[st
     ``eval_results.txt`` and TensorBoard (``output_dir/eval``)."""
     import jax
 
-    from bert_common.results import summary_scalars, write_eval_results
+    from bert_common.results import write_eval_results, write_eval_summaries
     from data import numpy_records
     from data.pretraining import schema
     from modeling.training import jax_trainer, pretraining_metrics
@@ -480,7 +480,5 @@ def _evaluate_on_jax(settings, model, paths, step: int, distribution) -> Dict[st
                for k in pretraining_metrics.EVAL_KEYS}
     results["global_step"] = step
     write_eval_results(os.path.join(settings.output_dir, EVAL_RESULTS), results)
-    writer = jax_trainer.ScalarWriter(os.path.join(settings.output_dir, "eval"))
-    writer.write(step, summary_scalars(results))
-    writer.close()
+    write_eval_summaries(settings.output_dir, results, step)
     return results

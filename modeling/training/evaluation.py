@@ -1,15 +1,14 @@
-"""The eval loop beside the trainer: streaming means of metrics over batches, and their summaries.
+"""The eval loop beside the trainer: streaming means of metrics over batches.
 
 ``evaluate(model, dataset, metrics_fn, num_steps, strategy)`` runs ``num_steps`` batches with
 ``training=False`` and returns ``{name: Σnumerator/Σdenominator}`` of ``metrics_fn(outputs,
 batch)`` (``{name: (numerator, denominator)}`` per batch, the trainer's log pairs: streaming
-means like ``tf.metrics.mean``). ``write_eval_summaries`` writes the results as TensorBoard
-scalars in ``model_dir/eval``, beside the trainer's ``model_dir/train``.
+means like ``tf.metrics.mean``). ``bert_common.results.write_eval_summaries`` writes the results
+as TensorBoard scalars in ``model_dir/eval``, beside the trainer's ``model_dir/train``.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Callable, Dict, List, Optional
 
 import tensorflow as tf
@@ -19,22 +18,6 @@ from bert_common.progress import Progress
 from modeling.kernels import switch
 from modeling.training import distribution
 from modeling.training.objectives import Logs
-
-
-def write_eval_summaries(model_dir: str, results: Dict[str, float], step: int) -> None:
-    """The numeric eval results as TensorBoard scalars in ``model_dir/eval`` at ``step`` (beside
-    the trainer's ``train`` summaries: ``tensorboard --logdir model_dir`` shows both).
-
-    Args:
-      model_dir: the run's output folder.
-      results: eval results; ``global_step`` and values that are not real numbers are skipped.
-      step: the global step the scalars are written at.
-    """
-    from bert_common.results import summary_scalars
-
-    with tf.summary.create_file_writer(os.path.join(model_dir, "eval")).as_default():
-        for key, value in summary_scalars(results).items():
-            tf.summary.scalar(key, value, step=step)
 
 
 def evaluate(model, dataset: tf.data.Dataset,

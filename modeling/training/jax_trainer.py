@@ -8,7 +8,6 @@ tools under ``KERAS_BACKEND=jax`` (docs/jax.md): the JAX twin of ``modeling.trai
   value (the dropout seed generators among them), the step and the records read (the input
   position); ``save_checkpoint`` / ``restore_checkpoint`` / ``checkpoints_in`` /
   ``restore_newest_model``.
-* ``ScalarWriter``: TensorBoard scalars with tensorboard's own event writer (no TensorFlow).
 * ``train(...)``: the loop. From the newest checkpoint of ``output_dir`` if there is one (the
   step log cut back to it, the input positioned where it was: ``TFDataInput`` restores its
   tf.data iterator, ``ReReadInput`` re-reads the numpy input up to the position), host
@@ -43,6 +42,7 @@ from bert_common import atomic
 from bert_common import files as fs
 from bert_common.errors import FlagError, InputError
 from bert_common.progress import Progress
+from bert_common.results import ScalarWriter
 # A batch placed over the devices: the predictor's rule too (defined there, importable here).
 from modeling.training.jax_training import shard  # noqa: F401
 
@@ -243,41 +243,6 @@ def restore_newest_model(folder: str, model) -> Optional[Tuple[str, int]]:
     return path, step
 
 
-# ---------------------------------------------------------------------------- TensorBoard
-
-class ScalarWriter:
-    """TensorBoard scalars with tensorboard's own event writer (no TensorFlow).
-
-    Args:
-        folder: the event folder (created).
-    """
-
-    def __init__(self, folder: str):
-        from tensorboard.summary.writer.event_file_writer import EventFileWriter
-
-        fs.makedirs(folder)
-        self._writer = EventFileWriter(folder)
-
-    def write(self, step: int, values: Mapping[str, float]) -> None:
-        """One scalar per name at ``step``.
-
-        Args:
-            step: the global step.
-            values: tag -> value.
-        """
-        from tensorboard.compat.proto import event_pb2, summary_pb2
-
-        summary = summary_pb2.Summary(value=[
-            summary_pb2.Summary.Value(tag=name, simple_value=float(value))
-            for name, value in values.items()])
-        self._writer.add_event(event_pb2.Event(wall_time=time.time(), step=int(step),
-                                               summary=summary))
-
-    def close(self) -> None:
-        """Flushes and closes the event file."""
-        self._writer.close()
-
-
 # ------------------------------------------------------------------------------------ input
 
 class ReReadInput:
@@ -469,6 +434,6 @@ def train(model, optimizer, step_fn: Callable, data, *,
     return step
 
 
-__all__ = ["ReReadInput", "ScalarWriter", "TFDataInput", "checkpoints_in", "device_names",
+__all__ = ["ReReadInput", "TFDataInput", "checkpoints_in", "device_names",
            "distribute", "remove_orphan_input_states", "restore_checkpoint",
            "restore_newest_model", "save_checkpoint", "shard", "train"]

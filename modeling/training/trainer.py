@@ -77,6 +77,7 @@ from absl import logging
 from bert_common import atomic, files
 from bert_common.errors import InputError, first_line
 from bert_common.progress import format_eta
+from bert_common.results import ScalarWriter
 from modeling.layers import embeddings
 from modeling.checkpoints.tf1 import checkpoint_reader, latest_checkpoint
 from modeling.kernels import switch
@@ -683,12 +684,12 @@ class Trainer:
         else:
             start_step = self.restore(iterator if saved else None)
         self._make_checkpoint(iterator if self._can_save_iterator() else None)
+        writer = None  # made after the first loop: a run that never trains writes no events
         try:
             if start_step >= cfg.num_train_steps:
                 logging.info("Global step %d >= num_train_steps %d: nothing to train",
                              start_step, cfg.num_train_steps)
                 return TrainResult(start_step, {}, [], 0.0)
-            writer = None  # made after the first loop: a run that never trains writes no events
             step_log_path = step_log.path_in(cfg.model_dir)
             if cfg.step_log and self.is_chief:
                 step_log.truncate(step_log_path, start_step)
@@ -717,7 +718,7 @@ class Trainer:
                 all_losses.extend(losses)
                 if self.is_chief:
                     if writer is None and cfg.write_summaries:
-                        writer = tf.summary.create_file_writer(os.path.join(cfg.model_dir, "train"))
+                        writer = ScalarWriter(os.path.join(cfg.model_dir, "train"))
                     self._report(step, last_logs, float(lrs[-1]), float(norms[-1]), rate,
                                  elapsed / num_steps, writer)
                     if cfg.step_log:
@@ -725,11 +726,11 @@ class Trainer:
                                         lrs.numpy().tolist(), norms.numpy().tolist())
                 if step % cfg.save_checkpoints_steps == 0 or step >= cfg.num_train_steps:
                     self.save()
-            if writer is not None:
-                writer.flush()
             logging.info("Trained to step %d in %.1fs", step, time.monotonic() - run_start)
             return TrainResult(step, last_logs, all_losses, rate)
         finally:
+            if writer is not None:
+                writer.close()
             self._release_input()
 
     def _release_input(self) -> None:
@@ -748,12 +749,8 @@ class Trainer:
     def _report(self, step, logs, lr, norm, rate, seconds_per_step, writer) -> None:
         cfg = self.config
         if writer is not None:
-            with writer.as_default():
-                for name, value in logs.items():
-                    tf.summary.scalar(name, value, step=step)
-                tf.summary.scalar("learning_rate", lr, step=step)
-                tf.summary.scalar("global_norm", norm, step=step)
-                tf.summary.scalar("examples_per_sec", rate, step=step)
+            writer.write(step, dict(logs, learning_rate=lr, global_norm=norm,
+                                    examples_per_sec=rate))
         if cfg.progress:
             eta = (cfg.num_train_steps - step) * seconds_per_step
             parts = ["train step %d/%d" % (step, cfg.num_train_steps),

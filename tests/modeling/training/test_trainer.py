@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from modeling.training import distribution
 from modeling.training import optimizers
+from tests.support.summaries import read_scalars
 from modeling.training import evaluation, objectives, step_log
 from modeling.training.trainer import Trainer, TrainerConfig, loop_steps
 
@@ -84,8 +85,17 @@ def test_train_progress_checkpoints_summaries(tmp_path, capsys):
     assert [r["step"] for r in log] == list(range(1, 8))
     np.testing.assert_allclose([r["loss"] for r in log], result.step_losses)
     assert log[0]["learning_rate"] == pytest.approx(0.025)  # schedule(1): one step ahead
-    events = os.listdir(tmp_path / "train")
-    assert events and events[0].startswith("events.out.tfevents")
+    # TensorBoard: every log at the end of each host loop (its length timed; a loop ends at
+    # each checkpoint: 3, 6, 7), with the rate the step log has, the norm and the throughput.
+    scalars = read_scalars(str(tmp_path / "train"))
+    assert {"loss", "learning_rate", "global_norm", "examples_per_sec",
+            "weighted_error"} <= set(scalars)
+    steps = [step for step, _ in scalars["learning_rate"]]
+    assert steps == sorted(set(steps)) and {3, 6, 7} <= set(steps) and steps[-1] == 7
+    rates = {r["step"]: r["learning_rate"] for r in log}
+    for step, value in scalars["learning_rate"]:
+        assert value == pytest.approx(rates[step])
+    assert all(value > 0 for _, value in scalars["examples_per_sec"])
     # A second train() at the same num_train_steps does nothing.
     assert _trainer(tmp_path, 7).train(_dataset()).step_losses == []
 
