@@ -138,18 +138,6 @@ def define_checkpoint_flags(flag_values: FlagValues = flags.FLAGS) -> None:
            "(the newest).")
 
 
-def wants_tpu(flag_values: FlagValues) -> bool:
-    """``--use_tpu`` or ``--strategy=tpu``.
-
-    Args:
-        flag_values: the parsed flag values.
-
-    Returns:
-        A bool.
-    """
-    return bool(getattr(flag_values, "use_tpu", False)) or flag_values.strategy == "tpu"
-
-
 def require(flag_values: FlagValues, names: Sequence[str]) -> None:
     """``FlagError`` naming the first of ``names`` that is unset.
 

@@ -75,6 +75,7 @@ from absl import logging
 
 from bert_common import checks, files
 from bert_common.errors import FlagError
+from bert_common.installed import tensorflow_installed
 from bert_tasks.task import Context, Task
 
 # The special tokens every fine-tuning task's features use ([UNK]: load_vocab checks it).
@@ -434,10 +435,9 @@ def _prepare_jax(settings: Any):
     """
     import keras
 
-    from modeling import backend
     from modeling.training import jax_trainer
 
-    if backend.tensorflow_installed():
+    if tensorflow_installed():
         import tensorflow as tf
 
         for kind in ("GPU", "TPU"):
@@ -448,7 +448,7 @@ def _prepare_jax(settings: Any):
     keras.config.set_dtype_policy("mixed_bfloat16" if settings.mixed_precision == "bf16"
                                   else "float32")
     logging.info("KERAS_BACKEND=jax: devices %s; input read with %s", jax_trainer.device_names(),
-                 "tf.data" if backend.tensorflow_installed() else "numpy (no TensorFlow)")
+                 "tf.data" if tensorflow_installed() else "numpy (no TensorFlow)")
     batch = settings.train_batch_size if settings.do_train else 0
     return jax_trainer.distribute(batch, "--train_batch_size")
 

@@ -212,17 +212,17 @@ def evaluate(settings, model, files, strategy, global_step: int, chief: bool) ->
     """
     from bert_common.results import write_eval_results, write_eval_summaries
     from data.pretraining import dataset as pd
-    from modeling.training import evaluation
+    from modeling.training import evaluation, pretraining_metrics
     from modeling.training import objectives as pretraining_objective
 
     logging.info("***** Running evaluation *****  batch size %d, %d steps",
                  settings.eval_batch_size, settings.max_eval_steps)
     eval_data = pd.pretraining_dataset(files, settings.max_seq_length, settings.max_predictions_per_seq,
                                        settings.eval_batch_size, is_training=False)
-    results = evaluation.evaluate(model, eval_data, pretraining_objective.eval_metrics,
+    results = evaluation.evaluate(model, eval_data, pretraining_metrics.eval_metrics,
                                   settings.max_eval_steps, strategy,
                                   model_inputs=pretraining_objective.model_inputs)
-    results = {key: results[key] for key in pretraining_objective.EVAL_KEYS}
+    results = {key: results[key] for key in pretraining_metrics.EVAL_KEYS}
     results["global_step"] = global_step
     if chief:
         write_eval_results(os.path.join(settings.output_dir, EVAL_RESULTS), results)
@@ -252,12 +252,13 @@ def pretrain(settings) -> Optional[Dict[str, float]]:
     import tensorflow as tf
 
     from data.pretraining import dataset as pd
+    from data.pretraining import sharded
     from modeling.training import distribution
 
     chief = distribution.is_chief(strategy)
     if chief:
         fs.prepare_output_dir(settings.output_dir)
-    files = pd.input_files(settings.input_file)
+    files = sharded.input_files(settings.input_file)
     pd.check_input_files(files, settings.max_seq_length, settings.max_predictions_per_seq)
     check_batches(settings, strategy.num_replicas_in_sync)
     logging.info("%d input files; %d replicas; precision %s", len(files),
@@ -448,7 +449,7 @@ def _evaluate_on_jax(settings, model, paths, step: int, distribution) -> Dict[st
     from bert_common.results import write_eval_results, write_eval_summaries
     from data import numpy_records
     from data.pretraining import schema
-    from modeling.training import jax_trainer, pretraining_metrics
+    from modeling.training import jax_training, pretraining_metrics
 
     trainable = [v.value for v in model.trainable_variables]
     non_trainable = [v.value for v in model.non_trainable_variables]
@@ -468,7 +469,7 @@ def _evaluate_on_jax(settings, model, paths, step: int, distribution) -> Dict[st
         if index >= settings.max_eval_steps:
             break
         values = jax.device_get(metrics(trainable, non_trainable,
-                                        jax_trainer.shard(batch, distribution)))
+                                        jax_training.shard(batch, distribution)))
         for name, (num, den) in values.items():
             total = sums.setdefault(name, [0.0, 0.0])
             total[0] += float(num)

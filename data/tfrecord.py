@@ -8,8 +8,6 @@ back, with or without TensorFlow.
   per task. ``tf_parse_spec`` and ``decode_tf`` read it with TensorFlow (``tf.data``),
   ``decode_numpy`` without (``data.numpy_records``' parsed dicts); both give int32 for int64
   lists (the models take int32), float32 for float lists, in the spec's shape.
-* ``int64_feature`` / ``float_feature``: ``tf.train.Feature`` helpers, for code that builds
-  ``tf.train.Example`` itself (TensorFlow is imported on first use).
 
 Example::
 
@@ -93,7 +91,8 @@ def encode_example(int64s: Mapping[str, Sequence[int]],
     """A serialized ``tf.train.Example`` of int64 and float list features.
 
     The bytes parse as ``tf.train.Example(features=tf.train.Features(feature={name:
-    int64_feature(values), ...}))`` does (features in the order given, lists packed).
+    tf.train.Feature(int64_list=tf.train.Int64List(value=values)), ...}))`` does (features in
+    the order given, lists packed).
 
     Args:
         int64s: feature name -> ints.
@@ -181,31 +180,3 @@ def decode_numpy(example: Mapping[str, np.ndarray], spec: RecordSpec, path: str,
                                 "float" if f.is_float else "int64"))
         out[name] = value.astype(np.float32 if f.is_float else np.int32).reshape(f.shape)
     return out
-
-
-def int64_feature(values) -> "tf.train.Feature":
-    """An int64 list feature of ``values`` (an iterable of ints).
-
-    Args:
-        values: the ints.
-
-    Returns:
-        A ``tf.train.Feature`` holding an ``int64_list``.
-    """
-    import tensorflow as tf
-
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
-
-
-def float_feature(values) -> "tf.train.Feature":
-    """A float list feature of ``values`` (an iterable of numbers).
-
-    Args:
-        values: the numbers.
-
-    Returns:
-        A ``tf.train.Feature`` holding a ``float_list``.
-    """
-    import tensorflow as tf
-
-    return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))

@@ -33,9 +33,6 @@ from typing import Sequence
 import keras
 from keras import ops
 
-# Whether TensorFlow can be imported (on any backend), defined once in bert_common.
-from bert_common.installed import tensorflow_installed  # noqa: F401
-
 BACKEND: str = keras.backend.backend()
 TENSORFLOW: bool = BACKEND == "tensorflow"
 

@@ -1,6 +1,7 @@
 """tf.data input pipeline over pre-training TFRecords (the original run_pretraining input_fn).
 
-``input_files(pattern_list)``: the original ``--input_file`` (comma-separated globs) -> paths.
+``data.pretraining.sharded.input_files(pattern_list)`` gives the files (the original
+``--input_file``: comma-separated globs).
 ``check_input_files(files, max_seq_length, max_predictions_per_seq)``: reads the first record of
 up to ``CHECK_SAMPLE`` files (evenly spaced), in parallel, and raises ``PretrainingDataError``
 (one line naming the file and the feature) when a feature is missing or its length differs from
@@ -38,8 +39,6 @@ from bert_common.errors import first_line
 from data.pretraining import records as pretraining_records
 from data.pretraining import schema as pretraining_schema
 from data.pretraining.instances import PretrainingDataError
-# --input_file's rule has one definition, TensorFlow-free (the JAX path reads it too).
-from data.pretraining.sharded import input_files  # noqa: F401
 
 NUM_CPU_THREADS = 4  # the original's input_fn constant
 RECORD_SHUFFLE_BUFFER = 100

@@ -15,7 +15,7 @@ A record is a serialized ``tf.train.Example`` holding the features of
 * the records of a batch are laid out right-aligned in one 2-D byte array, which makes every
   byte's distance to its record's end a function of its column; CRC-32C being linear over
   GF(2), each record's CRC is then one table gather per byte and an XOR-reduction per row
-  (``_CrcTables``).
+  (``bert_common.record_framing``'s ``_CrcTables``).
 
 Only ``data/pretraining/instances.py`` and ``data/pretraining/fast.py`` write pre-training records, both
 through here, so the wire format has one definition.
@@ -30,9 +30,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from bert_common import atomic, files
-# The framing and its CRC-32C, defined once (names kept importable here).
-from bert_common.record_framing import (  # noqa: F401
-    _CRC, _TABLE, _CrcTables, crc32c, frame_record, mask_crc, rows_crc32c)
+from bert_common.record_framing import _CRC, crc32c, mask_crc, rows_crc32c
 from data.pretraining import schema as pretraining_schema
 
 # ------------------------------------------------------------------------------------------

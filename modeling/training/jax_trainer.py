@@ -43,8 +43,7 @@ from bert_common import files as fs
 from bert_common.errors import FlagError, InputError
 from bert_common.progress import Progress
 from bert_common.results import ScalarWriter
-# A batch placed over the devices: the predictor's rule too (defined there, importable here).
-from modeling.training.jax_training import shard  # noqa: F401
+from modeling.training.jax_training import shard
 
 CHECKPOINT_PATTERN = re.compile(r"^jax-ckpt-(\d+)\.npz$")
 

@@ -58,8 +58,6 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from modeling.encoder import INPUT_NAMES
-# The metrics have one definition for every backend (keras.ops); importable from here as before.
-from modeling.training.pretraining_metrics import EVAL_KEYS, eval_metrics  # noqa: F401
 from modeling.training.pretraining_metrics import _flat_weights, head_metrics
 from modeling.heads.pretraining import MLM_LOSS_EPSILON, PRETRAINING_INPUT_NAMES
 

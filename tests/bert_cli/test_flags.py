@@ -22,7 +22,8 @@ def test_distribution_flags_and_errors(monkeypatch):
     cli_flags.define_precision_flags(values)
     values(["prog", "--use_tpu", "--tpu_name=my-tpu", "--num_tpu_cores=8",
             "--mixed_precision=bf16"])
-    assert cli_flags.wants_tpu(values) and values.mixed_precision == "bf16"
+    assert values.use_tpu and values.tpu_name == "my-tpu" and values.num_tpu_cores == 8
+    assert values.mixed_precision == "bf16"
     values.unparse_flags()
     values(["prog", "--strategy=default"])
     assert distribution.strategy_from_settings(values) is tf.distribute.get_strategy()

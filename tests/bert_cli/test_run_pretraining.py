@@ -18,7 +18,7 @@ from absl import flags
 from bert_cli import run_pretraining
 from bert_cli.flags import FlagError
 from data.pretraining import dataset as pretraining_dataset
-from data.tfrecord import float_feature, int64_feature
+from tests.support.features import float_feature, int64_feature
 from modeling import checkpoints
 from modeling.training import step_log
 from modeling.config import ConfigError

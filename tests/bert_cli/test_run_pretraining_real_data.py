@@ -21,7 +21,7 @@ from bert_cli import run_pretraining
 from data.tokenization import special_tokens
 from data.tokenization import wordpiece as tokenization
 from data.tokenization import vocab_builder
-from data.tfrecord import float_feature, int64_feature
+from tests.support.features import float_feature, int64_feature
 from modeling.training import step_log
 from tests import paths
 from tests.bert_cli.test_run_pretraining import parse_flags

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from bert_common import atomic, files
-from data import tfrecord
+from tests.support.features import int64_feature
 from tests.support.tools import dead_pid
 
 
@@ -38,7 +38,7 @@ def test_tfrecord_writers_round_robin(tmp_path):
     paths = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
     with atomic.AtomicTFRecordWriters(paths) as w:
         for i in range(5):
-            feature = {"x": tfrecord.int64_feature([i])}
+            feature = {"x": int64_feature([i])}
             ex = tf.train.Example(features=tf.train.Features(feature=feature))
             w.write(ex.SerializeToString())
     counts = [sum(1 for _ in tf.data.TFRecordDataset(p)) for p in paths]

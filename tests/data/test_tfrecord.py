@@ -9,8 +9,8 @@ import tensorflow as tf
 
 from bert_common.errors import InputError
 from data import numpy_records
-from data.tfrecord import (FixedLen, decode_numpy, decode_tf, encode_example, float_feature,
-                           int64_feature, tf_parse_spec)
+from data.tfrecord import FixedLen, decode_numpy, decode_tf, encode_example, tf_parse_spec
+from tests.support.features import float_feature, int64_feature
 
 
 def test_features_hold_the_values_and_parse_back():

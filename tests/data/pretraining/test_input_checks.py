@@ -11,7 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from bert_common import record_framing
 from data.pretraining import dataset as pd
+from data.pretraining import sharded
 from data.pretraining import records as pretraining_records
 from tests import paths
 
@@ -22,7 +24,7 @@ FILES = 2000
 
 
 def _record(path):
-    return pretraining_records.frame_record(pretraining_records.read_records(path)[0])
+    return record_framing.frame_record(pretraining_records.read_records(path)[0])
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +50,9 @@ def _counting(monkeypatch):
 
 
 def test_the_check_of_2000_files_reads_a_sample(shard_folder, monkeypatch):
-    files = pd.input_files(str(shard_folder / "records-*"))
+    files = sharded.input_files(str(shard_folder / "records-*"))
     assert len(files) == FILES
-    assert pd.input_files(str(shard_folder / "*")) == files  # the manifest is skipped
+    assert sharded.input_files(str(shard_folder / "*")) == files  # the manifest is skipped
     read = _counting(monkeypatch)
     pd.check_input_files(files, 128, 20)
     assert len(read) == pd.CHECK_SAMPLE and len(set(read)) == pd.CHECK_SAMPLE
@@ -60,7 +62,7 @@ def test_the_check_of_2000_files_reads_a_sample(shard_folder, monkeypatch):
 
 def test_a_bad_file_in_the_sample_is_the_error_and_one_outside_is_found_later(
         shard_folder, tmp_path):
-    files = pd.input_files(str(shard_folder / "records-*"))
+    files = sharded.input_files(str(shard_folder / "records-*"))
     sampled = set(pd.check_sample(files))
     outside = next(i for i, f in enumerate(files) if f not in sampled)
     inside = sorted(files.index(f) for f in sampled)[5]
@@ -109,7 +111,7 @@ def test_the_check_on_gcs_reads_a_sample(gcs):
     with ThreadPoolExecutor(8) as pool:  # the uploads, not the check, are this test's time
         list(pool.map(lambda i: gcs.write_object(
             "%s/records-%05d-of-%05d" % (prefix, i, FILES), good), range(FILES)))
-    files = pd.input_files(gcs.url(prefix, "records-*"))
+    files = sharded.input_files(gcs.url(prefix, "records-*"))
     assert len(files) == FILES
     before = len(gcs.requests)
     pd.check_input_files(files, 128, 20)

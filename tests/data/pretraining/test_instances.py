@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bert_common import record_framing
 from data.pretraining import instances as pretraining
 from data.pretraining import corpus as pretraining_corpus
 from data.pretraining import fast as pretraining_fast
@@ -63,7 +64,7 @@ def _fast_records(corpus, vocab, seq, preds, dupe, wwm, seed=12345, prob=0.15, s
     for framed in (store.record(index) for index in order):
         n = int.from_bytes(framed[:8], "little")
         data = framed[12:12 + n]
-        assert pretraining_records.frame_record(data) == framed  # both CRCs
+        assert record_framing.frame_record(data) == framed  # both CRCs
         out.append(pretraining_records.decode_example(data))
     return out
 

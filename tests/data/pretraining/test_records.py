@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+from bert_common import record_framing
 from data.pretraining import records as R
 from data.pretraining import schema as pretraining_schema
 
@@ -40,19 +41,19 @@ def _expected(ids, seq_len, seg_start, positions, masked, k, labels, r):
 
 
 def test_crc32c_known_values_and_masking():
-    assert R.crc32c(b"") == 0
-    assert R.crc32c(b"123456789") == 0xE3069283
-    assert R.crc32c(bytes(32)) == 0x8A9136AA  # RFC 3720 B.4
-    assert R.crc32c(bytes([0xFF] * 32)) == 0x62A8AB43
-    crc = R.crc32c(b"hello")
-    assert R.mask_crc(crc) == ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) % 2 ** 32
+    assert record_framing.crc32c(b"") == 0
+    assert record_framing.crc32c(b"123456789") == 0xE3069283
+    assert record_framing.crc32c(bytes(32)) == 0x8A9136AA  # RFC 3720 B.4
+    assert record_framing.crc32c(bytes([0xFF] * 32)) == 0x62A8AB43
+    crc = record_framing.crc32c(b"hello")
+    assert record_framing.mask_crc(crc) == ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) % 2 ** 32
     buf = np.zeros((3, 12), np.uint8)
     rows = [b"", b"123456789", b"abcdefghijkl"]
     for i, r in enumerate(rows):
         if r:
             buf[i, -len(r):] = np.frombuffer(r, np.uint8)
-    got = R.rows_crc32c(buf, np.array([len(r) for r in rows]))
-    assert got.tolist() == [R.crc32c(r) for r in rows]
+    got = record_framing.rows_crc32c(buf, np.array([len(r) for r in rows]))
+    assert got.tolist() == [record_framing.crc32c(r) for r in rows]
 
 
 @pytest.mark.parametrize("s, p, vocab", [(128, 20, 30522), (300, 45, 30522), (8, 3, 200000),
@@ -67,7 +68,7 @@ def test_encoder_records_decode_to_the_features(s, p, vocab):
         framed = buf[starts[r]:ends[r]].tobytes()
         n = int.from_bytes(framed[:8], "little")
         data = framed[12:12 + n]
-        assert R.frame_record(data) == framed
+        assert record_framing.frame_record(data) == framed
         assert R.decode_example(data) == _expected(*batch, r)
 
 
@@ -141,7 +142,7 @@ def test_write_is_round_robin_in_the_given_order_and_atomic(tmp_path):
 
 def test_read_records_detects_corruption(tmp_path):
     path = tmp_path / "x.tfrecord"
-    path.write_bytes(R.frame_record(b"abc") + R.frame_record(b"defg"))
+    path.write_bytes(record_framing.frame_record(b"abc") + record_framing.frame_record(b"defg"))
     assert R.read_records(str(path)) == [b"abc", b"defg"]
     data = bytearray(path.read_bytes())
     data[13] ^= 0xFF
