@@ -7,9 +7,9 @@ each globbed), ``--output_file`` (comma list: records go round-robin), ``--vocab
 ``--masked_lm_prob=0.15``, ``--short_seq_prob=0.1``; plus ``--num_workers`` (default 1: one
 stream, the original's records for the same seed; N > 1 splits the corpus at document
 boundaries across N processes, each with its own seed and output file, see
-``data/pretraining/shards.py``), ``--num_shards`` / ``--shard_range`` (corpus scale: shards
+``data/pretraining/worker_shards.py``), ``--num_shards`` / ``--shard_range`` (corpus scale: shards
 by content hash, generated independently in bounded memory, resumable, split across machines;
-``data/pretraining/sharded.py``) and ``--show_progress``.
+``data/pretraining/corpus_shards.py``) and ``--show_progress``.
 
 Input: one sentence per line, a blank line between documents; documents continue across input
 files. With ``--num_workers=1`` the records are identical (parsed) to the original's.
@@ -161,7 +161,7 @@ def _vocab(fv: flags.FlagValues):
 def _write_shards(fv: flags.FlagValues, input_files, shard_range, settings) -> int:
     """``--num_shards``: the shards of ``shard_range`` by the process pool, or by Apache Beam
     with ``--beam_options``; the summary line; the instances written."""
-    from data.pretraining import sharded
+    from data.pretraining import corpus_shards
 
     if fv.beam_options is not None:
         from data.pretraining import beam
@@ -170,7 +170,7 @@ def _write_shards(fv: flags.FlagValues, input_files, shard_range, settings) -> i
                                 fv.vocab_file, fv.do_lower_case, settings,
                                 fv.beam_options, parts=fv.num_workers)
     else:
-        summary = sharded.run_sharded(input_files, fv.output_file, fv.num_shards,
+        summary = corpus_shards.run_sharded(input_files, fv.output_file, fv.num_shards,
                                       shard_range, fv.num_workers, fv.vocab_file,
                                       fv.do_lower_case, settings, fv.show_progress)
     _log(fv, summary.line())
@@ -184,10 +184,10 @@ def _write_shards(fv: flags.FlagValues, input_files, shard_range, settings) -> i
 def _write_with_workers(fv: flags.FlagValues, input_files, output_files, settings) -> int:
     """``--num_workers`` > 1 without ``--num_shards``: the outputs split over processes."""
     from data.pretraining import corpus as pretraining_corpus
-    from data.pretraining import shards as pretraining_shards
+    from data.pretraining import worker_shards
 
     start = time.perf_counter()
-    results = pretraining_shards.run_workers(input_files, output_files, fv.num_workers,
+    results = worker_shards.run_workers(input_files, output_files, fv.num_workers,
                                              fv.vocab_file, fv.do_lower_case, settings,
                                              fv.show_progress)
     total = sum(r["instances"] for r in results)
@@ -202,13 +202,13 @@ def _write_stream(fv: flags.FlagValues, tokenizer, vocab, input_files, output_fi
                   settings) -> int:
     """One stream, the original's records exactly: the corpus read, then written."""
     from data.pretraining import corpus as pretraining_corpus
-    from data.pretraining import fast as pretraining_fast
+    from data.pretraining import instances_fast
 
     start = time.perf_counter()
     corpus = pretraining_corpus.read_corpus(input_files, tokenizer, fv.show_progress)
     del tokenizer  # its caches are not needed any more (``vocab`` has the ids)
     _check_corpus(corpus, input_files)
-    written = pretraining_fast.write_records(corpus, vocab, output_files,
+    written = instances_fast.write_records(corpus, vocab, output_files,
                                              show_progress=fv.show_progress, **settings)
     _log(fv, "wrote %d instances (%d documents, %d sentences) to %s in %.1fs"
          % (written, corpus.num_documents, corpus.num_sentences, ",".join(output_files),
@@ -220,7 +220,7 @@ def _check_sharding(fv: flags.FlagValues):
     """``(first, end)`` of the shards to make with ``--num_shards`` (else None); FlagError for
     ``--num_shards`` < 1, a bad ``--shard_range`` or one without ``--num_shards``, and a comma
     list of outputs with ``--num_shards``."""
-    from data.pretraining import sharded
+    from data.pretraining import corpus_shards
 
     if fv.num_shards is None:
         for name in ("shard_range", "beam_options"):
@@ -237,7 +237,7 @@ def _check_sharding(fv: flags.FlagValues):
                         "shards are PREFIX-00000-of-%05d ...), not a comma list"
                         % (fv.output_file, fv.num_shards))
     try:
-        return sharded.parse_shard_range(fv.shard_range, fv.num_shards)
+        return corpus_shards.parse_shard_range(fv.shard_range, fv.num_shards)
     except ValueError as e:
         raise FlagError(str(e)) from None
 
@@ -266,7 +266,7 @@ def main(argv) -> None:
     Args:
         argv: the command line left after absl's flags (only the program name).
     """
-    from data.pretraining.fast import HelperError
+    from data.pretraining.instances_fast import HelperError
 
     try:
         runner.run_main(TOOL, run, FLAGS, argv)

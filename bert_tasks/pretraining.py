@@ -252,13 +252,13 @@ def pretrain(settings) -> Optional[Dict[str, float]]:
     import tensorflow as tf
 
     from data.pretraining import dataset as pd
-    from data.pretraining import sharded
+    from data.pretraining import corpus_shards
     from modeling.training import distribution
 
     chief = distribution.is_chief(strategy)
     if chief:
         fs.prepare_output_dir(settings.output_dir)
-    files = sharded.input_files(settings.input_file)
+    files = corpus_shards.input_files(settings.input_file)
     pd.check_input_files(files, settings.max_seq_length, settings.max_predictions_per_seq)
     check_batches(settings, strategy.num_replicas_in_sync)
     logging.info("%d input files; %d replicas; precision %s", len(files),
@@ -376,7 +376,7 @@ def _pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
         raise FlagError("Cannot use sequence length %d because the BERT model was only trained "
                         "up to sequence length %d" % (settings.max_seq_length,
                                                       config.max_position_embeddings))
-    from data.pretraining.sharded import input_files
+    from data.pretraining.corpus_shards import input_files
 
     paths = input_files(settings.input_file)
     if tensorflow_installed():

@@ -36,9 +36,9 @@ def main() -> None:
         import tensorflow as tf
 
         from data.pretraining import dataset as pd
-        from data.pretraining import sharded
+        from data.pretraining import corpus_shards
 
-        files = sharded.input_files(prefix + "-*")
+        files = corpus_shards.input_files(prefix + "-*")
         cores = os.cpu_count() or 1
         print("load average at start: %.2f %.2f %.2f; %d cores" % (os.getloadavg() + (cores,)))
         for threads in sorted({1, cores}):

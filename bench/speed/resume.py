@@ -54,12 +54,12 @@ def run(prefix, batches, batch_size, repeats, work) -> None:
     import tensorflow as tf
 
     from data.pretraining import dataset as pd
-    from data.pretraining import sharded
+    from data.pretraining import corpus_shards
     from modeling.training import distributed_input
 
     strategy = distribution.make_strategy("mirrored")
     replicas = strategy.num_replicas_in_sync
-    files = sharded.input_files(prefix + "-*")
+    files = corpus_shards.input_files(prefix + "-*")
 
     def dataset_fn(context):
         return pd.pretraining_dataset(files, 128, 20, batch_size, is_training=True, seed=7,

@@ -1,4 +1,4 @@
-"""The sharded pre-training records (``data.pretraining.sharded``) as an Apache Beam pipeline:
+"""The sharded pre-training records (``data.pretraining.corpus_shards``) as an Apache Beam pipeline:
 Dataflow, Flink or Spark instead of one machine's process pool, the same bytes.
 
 ``pip install .[beam]`` (``apache-beam``; ``apache-beam[gcp]`` for Dataflow and ``gs://``).
@@ -7,13 +7,13 @@ The pipeline, for the shards of ``--shard_range`` whose files are missing:
 1. ``Create`` the split pass's runs (the input cut at document boundaries, computed here from
    the files' sizes), ``Reshuffle`` them over the workers;
 2. ``ParDo`` each run to ``(shard, document bytes)`` for its documents of the wanted shards
-   (``sharded.iter_keyed_documents``, ``sharded.shard_of``), plus one empty marker per wanted
+   (``corpus_shards.iter_keyed_documents``, ``corpus_shards.shard_of``), plus one empty marker per wanted
    shard so that a shard without documents is written too;
-3. ``GroupByKey`` by shard; ``Map`` each group through ``sharded.generate_shard``, the process
+3. ``GroupByKey`` by shard; ``Map`` each group through ``corpus_shards.generate_shard``, the process
    pool's own step (sort by key, tokenize, generate, write atomically under the final name).
 
 The manifest, the checks of the destination and the skipping of complete shards are the
-process pool's (``sharded.destination``), done here before the pipeline starts. A worker holds
+process pool's (``corpus_shards.destination``), done here before the pipeline starts. A worker holds
 one shard's documents at a time. Counters ``bert/instances`` and ``bert/documents`` give the
 summary.
 
@@ -28,7 +28,7 @@ import logging
 import shlex
 from typing import Dict, List, Sequence, Tuple
 
-from data.pretraining import sharded
+from data.pretraining import corpus_shards
 
 _NAMESPACE = "bert"
 
@@ -51,8 +51,8 @@ def _make_split_fn(beam, num_shards: int, wanted: frozenset):
         """A run's documents of the wanted shards, as ``(shard, bytes)``."""
 
         def process(self, run):
-            for key, data in sharded.iter_keyed_documents(run):
-                shard = sharded.shard_of(key, num_shards)
+            for key, data in corpus_shards.iter_keyed_documents(run):
+                shard = corpus_shards.shard_of(key, num_shards)
                 if shard in wanted:
                     yield shard, data
 
@@ -62,10 +62,10 @@ def _make_split_fn(beam, num_shards: int, wanted: frozenset):
 def _make_generate_fn(beam, prefix: str, num_shards: int, settings: Dict, vocab_file: str,
                       do_lower_case: bool):
     class GenerateShard(beam.DoFn):
-        """One shard from its grouped documents (``sharded.generate_shard``)."""
+        """One shard from its grouped documents (``corpus_shards.generate_shard``)."""
 
         def setup(self):
-            self.tokenizer, self.vocab = sharded.load_tokenizer(vocab_file, do_lower_case)
+            self.tokenizer, self.vocab = corpus_shards.load_tokenizer(vocab_file, do_lower_case)
             self.instances = beam.metrics.Metrics.counter(_NAMESPACE, "instances")
             self.documents = beam.metrics.Metrics.counter(_NAMESPACE, "documents")
             self.shards = beam.metrics.Metrics.counter(_NAMESPACE, "shards")
@@ -73,7 +73,7 @@ def _make_generate_fn(beam, prefix: str, num_shards: int, settings: Dict, vocab_
 
         def process(self, element):
             shard, datas = element
-            result = sharded.generate_shard(
+            result = corpus_shards.generate_shard(
                 shard, (d for d in datas if d), prefix, num_shards, settings,
                 self.tokenizer, self.vocab)
             self.instances.inc(result["instances"])
@@ -88,12 +88,12 @@ def _make_generate_fn(beam, prefix: str, num_shards: int, settings: Dict, vocab_
 
 def build_pipeline(pipeline, runs: List, todo: Sequence[int], prefix: str, num_shards: int,
                    settings: Dict, vocab_file: str, do_lower_case: bool):
-    """Adds the steps that make shards ``todo`` from ``runs`` (``sharded.split_runs``) to
+    """Adds the steps that make shards ``todo`` from ``runs`` (``corpus_shards.split_runs``) to
     ``pipeline``; returns the PCollection of the shards' counts.
 
     Args:
         pipeline: the ``beam.Pipeline``.
-        runs: the split runs (``sharded.split_runs``).
+        runs: the split runs (``corpus_shards.split_runs``).
         todo: the indexes of the shards to make.
         prefix: the output prefix.
         num_shards: the total number of shards.
@@ -142,9 +142,9 @@ def pipeline_options(options: str):
 
 def run_beam(input_files: Sequence[str], prefix: str, num_shards: int,
              shard_range: Tuple[int, int], vocab_file: str, do_lower_case: bool,
-             settings: Dict, options: str, parts: int = 1) -> sharded.ShardedSummary:
+             settings: Dict, options: str, parts: int = 1) -> corpus_shards.ShardedSummary:
     """The missing shards of ``shard_range`` made by a Beam pipeline with ``options``; the
-    same files, bytes and checks as ``sharded.run_sharded``. ``parts``: the least number of
+    same files, bytes and checks as ``corpus_shards.run_sharded``. ``parts``: the least number of
     split runs (more spreads small inputs over more workers).
 
     Args:
@@ -159,7 +159,7 @@ def run_beam(input_files: Sequence[str], prefix: str, num_shards: int,
         parts: the least number of split runs.
 
     Returns:
-        The run's ``sharded.ShardedSummary``.
+        The run's ``corpus_shards.ShardedSummary``.
     """
     beam = import_beam()
     from apache_beam.metrics.metric import MetricsFilter
@@ -167,11 +167,11 @@ def run_beam(input_files: Sequence[str], prefix: str, num_shards: int,
     opts = pipeline_options(options)
     # Beam's local runners log every worker's start and stop at INFO: warnings and up only.
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    with sharded.destination(input_files, prefix, num_shards, shard_range, vocab_file,
+    with corpus_shards.destination(input_files, prefix, num_shards, shard_range, vocab_file,
                              do_lower_case, settings) as (todo, summary):
         if not todo:
             return summary
-        runs = sharded.split_runs(input_files, parts)
+        runs = corpus_shards.split_runs(input_files, parts)
         pipeline = beam.Pipeline(options=opts)
         build_pipeline(pipeline, runs, todo, prefix, num_shards, settings, vocab_file,
                        do_lower_case)
@@ -185,5 +185,5 @@ def run_beam(input_files: Sequence[str], prefix: str, num_shards: int,
         summary.documents = int(counters.get("documents", 0))
         # Which shards hold one document is not gathered back from the workers: only how many.
         summary.one_document = [None] * int(counters.get("one_document_shards", 0))
-        sharded.check_some_text(summary, shard_range, input_files)
+        corpus_shards.check_some_text(summary, shard_range, input_files)
     return summary

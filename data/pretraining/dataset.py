@@ -1,6 +1,6 @@
 """tf.data input pipeline over pre-training TFRecords (the original run_pretraining input_fn).
 
-``data.pretraining.sharded.input_files(pattern_list)`` gives the files (the original
+``data.pretraining.corpus_shards.input_files(pattern_list)`` gives the files (the original
 ``--input_file``: comma-separated globs).
 ``check_input_files(files, max_seq_length, max_predictions_per_seq)``: reads the first record of
 up to ``CHECK_SAMPLE`` files (evenly spaced), in parallel, and raises ``PretrainingDataError``

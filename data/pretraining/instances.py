@@ -3,7 +3,7 @@
 This is the readable, faithful path, with the original create_pretraining_data.py's public
 names; it works on WordPiece ids instead of token strings and takes any object with
 ``random()``, ``randint()`` and ``shuffle()`` as ``rng`` (normally ``random.Random(seed)``).
-``data/pretraining/fast.py`` produces the same records much faster; the tests check both
+``data/pretraining/instances_fast.py`` produces the same records much faster; the tests check both
 against the original's golden records and against each other.
 
 Behaviours of the original reproduced here (see ``../shared/golden/README.md``):

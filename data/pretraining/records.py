@@ -17,7 +17,7 @@ A record is a serialized ``tf.train.Example`` holding the features of
   GF(2), each record's CRC is then one table gather per byte and an XOR-reduction per row
   (``bert_common.record_framing``'s ``_CrcTables``).
 
-Only ``data/pretraining/instances.py`` and ``data/pretraining/fast.py`` write pre-training records, both
+Only ``data/pretraining/instances.py`` and ``data/pretraining/instances_fast.py`` write pre-training records, both
 through here, so the wire format has one definition.
 """
 

@@ -24,7 +24,7 @@ import pytest
 from bert_cli import create_pretraining_data as cli
 from data.pretraining import corpus as pretraining_corpus
 from data.pretraining import records as pretraining_records
-from data.pretraining import sharded
+from data.pretraining import corpus_shards
 from tests import paths
 from tests.support.tools import run_tool
 
@@ -58,7 +58,7 @@ def _summary(err):
 def _shard_bytes(prefix, num_shards=SHARDS):
     out = []
     for s in range(num_shards):
-        with open(sharded.shard_path(prefix, s, num_shards), "rb") as f:
+        with open(corpus_shards.shard_path(prefix, s, num_shards), "rb") as f:
             out.append(f.read())
     return out
 
@@ -92,10 +92,10 @@ def reference(tmp_path_factory):
     assert summary["documents"] == "158" and summary["skipped"] is None
     shards = _shard_bytes(prefix)
     assert int(summary["instances"]) == sum(pretraining_records.count_records(
-        sharded.shard_path(prefix, s, SHARDS)) for s in range(SHARDS)) > 5000
+        corpus_shards.shard_path(prefix, s, SHARDS)) for s in range(SHARDS)) > 5000
     assert all(shards) and len(set(shards)) == SHARDS
     return {"prefix": prefix, "shards": shards, "instances": int(summary["instances"]),
-            "manifest": _read(sharded.manifest_path(prefix))}
+            "manifest": _read(corpus_shards.manifest_path(prefix))}
 
 
 # ------------------------------------------------------------------------------------------
@@ -110,7 +110,7 @@ def test_num_workers_do_not_change_the_bytes(reference, tmp_path):
     assert code == 0, err
     assert _summary(err)["instances"] == str(reference["instances"])
     assert _shard_bytes(prefix) == reference["shards"]
-    assert _read(sharded.manifest_path(prefix)) == reference["manifest"]
+    assert _read(corpus_shards.manifest_path(prefix)) == reference["manifest"]
     assert len(os.listdir(tmp_path)) == SHARDS + 1
 
 
@@ -130,7 +130,7 @@ def test_shard_ranges_run_one_after_the_other_make_the_same_bytes(reference, tmp
     assert (second["wrote"], second["names"], second["skipped"]) == ("5", "00003-00007", None)
     assert int(first["instances"]) + int(second["instances"]) == reference["instances"]
     assert _shard_bytes(prefix) == reference["shards"]
-    assert _read(sharded.manifest_path(prefix)) == reference["manifest"]
+    assert _read(corpus_shards.manifest_path(prefix)) == reference["manifest"]
 
     # everything there: a run of all of them, or of a part, writes nothing
     before = _listing(tmp_path)
@@ -171,7 +171,7 @@ def test_the_order_of_input_files_does_not_matter(reference, tmp_path):
                                   "--num_shards=%d" % SHARDS])
         assert code == 0, err
         assert _summary(err)["documents"] == "158"
-        outputs[name] = (_shard_bytes(prefix), _read(sharded.manifest_path(prefix)))
+        outputs[name] = (_shard_bytes(prefix), _read(corpus_shards.manifest_path(prefix)))
     assert outputs["ab"] == outputs["ba"] == outputs["glob"]
     # the same documents as the corpus in one file: the same shards
     assert outputs["ab"][0] == reference["shards"]
@@ -238,8 +238,8 @@ def test_sigkill_mid_run_then_rerun_ends_with_the_uninterrupted_bytes(tmp_path):
     assert int(summary["skipped_instances"]) == sum(
         pretraining_records.count_records(str(out / name)) for name in at_kill)
     assert _shard_bytes(prefix, num_shards) == _shard_bytes(str(ref / "records"), num_shards)
-    assert _read(sharded.manifest_path(prefix)) == _read(
-        sharded.manifest_path(str(ref / "records")))
+    assert _read(corpus_shards.manifest_path(prefix)) == _read(
+        corpus_shards.manifest_path(str(ref / "records")))
     names = os.listdir(out)
     assert not [n for n in names if n.endswith(".tmp") or n.startswith(".")], names
     assert len(names) == num_shards + 1
@@ -349,7 +349,7 @@ def test_statistics_match_the_single_stream(tmp_path):
     assert int(summary["documents"]) == num_documents  # every document in one shard
 
     want = _stats([single])
-    got = _stats([sharded.shard_path(prefix, s, SHARDS) for s in range(SHARDS)])
+    got = _stats([corpus_shards.shard_path(prefix, s, SHARDS) for s in range(SHARDS)])
     n_want, n_got = len(want["real_tokens"]), len(got["real_tokens"])
     assert n_got == int(summary["instances"]) and n_want == int(match.group(1))
     for name in ("random_next", "real_tokens", "masked", "short"):
@@ -439,7 +439,7 @@ def test_bad_input_is_one_line_and_exit_1_with_nothing_written(case, tmp_path):
             f.write(_read(VOCAB).rstrip(b"\n") + b"\nzzzextratoken\n")
     elif case == "shards_without_manifest":
         _previous_run(out_dir)
-        os.remove(sharded.manifest_path(output))
+        os.remove(corpus_shards.manifest_path(output))
     elif case == "prefix_is_folder":
         output = str(out_dir / "sub")
         os.mkdir(output)
@@ -508,6 +508,6 @@ def test_a_manifest_without_shards_takes_the_next_runs_flags(tmp_path):
                                    "--num_shards=4", "--output_file=%s" % (out_dir / "records"),
                                    "--show_progress=false"])
     assert code == 0, err
-    with open(sharded.manifest_path(str(out_dir / "records"))) as f:
+    with open(corpus_shards.manifest_path(str(out_dir / "records"))) as f:
         assert json.load(f)["dupe_factor"] == 2
     assert len(os.listdir(out_dir)) == 5

@@ -21,7 +21,7 @@ def test_fork_only_without_tensorflow(monkeypatch):
 def test_workers_started_from_a_forkserver_write_the_forked_records(tmp_path, monkeypatch):
     """run_workers as called from a process with TensorFlow loaded (forkserver: jobs pickled,
     modules imported afresh) writes the same shards as with fork."""
-    from data.pretraining import shards as pretraining_shards
+    from data.pretraining import worker_shards
     from tests import paths
 
     corpus = os.path.join(paths.GOLDEN, "inputs", "pretrain_trajectory_corpus.txt")
@@ -37,7 +37,7 @@ def test_workers_started_from_a_forkserver_write_the_forked_records(tmp_path, mo
         assert fork_safety.fork_is_safe() is not tensorflow_loaded
         (tmp_path / folder).mkdir()
         out = [str(tmp_path / folder / "w.tfrecord")]
-        counts = pretraining_shards.run_workers([corpus], out, 2, paths.GOLDEN_VOCAB, True,
+        counts = worker_shards.run_workers([corpus], out, 2, paths.GOLDEN_VOCAB, True,
                                                 settings, False)
         names = sorted(p.name for p in (tmp_path / folder).iterdir())
         return counts, [(tmp_path / folder / n).read_bytes() for n in names]

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from data.pretraining import beam as pretraining_beam
-from data.pretraining import sharded
+from data.pretraining import corpus_shards
 from data.pretraining.instances import PretrainingDataError
 from tests import paths
 
@@ -34,7 +34,7 @@ def _tool(args, env=None, cwd=None):
 
 
 def _shard_bytes(read, prefix):
-    return [read(sharded.shard_path(prefix, s, SHARDS)) for s in range(SHARDS)]
+    return [read(corpus_shards.shard_path(prefix, s, SHARDS)) for s in range(SHARDS)]
 
 
 def _read_local(path):
@@ -66,7 +66,7 @@ def test_beam_writes_the_pools_bytes_and_skips_complete_shards(pool_output, tmp_
     assert _shard_bytes(_read_local, prefix) == pool_output
     assert sum(len(b) for b in pool_output) > 100000 and all(pool_output)
     assert sorted(os.listdir(tmp_path)) == sorted(
-        [os.path.basename(sharded.shard_path(prefix, s, SHARDS)) for s in range(SHARDS)]
+        [os.path.basename(corpus_shards.shard_path(prefix, s, SHARDS)) for s in range(SHARDS)]
         + ["records.shards.json"])
 
 

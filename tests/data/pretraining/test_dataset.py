@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from data.pretraining import dataset as pd
-from data.pretraining import sharded
+from data.pretraining import corpus_shards
 from data.pretraining import schema as pretraining_schema
 from tests import paths
 
@@ -71,10 +71,10 @@ def test_training_mode_shuffles_reproducibly_with_a_seed():
 
 def test_input_files_globs_and_commas(tmp_path):
     pattern = os.path.join(PRE, "seq128_*.tfrecord")
-    assert sharded.input_files(pattern) == [WWM_FALSE, WWM_TRUE]
-    assert sharded.input_files(TRAJ + "," + WWM_TRUE) == [TRAJ, WWM_TRUE]
+    assert corpus_shards.input_files(pattern) == [WWM_FALSE, WWM_TRUE]
+    assert corpus_shards.input_files(TRAJ + "," + WWM_TRUE) == [TRAJ, WWM_TRUE]
     with pytest.raises(pd.PretrainingDataError, match="no file matched"):
-        sharded.input_files(str(tmp_path / "*.tfrecord"))
+        corpus_shards.input_files(str(tmp_path / "*.tfrecord"))
 
 
 def test_check_input_files_names_file_and_flag(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 
 from bert_common import record_framing
 from data.pretraining import dataset as pd
-from data.pretraining import sharded
+from data.pretraining import corpus_shards
 from data.pretraining import records as pretraining_records
 from tests import paths
 
@@ -50,9 +50,9 @@ def _counting(monkeypatch):
 
 
 def test_the_check_of_2000_files_reads_a_sample(shard_folder, monkeypatch):
-    files = sharded.input_files(str(shard_folder / "records-*"))
+    files = corpus_shards.input_files(str(shard_folder / "records-*"))
     assert len(files) == FILES
-    assert sharded.input_files(str(shard_folder / "*")) == files  # the manifest is skipped
+    assert corpus_shards.input_files(str(shard_folder / "*")) == files  # the manifest is skipped
     read = _counting(monkeypatch)
     pd.check_input_files(files, 128, 20)
     assert len(read) == pd.CHECK_SAMPLE and len(set(read)) == pd.CHECK_SAMPLE
@@ -62,7 +62,7 @@ def test_the_check_of_2000_files_reads_a_sample(shard_folder, monkeypatch):
 
 def test_a_bad_file_in_the_sample_is_the_error_and_one_outside_is_found_later(
         shard_folder, tmp_path):
-    files = sharded.input_files(str(shard_folder / "records-*"))
+    files = corpus_shards.input_files(str(shard_folder / "records-*"))
     sampled = set(pd.check_sample(files))
     outside = next(i for i, f in enumerate(files) if f not in sampled)
     inside = sorted(files.index(f) for f in sampled)[5]
@@ -111,7 +111,7 @@ def test_the_check_on_gcs_reads_a_sample(gcs):
     with ThreadPoolExecutor(8) as pool:  # the uploads, not the check, are this test's time
         list(pool.map(lambda i: gcs.write_object(
             "%s/records-%05d-of-%05d" % (prefix, i, FILES), good), range(FILES)))
-    files = sharded.input_files(gcs.url(prefix, "records-*"))
+    files = corpus_shards.input_files(gcs.url(prefix, "records-*"))
     assert len(files) == FILES
     before = len(gcs.requests)
     pd.check_input_files(files, 128, 20)

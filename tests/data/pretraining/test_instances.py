@@ -1,4 +1,4 @@
-"""data/pretraining/instances.py (the faithful path) and data/pretraining/fast.py (the fast one): both
+"""data/pretraining/instances.py (the faithful path) and data/pretraining/instances_fast.py (the fast one): both
 against the original's golden records (README section 2 and the trajectory's training data),
 and against each other on random corpora and settings."""
 
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from bert_common import record_framing
 from data.pretraining import instances as pretraining
 from data.pretraining import corpus as pretraining_corpus
-from data.pretraining import fast as pretraining_fast
+from data.pretraining import instances_fast
 from data.pretraining import records as pretraining_records
 from data.tokenization import special_tokens
 from data.pretraining.corpus import Corpus
@@ -58,7 +58,7 @@ def _assert_records_equal(got, want):
 
 
 def _fast_records(corpus, vocab, seq, preds, dupe, wwm, seed=12345, prob=0.15, short=0.1):
-    store, order = pretraining_fast.generate_records(corpus, vocab, seq, preds, prob, short, dupe,
+    store, order = instances_fast.generate_records(corpus, vocab, seq, preds, prob, short, dupe,
                                                      seed, wwm)
     out = []
     for framed in (store.record(index) for index in order):
@@ -158,14 +158,14 @@ def test_fast_path_with_long_sequences_and_exact_replays(monkeypatch):
              for _ in range(rng.randrange(2, 9))] for _ in range(4)]
     vocab = _toy_vocab(3000)
     corpus = Corpus.from_documents(docs)
-    real_scan = pretraining_fast.MaskedLmScanner.scan
+    real_scan = instances_fast.MaskedLmScanner.scan
     calls = {"n": 0}
 
     def sometimes(self, *args):
         calls["n"] += 1
         return None if calls["n"] % 3 == 0 else real_scan(self, *args)
 
-    monkeypatch.setattr(pretraining_fast.MaskedLmScanner, "scan", sometimes)
+    monkeypatch.setattr(instances_fast.MaskedLmScanner, "scan", sometimes)
     args = (corpus, vocab, 300, 40, 2, False, 7)
     _assert_records_equal(_fast_records(*args), _reference_records(*args))
     assert calls["n"] > 6
@@ -179,7 +179,7 @@ def test_truncation_counts_match_truncate_seq_pair():
         seed = rng.randrange(1 << 30)
         a, b = list(range(la)), list(range(100, 100 + lb))
         pretraining.truncate_seq_pair(a, b, max_tokens, random.Random(seed))
-        gen = pretraining_fast.FastGenerator.__new__(pretraining_fast.FastGenerator)
+        gen = instances_fast.FastGenerator.__new__(instances_fast.FastGenerator)
         gen.stream = WordStream(seed)
         gen.stream.ensure(4 * (la + lb) + 16)
         excess = la + lb - max_tokens

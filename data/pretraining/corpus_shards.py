@@ -9,7 +9,7 @@ the Beam pipeline, ``data.pretraining.beam``):
 * its key is ``blake2b(bytes, digest_size=16)``; it goes to shard
   ``int(key[:8], big-endian) % num_shards`` (``shard_of``): its content alone decides, not the
   order of the files, the worker count or the machine;
-* shard ``s`` is the single-stream generator (``data.pretraining.fast``, the original's rules)
+* shard ``s`` is the single-stream generator (``data.pretraining.instances_fast``, the original's rules)
   over the shard's documents sorted by key, seeded with
   ``random.Random("<random_seed>/<s>/<num_shards>")`` (``shard_seed``); its random-next
   sentences come from its own documents; it is written to ``PREFIX-<s>-of-<num_shards>``
@@ -467,7 +467,7 @@ def generate_shard(shard: int, datas: Iterable[bytes], prefix: str, num_shards: 
     Returns:
         The shard's counts (``shard``, ``instances``, ``documents``, ...).
     """
-    from data.pretraining import fast as pretraining_fast
+    from data.pretraining import instances_fast
 
     documents = sorted_documents(datas)
     corpus = pretraining_corpus.tokenize_documents(documents, tokenizer)
@@ -480,7 +480,7 @@ def generate_shard(shard: int, datas: Iterable[bytes], prefix: str, num_shards: 
     else:
         seeded = dict(settings, random_seed=shard_seed(settings["random_seed"], shard,
                                                        num_shards))
-        written = pretraining_fast.write_records(corpus, vocab, [path],
+        written = instances_fast.write_records(corpus, vocab, [path],
                                                  show_progress=show_progress, helper=False,
                                                  **seeded)
     return {"shard": shard, "instances": written, "documents": corpus.num_documents,

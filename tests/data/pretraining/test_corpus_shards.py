@@ -1,4 +1,4 @@
-"""data/pretraining/sharded.py as a module: the placement rule as a fixed data format
+"""data/pretraining/corpus_shards.py as a module: the placement rule as a fixed data format
 (document bytes, key, shard, seed), --shard_range parsing, shard names, the record count
 from length headers, iter_documents + tokenize_documents reading exactly what read_corpus
 reads, each shard being the single-stream generator over its own documents in key order,
@@ -19,10 +19,10 @@ import pytest
 
 from bert_common import atomic
 from data.pretraining import corpus as pretraining_corpus
-from data.pretraining import fast as pretraining_fast
+from data.pretraining import instances_fast
 from data.pretraining import instances as pretraining
 from data.pretraining import records as pretraining_records
-from data.pretraining import sharded
+from data.pretraining import corpus_shards
 from data.pretraining.instances import PretrainingDataError
 from data.tokenization.wordpiece import FastFullTokenizer
 from tests import paths
@@ -47,7 +47,7 @@ def _write(path, data: bytes) -> str:
 
 def _run(input_files, prefix, num_shards, shard_range=None, num_workers=1, **overrides):
     settings = dict(SETTINGS, **overrides)
-    return sharded.run_sharded(list(input_files), prefix, num_shards,
+    return corpus_shards.run_sharded(list(input_files), prefix, num_shards,
                                shard_range or (0, num_shards), num_workers, VOCAB, True,
                                settings)
 
@@ -55,7 +55,7 @@ def _run(input_files, prefix, num_shards, shard_range=None, num_workers=1, **ove
 def _shard_bytes(prefix, num_shards):
     out = []
     for s in range(num_shards):
-        with open(sharded.shard_path(prefix, s, num_shards), "rb") as f:
+        with open(corpus_shards.shard_path(prefix, s, num_shards), "rb") as f:
             out.append(f.read())
     return out
 
@@ -68,30 +68,30 @@ def _shard_bytes(prefix, num_shards):
 def test_the_placement_rule_is_a_fixed_data_format():
     # Shards made today must be continued (--shard_range, resume) and merged with shards made
     # by any later version: these values were computed once and are part of the format.
-    data = sharded.document_bytes(["The first line .", "The second line ."])
+    data = corpus_shards.document_bytes(["The first line .", "The second line ."])
     assert data == b"The first line .\nThe second line ."
-    key = sharded.document_key(data)
+    key = corpus_shards.document_key(data)
     assert key == hashlib.blake2b(data, digest_size=16).digest()
     assert key.hex() == "8197b484153fb34ed93446a54a98fa3e"
-    assert [sharded.shard_of(key, n) for n in (1, 2, 8, 512, 99999)] == [0, 0, 6, 334, 31791]
+    assert [corpus_shards.shard_of(key, n) for n in (1, 2, 8, 512, 99999)] == [0, 0, 6, 334, 31791]
     # the shard's generator: a string seed (hashed with SHA-512, stable across versions)
-    assert sharded.shard_seed(12345, 3, 8).random() == 0.8799434369400663
-    assert sharded.shard_seed(12345, 3, 8).random() != sharded.shard_seed(12345, 3, 9).random()
-    assert sharded.document_bytes(["caf\u00e9"]) == b"caf\xc3\xa9"
+    assert corpus_shards.shard_seed(12345, 3, 8).random() == 0.8799434369400663
+    assert corpus_shards.shard_seed(12345, 3, 8).random() != corpus_shards.shard_seed(12345, 3, 9).random()
+    assert corpus_shards.document_bytes(["caf\u00e9"]) == b"caf\xc3\xa9"
 
 
 def test_shard_of_spreads_documents_evenly():
     counts = np.zeros(8, int)
     for i in range(4000):
-        key = sharded.document_key(sharded.document_bytes(["document number %d" % i]))
-        counts[sharded.shard_of(key, 8)] += 1
+        key = corpus_shards.document_key(corpus_shards.document_bytes(["document number %d" % i]))
+        counts[corpus_shards.shard_of(key, 8)] += 1
     assert counts.sum() == 4000 and counts.min() > 400 and counts.max() < 600, counts
 
 
 def test_shard_and_manifest_names():
-    assert sharded.shard_path("out/records", 3, 512) == "out/records-00003-of-00512"
-    assert sharded.shard_path("gs://b/r", 99998, 99999) == "gs://b/r-99998-of-99999"
-    assert sharded.manifest_path("out/records") == "out/records.shards.json"
+    assert corpus_shards.shard_path("out/records", 3, 512) == "out/records-00003-of-00512"
+    assert corpus_shards.shard_path("gs://b/r", 99998, 99999) == "gs://b/r-99998-of-99999"
+    assert corpus_shards.manifest_path("out/records") == "out/records.shards.json"
 
 
 @pytest.mark.parametrize("text,num_shards,want", [
@@ -99,7 +99,7 @@ def test_shard_and_manifest_names():
     (" 2 : 5 ", 8, (2, 5)), ("0:1", 1, (0, 1)), ("7:8", 8, (7, 8)),
 ])
 def test_parse_shard_range(text, num_shards, want):
-    assert sharded.parse_shard_range(text, num_shards) == want
+    assert corpus_shards.parse_shard_range(text, num_shards) == want
 
 
 @pytest.mark.parametrize("text", ["5", "3:9", "4:4", "5:3", "-1:2", "a:b", "1:2:3", "", ":",
@@ -107,14 +107,14 @@ def test_parse_shard_range(text, num_shards, want):
 def test_parse_shard_range_rejects(text):
     with pytest.raises(PretrainingDataError, match=r"^--shard_range=.*(expected i:j|0 <= i < j "
                                                    r"<= --num_shards=8)"):
-        sharded.parse_shard_range(text, 8)
+        corpus_shards.parse_shard_range(text, 8)
 
 
 def test_count_records_equals_read_records(tmp_path, tokenizer):
     corpus = pretraining_corpus.read_corpus([TRAJECTORY], tokenizer)
     vocab = pretraining.PretrainingVocab(tokenizer.vocab, VOCAB)
     path = str(tmp_path / "x.tfrecord")
-    written = pretraining_fast.write_records(corpus, vocab, [path], helper=False, **SETTINGS)
+    written = instances_fast.write_records(corpus, vocab, [path], helper=False, **SETTINGS)
     assert written > 100
     assert pretraining_records.count_records(path) == len(pretraining_records.read_records(path)) == written
     empty = _write(tmp_path / "empty.tfrecord", b"")
@@ -174,7 +174,7 @@ def test_iter_documents_tokenized_is_read_corpus_on_tricky_input(case, tmp_path,
     got = pretraining_corpus.tokenize_documents(docs, tokenizer)
     _assert_same_corpus(got, pretraining_corpus.read_corpus(files, tokenizer))
     # a document's bytes never hold a blank line: the scratch files' separator is safe
-    assert all(b"\n\n" not in sharded.document_bytes(doc) for doc in docs)
+    assert all(b"\n\n" not in corpus_shards.document_bytes(doc) for doc in docs)
 
 
 def test_iter_documents_details(tmp_path):
@@ -222,8 +222,8 @@ def _expected_shards(files, num_shards, tokenizer, folder):
             out.append(b"")
             continue
         path = os.path.join(folder, "expected-%d" % s)
-        seeded = dict(SETTINGS, random_seed=sharded.shard_seed(12345, s, num_shards))
-        pretraining_fast.write_records(corpus, vocab, [path], helper=False, **seeded)
+        seeded = dict(SETTINGS, random_seed=corpus_shards.shard_seed(12345, s, num_shards))
+        instances_fast.write_records(corpus, vocab, [path], helper=False, **seeded)
         with open(path, "rb") as f:
             out.append(f.read())
     return out
@@ -243,15 +243,15 @@ def test_each_shard_is_the_generator_over_its_own_documents(corpus, num_shards, 
     total = pretraining_corpus.read_corpus([corpus], tokenizer).num_documents
     assert summary.documents == total and sorted(summary.written) == list(range(num_shards))
     assert summary.instances == sum(pretraining_records.count_records(
-        sharded.shard_path(prefix, s, num_shards)) for s in range(num_shards))
+        corpus_shards.shard_path(prefix, s, num_shards)) for s in range(num_shards))
     if corpus == TRAJECTORY:  # 6 documents in 8 shards: some shards are empty, valid files
         assert b"" in got and summary.instances > 100
-    with open(sharded.manifest_path(prefix)) as f:
+    with open(corpus_shards.manifest_path(prefix)) as f:
         manifest = json.load(f)
     assert manifest["num_shards"] == num_shards and manifest["dupe_factor"] == 1
     assert manifest["input_bytes"] == os.path.getsize(corpus)
     assert sorted(os.listdir(out)) == sorted(
-        ["records.shards.json"] + [os.path.basename(sharded.shard_path(prefix, s, num_shards))
+        ["records.shards.json"] + [os.path.basename(corpus_shards.shard_path(prefix, s, num_shards))
                                    for s in range(num_shards)])
 
 
@@ -316,7 +316,7 @@ def test_a_failure_mid_way_keeps_the_shards_done_and_a_rerun_finishes(tmp_path, 
     out = tmp_path / "out"
     out.mkdir()
     prefix = str(out / "records")
-    real = sharded.generate_shard
+    real = corpus_shards.generate_shard
     calls = []
 
     def failing(shard, *args, **kwargs):
@@ -325,10 +325,10 @@ def test_a_failure_mid_way_keeps_the_shards_done_and_a_rerun_finishes(tmp_path, 
             raise MemoryError("injected")
         return real(shard, *args, **kwargs)
 
-    monkeypatch.setattr(sharded, "generate_shard", failing)
+    monkeypatch.setattr(corpus_shards, "generate_shard", failing)
     with pytest.raises(MemoryError):
         _run([DERIVED], prefix, 6)
-    monkeypatch.setattr(sharded, "generate_shard", real)
+    monkeypatch.setattr(corpus_shards, "generate_shard", real)
     done = calls[:2]
     assert sorted(os.listdir(out)) == sorted(
         ["records.shards.json"] + ["records-%05d-of-00006" % s for s in done])
@@ -343,9 +343,9 @@ def test_a_failure_mid_way_keeps_the_shards_done_and_a_rerun_finishes(tmp_path, 
 
 def test_import_and_run_without_tensorflow(tmp_path):
     prefix = str(tmp_path / "records")
-    probe = ("import sys\nfrom data.pretraining import sharded\n"
+    probe = ("import sys\nfrom data.pretraining import corpus_shards\n"
              "assert 'tensorflow' not in sys.modules, 'import'\n"
-             "s = sharded.run_sharded([%r], %r, 2, (0, 2), 1, %r, True, %r)\n"
+             "s = corpus_shards.run_sharded([%r], %r, 2, (0, 2), 1, %r, True, %r)\n"
              "print('TF_LOADED' if 'tensorflow' in sys.modules else 'NO_TF', s.instances)\n"
              % (TRAJECTORY, prefix, VOCAB, SETTINGS))
     r = subprocess.run([sys.executable, "-c", probe], cwd=paths.ROOT,

@@ -66,7 +66,7 @@ def worker_seed(random_seed: int, worker: int) -> random.Random:
 def _run_worker(args: Tuple) -> Dict[str, int]:
     (worker, pieces, temp_files, vocab_file, do_lower_case, settings, show_progress) = args
     from data.pretraining import instances as pretraining
-    from data.pretraining import fast as pretraining_fast
+    from data.pretraining import instances_fast
     from data.tokenization.wordpiece import FastFullTokenizer
 
     tokenizer = FastFullTokenizer(vocab_file, do_lower_case)
@@ -76,7 +76,7 @@ def _run_worker(args: Tuple) -> Dict[str, int]:
         for path in temp_files:
             files.open(path, "wb").close()
         return {"worker": worker, "instances": 0, "documents": 0}
-    written = pretraining_fast.write_records(
+    written = instances_fast.write_records(
         corpus, vocab, temp_files, random_seed=settings["random_seed"],
         max_seq_length=settings["max_seq_length"],
         max_predictions_per_seq=settings["max_predictions_per_seq"],
