@@ -4,7 +4,7 @@ the PyTorch venv ``bench/.venvs/hf``, not in CI).
 * ``BertAdamWeightDecay`` / ``create_optimizer``: the original BERT update (Adam without bias
   correction, decoupled weight decay 0.01 except biases and LayerNorm weights), or torch AdamW;
 * ``bert_lr_lambda``: the original's schedule as this port applies it
-  (``modeling/training/lr_schedules.py``): the update made after t updates uses
+  (``modeling/training/schedules.py``): the update made after t updates uses
   ``schedule(t + 1)`` = ``(t + 1) / W`` during the W warmup steps, then ``1 - (t + 1) / N``
   (decay over all N steps, not HF's decay over N - W);
 * ``load_encoder_weights``: the all-MiniLM-L6-v2 safetensors into ``model.bert`` (strict);

@@ -9,7 +9,7 @@ the original BERT update (``--optimizer=bert_adam``, no bias correction) +
 linear warmup/decay, weight decay 0.01 except LayerNorm/bias, global-norm
 clipping 1.0, and writes the eval start/end logits to ``--output``.
 
-The learning-rate schedule is the original's, as this port applies it (``modeling/training/lr_schedules.py``):
+The learning-rate schedule is the original's, as this port applies it (``modeling/training/schedules.py``):
 the update made after t updates uses ``schedule(t + 1)`` = ``lr * (t + 1) / W`` during the
 W warmup steps, then ``lr * (1 - (t + 1) / N)`` (decay over all N steps, so the rate drops to
 ``lr * (1 - W / N)`` when warmup ends).

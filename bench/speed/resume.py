@@ -55,7 +55,7 @@ def run(prefix, batches, batch_size, repeats, work) -> None:
 
     from data.pretraining import dataset as pd
     from data.pretraining import corpus_shards
-    from modeling.training import distributed_input
+    from modeling.training import host_input
 
     strategy = distribution.make_strategy("mirrored")
     replicas = strategy.num_replicas_in_sync
@@ -87,7 +87,7 @@ def run(prefix, batches, batch_size, repeats, work) -> None:
             times["iterator state"].append(time.perf_counter() - start)
             assert (got == want).all(), "the restored iterator is not where it was saved"
             start = time.perf_counter()
-            skipped = iter(distributed_input.distribute(strategy, dataset_fn, n))
+            skipped = iter(host_input.distribute(strategy, dataset_fn, n))
             first = strategy.experimental_local_results(next(skipped))[0]["input_ids"].numpy()
             times["skip"].append(time.perf_counter() - start)
             assert (first == want).all(), "the skip is not at the same position"

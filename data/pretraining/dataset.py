@@ -23,7 +23,7 @@ Every batch is full (``drop_remainder``) and the data repeats forever, as the or
 same seed gives the same batches (what resuming by skipping consumed batches needs). Parsing is vectorised (``batch`` then
 ``parse_example``): the same tensors as the original's per-record parse. Under several
 replicas the trainer feeds each host only its replicas' batches
-(``modeling.training.distributed_input``): shuffled training builds one pipeline per host
+(``modeling.training.host_input``): shuffled training builds one pipeline per host
 (``input_context``: its share of the files, per-replica batches); deterministic/eval batches are
 the global stream's, cut into per-replica pieces (every global batch is split, not changed).
 """

@@ -19,7 +19,7 @@ update (google-research/bert ``optimization.create_optimizer``):
 
    Weight decay is skipped when ``re.search`` finds "LayerNorm", "layer_norm" or "bias" anywhere
    in the variable's name (``variable.path`` for Keras variables): ``uses_weight_decay``.
-3. ``lr`` comes from ``modeling.training.lr_schedules.BertSchedule``: by default the update made
+3. ``lr`` comes from ``modeling.training.schedules.BertSchedule``: by default the update made
    when the iteration counter is t uses schedule(t + 1), as the original does in practice
    (#1050); ``one_step_ahead=False`` gives the corrected schedule(t).
    ``float(optimizer.learning_rate)`` read before ``apply_gradients`` is the rate that update
@@ -80,7 +80,7 @@ import numpy as np
 from keras import ops
 
 from modeling.training import backends, update_rules
-from modeling.training.lr_schedules import BertSchedule
+from modeling.training.schedules import BertSchedule
 from modeling.training.update_rules import (WEIGHT_DECAY_EXCLUSIONS, uses_weight_decay,
                                             variable_name)
 

@@ -81,8 +81,8 @@ from bert_common.results import ScalarWriter
 from modeling.layers import embeddings
 from modeling.checkpoints.tf1 import checkpoint_reader, latest_checkpoint
 from modeling.kernels import switch
-from modeling.training import distributed_input, distribution, execution, step_log
-from modeling.training.distributed_input import DatasetFn
+from modeling.training import host_input, distribution, execution, step_log
+from modeling.training.host_input import DatasetFn
 from modeling.training.objectives import Logs, Objective
 
 INPUT_STATE_DIR = "input_state"  # multi-worker: per-worker iterator states
@@ -604,8 +604,8 @@ class Trainer:
     def _distributed_iterator(self, dataset: Union[tf.data.Dataset, DatasetFn], skip: int):
         """Not a TPU (``_can_save_iterator``): this host's plain iterator over its replicas'
         per-replica batches, in replica order, its pipeline's share of the input as
-        ``distributed_input`` cuts it (its state goes into checkpoints); a TPU: the strategy's
-        per-host input (``distributed_input``). ``skip`` global batches in (a checkpoint
+        ``host_input`` cuts it (its state goes into checkpoints); a TPU: the strategy's
+        per-host input (``host_input``). ``skip`` global batches in (a checkpoint
         without an iterator state)."""
         if self._can_save_iterator():
             local, _ = self._host_replicas()
@@ -617,26 +617,26 @@ class Trainer:
             if not isinstance(dataset, tf.data.Dataset):
                 pieces = dataset(context)
             elif self.num_replicas > 1:
-                pieces = distributed_input.replica_pieces(dataset, context)
+                pieces = host_input.replica_pieces(dataset, context)
             else:
                 pieces = dataset
             with tf.device("/cpu:0"):  # the host's iterator: its state is a checkpoint's
                 return iter(pieces.skip(skip * local) if skip else pieces)
-        return iter(distributed_input.distribute(self.strategy, dataset, skip))
+        return iter(host_input.distribute(self.strategy, dataset, skip))
 
     def _global_batch(self, dataset: Union[tf.data.Dataset, DatasetFn]) -> int:
         if isinstance(dataset, tf.data.Dataset):
-            return distributed_input.global_batch_size(dataset)
+            return host_input.global_batch_size(dataset)
         per_replica = dataset(tf.distribute.InputContext(
             num_replicas_in_sync=self.num_replicas))  # only its element spec is read
-        return distributed_input.global_batch_size(per_replica) * self.num_replicas
+        return host_input.global_batch_size(per_replica) * self.num_replicas
 
     def train(self, dataset: Union[tf.data.Dataset, DatasetFn]) -> TrainResult:
         """Trains to ``num_train_steps`` from the latest checkpoint (if any); see module.
 
         ``dataset``: global batches (the same stream on every host), or a function of a
         ``tf.distribute.InputContext`` returning that input pipeline's per-replica batches
-        (see ``modeling.training.distributed_input``).
+        (see ``modeling.training.host_input``).
 
         Args:
             dataset: a ``tf.data.Dataset`` of global batches, or a ``DatasetFn`` (see above).

@@ -1,4 +1,4 @@
-"""modeling/training/optimizers.py and modeling/training/lr_schedules.py against ../shared/golden/optimization/.
+"""modeling/training/optimizers.py and modeling/training/schedules.py against ../shared/golden/optimization/.
 
 The golden files (README section 4) hold 20 steps of the original ``create_optimizer`` on two
 experiments: ``model`` (a tiny gather + dense + LayerNorm model: the embedding gradient is an
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.training import lr_schedules
+from modeling.training import schedules
 from modeling.training import optimizers
 from tests import paths
 from tests.support import noise
@@ -202,16 +202,16 @@ def test_decay_flags_read_variable_path():
 def test_schedule_one_step_ahead_and_corrected():
     golden = _golden("model")
     args = _summary()["args"]
-    ahead = lr_schedules.BertSchedule(args["init_lr"], args["num_train_steps"],
+    ahead = schedules.BertSchedule(args["init_lr"], args["num_train_steps"],
                                       args["num_warmup_steps"])
-    corrected = lr_schedules.BertSchedule(args["init_lr"], args["num_train_steps"],
+    corrected = schedules.BertSchedule(args["init_lr"], args["num_train_steps"],
                                           args["num_warmup_steps"], one_step_ahead=False)
     for t in range(len(golden["lr"])):
         assert np.float32(ahead(t)) == golden["lr"][t]
         assert np.float32(corrected(t)) == golden["lr_schedule_at_global_step_before"][t]
     # Past the end the rate stays 0; the config round-trips.
     assert float(ahead(1000)) == 0.0
-    again = lr_schedules.BertSchedule.from_config(corrected.get_config())
+    again = schedules.BertSchedule.from_config(corrected.get_config())
     assert not again.one_step_ahead and float(again(3)) == float(corrected(3))
 
 
@@ -271,12 +271,12 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="gradient_reduction"):
         optimizers.AdamWeightDecay(1e-3, gradient_reduction="average")
     with pytest.raises(ValueError, match="num_train_steps"):
-        lr_schedules.BertSchedule(1e-3, 0, 0)
+        schedules.BertSchedule(1e-3, 0, 0)
 
 
 def test_schedule_matches_trajectory_lr_used():
     traj = np.load(os.path.join(paths.GOLDEN, "pretraining_trajectory", "trajectory.npz"))
-    schedule = lr_schedules.BertSchedule(1e-3, 40, 4)  # README section 7 settings
+    schedule = schedules.BertSchedule(1e-3, 40, 4)  # README section 7 settings
     used = np.array([np.float32(schedule(t)) for t in range(40)])
     np.testing.assert_array_equal(used, traj["lr_used"])
 
@@ -311,7 +311,7 @@ def test_schedule_rounds_like_the_tf1_graph():
     naive_differs = False
     for init_lr, n, w in configs:
         values = _tf1_graph_schedule(init_lr, n, w)
-        ours = lr_schedules.BertSchedule(init_lr, n, w, one_step_ahead=False)
+        ours = schedules.BertSchedule(init_lr, n, w, one_step_ahead=False)
         for t, value in enumerate(values):
             assert np.float32(ours(t)) == np.float32(value), (init_lr, n, w, t)
             naive = np.float32(init_lr) * (np.float32(1) - np.float32(min(t, n)) / np.float32(n))

@@ -1,4 +1,4 @@
-"""modeling/training/distributed_input.py: per-host input gives the global batches of the
+"""modeling/training/host_input.py: per-host input gives the global batches of the
 dataset, split over replicas as experimental_distribute_dataset splits them."""
 
 import os
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.training import distributed_input
+from modeling.training import host_input
 from tests import paths
 
 B = 8
@@ -28,7 +28,7 @@ def test_pipelines_together_hold_each_global_batch_in_replica_order(replicas, pi
         context = tf.distribute.InputContext(num_input_pipelines=pipelines,
                                              input_pipeline_id=pipeline,
                                              num_replicas_in_sync=replicas)
-        pieces = distributed_input.replica_pieces(_global_batches(), context)
+        pieces = host_input.replica_pieces(_global_batches(), context)
         streams.append([p["x"].numpy() for p in pieces])
     for step, batch in enumerate(_global_batches()):
         # The strategy gives pipeline w's consecutive pieces to its replicas in order.
@@ -41,17 +41,17 @@ def test_indivisible_batch_is_a_clear_error():
     context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
                                          num_replicas_in_sync=3)
     with pytest.raises(ValueError, match="divisible by the 3 replicas"):
-        distributed_input.replica_pieces(_global_batches(), context)
+        host_input.replica_pieces(_global_batches(), context)
 
 
 MIRRORED = """
 import numpy as np
 import tensorflow as tf
-from modeling.training import distribution, distributed_input
-from tests.modeling.training.test_distributed_input import _global_batches
+from modeling.training import distribution, host_input
+from tests.modeling.training.test_host_input import _global_batches
 distribution.split_cpu(2)
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-ours = iter(distributed_input.distribute(strategy, _global_batches(), skip=1))
+ours = iter(host_input.distribute(strategy, _global_batches(), skip=1))
 theirs = iter(strategy.experimental_distribute_dataset(_global_batches().skip(1)))
 for _ in range(4):
     a = strategy.experimental_local_results(next(ours)["x"])
@@ -77,5 +77,5 @@ def test_a_dataset_function_skips_its_share_of_consumed_batches():
     def per_replica(context):
         return _global_batches()
 
-    first = next(iter(distributed_input.distribute(strategy, per_replica, skip=2)))
+    first = next(iter(host_input.distribute(strategy, per_replica, skip=2)))
     np.testing.assert_array_equal(first["x"].numpy(), list(_global_batches())[2]["x"].numpy())
