@@ -1,5 +1,5 @@
-"""The fine-tuning tools with KERAS_BACKEND=jax (the JAX part of bert_tasks/driver.py), as
-processes on two host devices (data-parallel, XLA's flag): run_classifier trains, evaluates, predicts and
+"""The fine-tuning tools with KERAS_BACKEND=jax (the JAX part of bert_tasks/driver.py), as processes
+on two host devices (data-parallel, XLA's flag): run_classifier trains, evaluates, predicts and
 exports (TF1 and HF); TensorFlow evaluating that export gives the JAX run's metrics and
 probabilities; kill -9 after a checkpoint then resume is bit for bit the uninterrupted run;
 SQuAD, SWAG and NER run end to end without TensorFlow (tests/bert_tasks/jax_tools.py), and
