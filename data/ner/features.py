@@ -33,16 +33,13 @@ Which window predicts which word stays in Python (``NerWindow.sentence``, ``.wor
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional, Sequence, TYPE_CHECKING, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from bert_common.atomic import AtomicTFRecordWriters
 from data.glue import features as cf
 from data.ner.conll import NerDataError, Sentence, documents
 from data import tfrecord
 from data.tokenization import special_tokens
-
-if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
-    import tensorflow as tf
 
 LABEL_WEIGHTS = "label_weights"
 SEQUENCE_FEATURES = (cf.INPUT_IDS, cf.INPUT_MASK, cf.SEGMENT_IDS, cf.LABEL_IDS, LABEL_WEIGHTS)

@@ -31,9 +31,8 @@ import json
 import os
 import re
 import sys
-import time
 import zipfile
-from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 from absl import logging

@@ -20,6 +20,8 @@ PAYLOADS = [b"", b"x", b"\x00" * 7, bytes(range(8)), b"\xff" * 9, b"abc",
 def test_crc32c_check_value():
     assert record_framing.crc32c(b"123456789") == 0xE3069283
     assert record_framing.crc32c(b"") == 0
+    assert record_framing.crc32c(bytes(32)) == 0x8A9136AA  # RFC 3720 B.4
+    assert record_framing.crc32c(bytes([0xFF] * 32)) == 0x62A8AB43
     # continuing a CRC over a split input gives the CRC of the whole
     assert record_framing.crc32c(b"6789", record_framing.crc32c(b"12345")) == 0xE3069283
 
@@ -30,6 +32,8 @@ def test_mask_crc_int_and_array_agree():
     assert masked.dtype == np.uint32
     assert masked.tolist() == [record_framing.mask_crc(c) for c in crcs]
     assert record_framing.mask_crc(0) == 0xA282EAD8
+    crc = record_framing.crc32c(b"hello")  # TFRecord's mask: rotate right by 15, add a constant
+    assert record_framing.mask_crc(crc) == (((crc >> 15) | (crc << 17)) + 0xA282EAD8) % 2 ** 32
 
 
 def test_rows_crc32c_equals_crc32c_per_row():

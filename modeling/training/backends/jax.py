@@ -37,7 +37,7 @@ def _tensorflow_only(settings: Any) -> List[Tuple[bool, str]]:
     precision = get("mixed_precision")
     return [
         (get("use_tpu", False) or strategy != "default", _ON_TENSORFLOW % (
-            "--strategy=%s" % get("strategy", "tpu"),
+            "--strategy=%s" % strategy if strategy != "default" else "--use_tpu",
             "tf.distribute strategies are not used (the local devices train data-parallel)")),
         (bool(get("num_cpu_devices", 0)), _ON_TENSORFLOW % (
             "--num_cpu_devices",

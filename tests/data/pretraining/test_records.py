@@ -40,22 +40,6 @@ def _expected(ids, seq_len, seg_start, positions, masked, k, labels, r):
     }
 
 
-def test_crc32c_known_values_and_masking():
-    assert record_framing.crc32c(b"") == 0
-    assert record_framing.crc32c(b"123456789") == 0xE3069283
-    assert record_framing.crc32c(bytes(32)) == 0x8A9136AA  # RFC 3720 B.4
-    assert record_framing.crc32c(bytes([0xFF] * 32)) == 0x62A8AB43
-    crc = record_framing.crc32c(b"hello")
-    assert record_framing.mask_crc(crc) == ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) % 2 ** 32
-    buf = np.zeros((3, 12), np.uint8)
-    rows = [b"", b"123456789", b"abcdefghijkl"]
-    for i, r in enumerate(rows):
-        if r:
-            buf[i, -len(r):] = np.frombuffer(r, np.uint8)
-    got = record_framing.rows_crc32c(buf, np.array([len(r) for r in rows]))
-    assert got.tolist() == [record_framing.crc32c(r) for r in rows]
-
-
 @pytest.mark.parametrize("s, p, vocab", [(128, 20, 30522), (300, 45, 30522), (8, 3, 200000),
                                          (5, 1, 50)])
 def test_encoder_records_decode_to_the_features(s, p, vocab):

@@ -20,7 +20,7 @@ class _Settings:
 
 @pytest.mark.parametrize("name, value, line", [
     ("strategy", "mirrored", "--strategy=mirrored: tf.distribute strategies are not used"),
-    ("use_tpu", True, "--strategy=default: tf.distribute strategies are not used"),
+    ("use_tpu", True, "--use_tpu: tf.distribute strategies are not used"),
     ("num_cpu_devices", 2, "--num_cpu_devices: not used; give JAX XLA_FLAGS="),
     ("num_accumulation_steps", 2, "--num_accumulation_steps: gradient accumulation is not"),
     ("mixed_precision", "fp16", "--mixed_precision=fp16: loss scaling is not implemented"),
