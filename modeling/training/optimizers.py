@@ -213,7 +213,9 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
             backend's ops. Read when the update is traced.
 
         Returns:
-          ``{"global_norm": the norm before clipping, "grads_finite": whether it is finite}``.
+          ``{"global_norm": the norm before clipping, "grads_finite": whether it is finite}``
+          on TensorFlow; empty on another backend, whose step computes the norm itself
+          (``jax_training.make_train_step``).
         """
         self._stats.last = {}
         # Handed to the update through Keras' ``apply`` in this thread's state (the replica's

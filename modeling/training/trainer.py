@@ -81,7 +81,7 @@ from bert_common.results import ScalarWriter
 from modeling.layers import embeddings
 from modeling.checkpoints.tf1 import checkpoint_reader, latest_checkpoint
 from modeling.kernels import switch
-from modeling.training import host_input, distribution, execution, step_log
+from modeling.training import distribution, execution, host_input, step_log
 from modeling.training.host_input import DatasetFn
 from modeling.training.objectives import Logs, Objective
 
