@@ -123,7 +123,7 @@ def pretrain(batches, steps: int, peak: float, seq: int = 128, preds: int = 20,
     import keras
 
     import modeling
-    from modeling.training import jax_training
+    from modeling.training.backends.jax import steps as jax_steps
 
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:
@@ -132,10 +132,10 @@ def pretrain(batches, steps: int, peak: float, seq: int = 128, preds: int = 20,
         model = modeling.BertPretrainingModel(config, seq_length=seq)
         optimizer = modeling.create_optimizer(1e-4, 10000, 100)
         optimizer.build(model.trainable_variables)
-        step = jax_training.make_train_step(model, optimizer)
+        step = jax_steps.make_train_step(model, optimizer)
         rng = np.random.default_rng(0)
         for batch in batches:
-            state = jax_training.TrainState.from_model(model, optimizer)
+            state = jax_steps.TrainState.from_model(model, optimizer)
             data = [jax.device_put(_pretraining_batch(rng, batch, seq, preds))
                     for _ in range(4)]
             start = time.perf_counter()
@@ -169,14 +169,14 @@ def step_parts(batch: int, steps: int, seq: int = 128, preds: int = 20) -> None:
     import keras
 
     import modeling
-    from modeling.training import jax_training
+    from modeling.training.backends.jax import steps as jax_steps
 
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:
         model = modeling.BertPretrainingModel(modeling.BertConfig(**BASE), seq_length=seq)
         optimizer = modeling.create_optimizer(1e-4, 10000, 100)
         optimizer.build(model.trainable_variables)
-        state = jax_training.TrainState.from_model(model, optimizer)
+        state = jax_steps.TrainState.from_model(model, optimizer)
         data = jax.device_put(_pretraining_batch(np.random.default_rng(0), batch, seq, preds))
 
         def loss(trainable, non_trainable, x):
@@ -185,7 +185,7 @@ def step_parts(batch: int, steps: int, seq: int = 128, preds: int = 20) -> None:
 
         forward = jax.jit(loss)
         grads = jax.jit(jax.grad(loss))
-        full = jax_training.make_train_step(model, optimizer, jit=False)
+        full = jax_steps.make_train_step(model, optimizer, jit=False)
         full = jax.jit(full)
 
         def timed(fn, *args):

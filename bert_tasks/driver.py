@@ -28,20 +28,21 @@ HF export, trains on JAX (``_train_on_jax``):
 * the input is the task's own pipeline read as numpy batches: its ``tf.data`` pipeline where
   TensorFlow is installed (on the CPU: it is kept off the accelerators, which JAX uses), else
   the same rule in numpy (``data.glue.numpy_dataset``); each batch is padded to its length
-  bucket (``jax_training.length_bucket``: one compiled step per bucket, exact for the task
-  models);
-* the step: ``jax_training.make_train_step`` with the objective of the TensorFlow path
-  (``jax_training.mean_loss``); several local devices train data-parallel
+  bucket (``backends.jax.predict.length_bucket``: one compiled step per bucket, exact for the
+  task models);
+* the step: ``backends.jax.steps.make_train_step`` with the objective of the TensorFlow path
+  (``steps.mean_loss``); several local devices train data-parallel
   (``keras.distribution.DataParallel``);
-* the loop: ``modeling.training.jax_trainer.train``: ``output_dir/jax-ckpt-<step>.npz``
-  checkpoints with the tf.data iterator's state beside each (the numpy input re-reads to its
-  position instead), exact resume, ``train_steps.jsonl``, TensorBoard, progress lines;
+* the loop: the one training job (``modeling.training.job``: ``train_steps.jsonl``,
+  TensorBoard, progress lines), with ``output_dir/jax-ckpt-<step>.npz`` checkpoints and the
+  tf.data iterator's state beside each (the numpy input re-reads to its position instead),
+  exact resume;
 * evaluating or predicting without ``do_train`` and ``init_checkpoint`` reads the newest
   ``jax-ckpt-<step>.npz`` of ``output_dir``;
 * after training, ``pretraining.export_for_finetuning``: the TensorFlow tools take over from
   it as ``--init_checkpoint`` (a TF Serving export among them); the flags of TensorFlow's path
   only (``export_dir`` among them) stop the run before anything is written
-  (``modeling.training.backends.jax.check_settings``).
+  (``modeling.training.backends.jax.settings.check_settings``).
 
 Bad input raises an ``InputError`` subclass whose message names the flag or file (the tools
 print it as one line, exit status 1). The command-line tools (``bert_cli/run_*.py``) pass their
@@ -103,9 +104,9 @@ def run(task: Task, settings: Any, *, warn: Optional[Callable[[str], None]] = No
 
     on_jax = not backend.TENSORFLOW
     if on_jax:
-        from modeling.training.backends import jax as jax_backend
+        from modeling.training.backends.jax.settings import check_settings as check_jax_settings
 
-        jax_backend.check_settings(settings)  # the flags of TensorFlow's path only
+        check_jax_settings(settings)  # the flags of TensorFlow's path only
 
     logging.set_verbosity(logging.INFO)
     ctx = Context(settings=settings,
@@ -119,7 +120,8 @@ def run(task: Task, settings: Any, *, warn: Optional[Callable[[str], None]] = No
         # tf.distribute strategy (ctx.strategy stays None).
         _prepare_jax(settings)
     else:
-        from modeling.training import distribution, execution
+        from modeling.training import distribution
+        from modeling.training.backends.tensorflow import execution
 
         ctx.strategy = distribution.strategy_from_settings(settings)  # before any other TF op
         precision = distribution.set_precision(settings.mixed_precision)  # the dtype policy
@@ -431,11 +433,11 @@ def _prepare_jax(settings: Any):
         settings: the run's settings.
 
     Returns:
-        ``jax_trainer.distribute``'s result.
+        ``backends.jax.steps.distribute``'s result.
     """
     import keras
 
-    from modeling.training import jax_trainer
+    from modeling.training.backends.jax import steps
 
     if tensorflow_installed():
         import tensorflow as tf
@@ -447,10 +449,10 @@ def _prepare_jax(settings: Any):
                 pass
     keras.config.set_dtype_policy("mixed_bfloat16" if settings.mixed_precision == "bf16"
                                   else "float32")
-    logging.info("KERAS_BACKEND=jax: devices %s; input read with %s", jax_trainer.device_names(),
+    logging.info("KERAS_BACKEND=jax: devices %s; input read with %s", steps.device_names(),
                  "tf.data" if tensorflow_installed() else "numpy (no TensorFlow)")
     batch = settings.train_batch_size if settings.do_train else 0
-    return jax_trainer.distribute(batch, "--train_batch_size")
+    return steps.distribute(batch, "--train_batch_size")
 
 
 def _restore_newest_jax(settings: Any, model) -> Optional[int]:
@@ -464,9 +466,9 @@ def _restore_newest_jax(settings: Any, model) -> Optional[int]:
     Returns:
         The checkpoint's step, or None when ``output_dir`` has none.
     """
-    from modeling.training import jax_trainer
+    from modeling.training.backends.jax import checkpoints
 
-    found = jax_trainer.restore_newest_model(settings.output_dir, model)
+    found = checkpoints.restore_newest_model(settings.output_dir, model)
     if found is None:
         return None
     logging.warning("no --init_checkpoint: using the newest checkpoint in --output_dir, %s "
@@ -478,7 +480,7 @@ def _train_on_jax(settings: Any, model, dataset, per_example_loss: Callable,
                   num_train_steps: int, num_warmup_steps: int,
                   loss_weights: Optional[str] = None) -> int:
     """``do_train`` on JAX: the original's AdamWeightDecay schedule, then
-    ``jax_trainer.train`` into ``output_dir`` (resuming from its newest checkpoint), then the
+    the one training job into ``output_dir`` (resuming from its newest checkpoint), then the
     TF1 export.
 
     Args:
@@ -499,7 +501,8 @@ def _train_on_jax(settings: Any, model, dataset, per_example_loss: Callable,
     import modeling
     from bert_tasks.pretraining import export_for_finetuning
     from data.glue.numpy_dataset import NumpyDataset
-    from modeling.training import finetuning, jax_trainer, jax_training
+    from modeling.training import finetuning, inputs, job
+    from modeling.training.backends.jax import predict, steps
 
     optimizer = modeling.create_optimizer(settings.learning_rate, num_train_steps,
                                           num_warmup_steps)
@@ -508,29 +511,29 @@ def _train_on_jax(settings: Any, model, dataset, per_example_loss: Callable,
 
     # The original clips by a norm that counts the word table's rows per occurrence (its
     # gradient is IndexedSlices): the same norm here (the TensorFlow trainer's rule).
-    step_fn = jax_training.make_train_step(
-        model, optimizer, loss=jax_training.mean_loss(per_example_loss, loss_weights),
+    step_fn = steps.make_train_step(
+        model, optimizer, loss=steps.mean_loss(per_example_loss, loss_weights),
         input_names=finetuning.MODEL_INPUT_NAMES,
         occurrence_norm=embeddings.sparse_gradient_tables(model))
     batch_size = settings.train_batch_size
-    longest = jax_training.max_positions(model) or settings.max_seq_length
+    longest = predict.max_positions(model) or settings.max_seq_length
 
     def pad(batch):
         seq = batch["input_ids"].shape[-1]
-        return jax_training.pad_batch(batch, jax_training.length_bucket(seq, longest))
+        return predict.pad_batch(batch, predict.length_bucket(seq, longest))
 
     if isinstance(dataset, NumpyDataset):  # a resumed run re-reads to its position
-        data = jax_trainer.ReReadInput(lambda records: map(pad, dataset.batches_after(records)))
+        data = inputs.ReReadInput(lambda records: map(pad, dataset.batches_after(records)))
     else:
-        data = jax_trainer.TFDataInput(dataset, pad)
-    step = jax_trainer.train(
-        model, optimizer, step_fn, data,
-        output_dir=settings.output_dir,
-        num_train_steps=num_train_steps, batch_size=batch_size,
-        steps_per_loop=settings.iterations_per_loop,
-        save_checkpoints_steps=settings.save_checkpoints_steps,
-        keep_checkpoint_max=settings.keep_checkpoint_max,
-        distribution=keras.distribution.distribution())
+        data = inputs.TFDataInput(dataset, pad)
+    step = job.train(
+        steps.Steps(model, optimizer, step_fn, data, output_dir=settings.output_dir,
+                    batch_size=batch_size, keep_checkpoint_max=settings.keep_checkpoint_max,
+                    distribution=keras.distribution.distribution()),
+        job.TrainerConfig(model_dir=settings.output_dir, num_train_steps=num_train_steps,
+                          steps_per_loop=settings.iterations_per_loop,
+                          save_checkpoints_steps=settings.save_checkpoints_steps,
+                          keep_checkpoint_max=settings.keep_checkpoint_max)).global_step
     logging.info("exported %s (the TensorFlow tools' --init_checkpoint)",
                  export_for_finetuning(model, settings, step))
     return step

@@ -15,22 +15,23 @@ not installed:
 * input: where TensorFlow is installed, the tf.data pipeline above read as numpy (the same
   batches), its iterator state saved beside each checkpoint; without TensorFlow the records read
   with numpy (``data.pretraining.numpy_input``);
-* the step: ``modeling.training.jax_training.make_train_step`` (compiled, ``mixed_bfloat16``
-  with ``--mixed_precision=bf16``); several local devices (GPUs, TPU cores) train data-parallel
-  (``keras.distribution.DataParallel``: the batch split over them, one update);
-* the loop (``modeling.training.jax_trainer``, shared with the fine-tuning tools): checkpoints
-  ``output_dir/jax-ckpt-N.npz`` every ``--save_checkpoints_steps`` and at the end, written
+* the step: ``modeling.training.backends.jax.steps.make_train_step`` (compiled,
+  ``mixed_bfloat16`` with ``--mixed_precision=bf16``); several local devices (GPUs, TPU cores)
+  train data-parallel (``keras.distribution.DataParallel``: the batch split over them, one
+  update);
+* the loop: the one training job (``modeling.training.job``: step log, progress, TensorBoard
+  in ``output_dir/train``, checkpoint cadence), with checkpoints ``output_dir/jax-ckpt-N.npz``
+  (``backends.jax.checkpoints``) every ``--save_checkpoints_steps`` and at the end, written
   atomically, holding every model and optimizer value (the dropout seeds among them), the step
   and the records read; the newest ``--keep_checkpoint_max`` are kept. A rerun resumes from the
   newest, exactly: it ends bit for bit where an uninterrupted one ends (CPU);
-* TensorBoard scalars in ``output_dir/train`` and the eval results in ``output_dir/eval``
-  (tensorboard's own event writer);
+* the eval results in ``output_dir/eval`` (tensorboard's own event writer);
 * the export: ``export_for_finetuning`` (``model.weights.h5`` where TensorFlow is not
   installed).
 
 Flags of the TensorFlow path only (``--strategy`` other than default, ``--use_tpu``,
 ``--num_cpu_devices``, ``--num_accumulation_steps`` > 1, fp16, ``clip_then_sum``) stop a JAX run
-with one line naming the flag (``modeling.training.backends.jax.check_settings``).
+with one line naming the flag (``modeling.training.backends.jax.settings.check_settings``).
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ def build_trainer(settings, config, strategy, precision):
     from modeling.heads.pretraining import BertPretrainingModel
     from modeling.training import distribution, optimizers
     from modeling.training import objectives as pretraining_objective
-    from modeling.training import trainer
+    from modeling.training.backends.tensorflow import steps as trainer
 
     reduction = settings.gradient_reduction
     if reduction == "auto":
@@ -183,16 +184,23 @@ def build_trainer(settings, config, strategy, precision):
             settings.learning_rate, max(settings.num_train_steps, 1), settings.num_warmup_steps,
             optimizer=settings.optimizer, one_step_ahead=not settings.corrected_lr_schedule,
             gradient_reduction=reduction, loss_scale=precision.loss_scale)
-    return trainer.Trainer(
-        model, optimizer, pretraining_objective.PretrainingObjective(), strategy,
-        trainer.TrainerConfig(
-            model_dir=settings.output_dir, num_train_steps=settings.num_train_steps,
-            steps_per_loop=settings.iterations_per_loop,
-            save_checkpoints_steps=settings.save_checkpoints_steps,
-            num_accumulation_steps=settings.num_accumulation_steps,
-            keep_checkpoint_max=settings.keep_checkpoint_max, use_xla=settings.use_xla,
-            fuse_optimizer=settings.xla_optimizer and not settings.deterministic,
-            fused_kernels=settings.xla_kernels and not settings.deterministic))
+    return trainer.Trainer(model, optimizer, pretraining_objective.PretrainingObjective(),
+                           strategy, _job_config(settings))
+
+
+def _job_config(settings):
+    """The training job's settings from the flags (every backend; the step's own are read by
+    TensorFlow's trainer only)."""
+    from modeling.training import job
+
+    return job.TrainerConfig(
+        model_dir=settings.output_dir, num_train_steps=settings.num_train_steps,
+        steps_per_loop=settings.iterations_per_loop,
+        save_checkpoints_steps=settings.save_checkpoints_steps,
+        num_accumulation_steps=settings.num_accumulation_steps,
+        keep_checkpoint_max=settings.keep_checkpoint_max, use_xla=settings.use_xla,
+        fuse_optimizer=settings.xla_optimizer and not settings.deterministic,
+        fused_kernels=settings.xla_kernels and not settings.deterministic)
 
 
 def evaluate(settings, model, files, strategy, global_step: int, chief: bool) -> Dict[str, float]:
@@ -286,7 +294,8 @@ def _setup(settings):
     TensorFlow op (multi-worker and TPU set-up must come first)."""
     check_settings(settings)
     from modeling.config import BertConfig
-    from modeling.training import distribution, execution
+    from modeling.training import distribution
+    from modeling.training.backends.tensorflow import execution
 
     config = BertConfig.from_json_file(settings.bert_config_file)
     _require(settings.max_seq_length <= config.max_position_embeddings,
@@ -366,11 +375,11 @@ def _pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
 
     import modeling
     from data.pretraining import schema
-    from modeling.training import jax_trainer
-    from modeling.training.backends import jax as jax_backend
+    from modeling.training.backends.jax import checkpoints, steps
+    from modeling.training.backends.jax.settings import check_settings as check_jax_settings
 
     check_settings(settings)
-    jax_backend.check_settings(settings)
+    check_jax_settings(settings)
     config = modeling.BertConfig.from_json_file(settings.bert_config_file)
     if settings.max_seq_length > config.max_position_embeddings:
         raise FlagError("Cannot use sequence length %d because the BERT model was only trained "
@@ -390,7 +399,7 @@ def _pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
     keras.utils.set_random_seed(settings.random_seed)
     if settings.mixed_precision == "bf16":
         keras.config.set_dtype_policy("mixed_bfloat16")
-    distribution = jax_trainer.distribute(
+    distribution = steps.distribute(
         settings.train_batch_size if settings.do_train else settings.eval_batch_size,
         "--train_batch_size" if settings.do_train else "--eval_batch_size")
     model = modeling.BertPretrainingModel(config, seq_length=settings.max_seq_length)
@@ -399,8 +408,8 @@ def _pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
         optimizer=settings.optimizer, one_step_ahead=not settings.corrected_lr_schedule)
     optimizer.build(model.trainable_variables)
     logging.info("KERAS_BACKEND=jax: %d input files; devices %s; policy %s", len(paths),
-                 jax_trainer.device_names(), keras.config.dtype_policy().name)
-    own = jax_trainer.checkpoints_in(settings.output_dir)
+                 steps.device_names(), keras.config.dtype_policy().name)
+    own = checkpoints.checkpoints_in(settings.output_dir)
     if not own and settings.init_checkpoint:
         load_init_checkpoint(model, settings.init_checkpoint)
     step = 0
@@ -409,36 +418,37 @@ def _pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
                              schema.FEATURE_NAMES)
         export_for_finetuning(model, settings, step)
     elif own:
-        step = jax_trainer.restore_newest_model(settings.output_dir, model)[1]
+        step = checkpoints.restore_newest_model(settings.output_dir, model)[1]
     if settings.do_eval:
         return _evaluate_on_jax(settings, model, paths, step, distribution)
     return None
 
 
 def _train_on_jax(settings, model, optimizer, paths, distribution, names) -> int:
-    from modeling.training import jax_trainer, jax_training
+    from modeling.training import inputs, job
+    from modeling.training.backends.jax import steps
 
     if tensorflow_installed():
         # The TensorFlow path's pipeline (parallel reading and parsing, the same batches):
         # its iterator state is checkpointed, so a resumed run reads nothing twice.
         from data.pretraining import dataset as pd
 
-        data = jax_trainer.TFDataInput(pd.pretraining_dataset(
+        data = inputs.TFDataInput(pd.pretraining_dataset(
             paths, settings.max_seq_length, settings.max_predictions_per_seq,
             settings.train_batch_size, is_training=True, deterministic=settings.deterministic,
             seed=settings.random_seed))
     else:
         from data.pretraining import numpy_input
 
-        data = jax_trainer.ReReadInput(lambda records: numpy_input.batches(
+        data = inputs.ReReadInput(lambda records: numpy_input.batches(
             paths, settings.train_batch_size, names, settings.deterministic,
             settings.random_seed, skip_records=records))
-    return jax_trainer.train(
-        model, optimizer, jax_training.make_train_step(model, optimizer), data,
-        output_dir=settings.output_dir, num_train_steps=settings.num_train_steps,
-        batch_size=settings.train_batch_size, steps_per_loop=settings.iterations_per_loop,
-        save_checkpoints_steps=settings.save_checkpoints_steps,
-        keep_checkpoint_max=settings.keep_checkpoint_max, distribution=distribution)
+    return job.train(
+        steps.Steps(model, optimizer, steps.make_train_step(model, optimizer), data,
+                    output_dir=settings.output_dir, batch_size=settings.train_batch_size,
+                    keep_checkpoint_max=settings.keep_checkpoint_max,
+                    distribution=distribution),
+        _job_config(settings)).global_step
 
 
 def _evaluate_on_jax(settings, model, paths, step: int, distribution) -> Dict[str, float]:
@@ -449,7 +459,8 @@ def _evaluate_on_jax(settings, model, paths, step: int, distribution) -> Dict[st
     from bert_common.results import write_eval_results, write_eval_summaries
     from data import numpy_records
     from data.pretraining import schema
-    from modeling.training import jax_training, pretraining_metrics
+    from modeling.training import pretraining_metrics
+    from modeling.training.backends.jax.steps import shard
 
     trainable = [v.value for v in model.trainable_variables]
     non_trainable = [v.value for v in model.non_trainable_variables]
@@ -469,7 +480,7 @@ def _evaluate_on_jax(settings, model, paths, step: int, distribution) -> Dict[st
         if index >= settings.max_eval_steps:
             break
         values = jax.device_get(metrics(trainable, non_trainable,
-                                        jax_training.shard(batch, distribution)))
+                                        shard(batch, distribution)))
         for name, (num, den) in values.items():
             total = sums.setdefault(name, [0.0, 0.0])
             total[0] += float(num)

@@ -80,7 +80,7 @@ LONGEST_FIRST = [
     "tests/bert_tasks/exports/test_hub.py",
     "tests/bert_cli/test_extract_features.py",
     "tests/modeling/training/test_finetuning.py",
-    "tests/modeling/training/test_trainer.py",
+    "tests/modeling/training/backends/tensorflow/test_steps.py",
 ]
 
 

@@ -16,7 +16,7 @@ Phases and engines (each figure: one unit of work timed, interleaved rounds):
 * train: ``--train_steps`` optimizer updates of batch ``train_batch`` (clip 1.0 + Adam with
   weight decay); figure = sequences/s.
 
-  - ``ours``: the fine-tuning tools' step (``modeling.training.trainer.Trainer`` with their
+  - ``ours``: the fine-tuning tools' step (``backends.tensorflow.steps.Trainer`` with their
     defaults ``--xla_kernels --xla_optimizer`` and ``--length_aware_batching``: each batch of
     the tool's own input pipeline over its TFRecords is cut to its longest sequence);
   - ``keras-hub fit XLA`` / ``keras-hub fit``: ``BertBackbone`` + the task's head
@@ -223,7 +223,8 @@ def _ours_engines(w: dict, work_dir: str, only: Optional[str] = None):
     from modeling.heads import squad as squad_head
     from modeling.training import finetuning, optimizers
     from modeling.training.objectives import MeanLossObjective
-    from modeling.training.trainer import Trainer, TrainerConfig
+    from modeling.training.job import TrainerConfig
+    from modeling.training.backends.tensorflow.steps import Trainer
 
     if w["shape"] == MINILM:
         config = BertConfig.from_json_file(os.path.join(MODEL_DIR, "config.json"))

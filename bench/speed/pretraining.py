@@ -4,7 +4,7 @@ BERT-base (L=12, H=768, A=12, I=3072, V=30522, dropout 0.1, random weights), bat
 128, 20 masked predictions, one full optimizer update per step (forward, backward, clipping,
 update). Engines:
 
-* ours: ``run_pretraining``'s train step (``modeling.training.trainer.Trainer`` with the original
+* ours: ``run_pretraining``'s train step (``backends.tensorflow.steps.Trainer`` with the original
   optimizer: clip by global norm + AdamWeightDecay; MLM + NSP) in float32 and mixed_bfloat16 as
   run_pretraining runs it by default (``--xla_kernels``: matmuls on TensorFlow's oneDNN kernels,
   the GELU as fused kernels (XLA's; a CPU kernel on bf16), dropout, LayerNorm and the
@@ -98,7 +98,8 @@ def ours_trainer(d, policy: str = "float32", jit: bool = False):
     from modeling.heads.pretraining import BertPretrainingModel
     from modeling.training import objectives as pretraining_objective
     from modeling.training import optimizers
-    from modeling.training.trainer import Trainer, TrainerConfig
+    from modeling.training.job import TrainerConfig
+    from modeling.training.backends.tensorflow.steps import Trainer
 
     config = BertConfig(vocab_size=d["vocab"], hidden_size=d["hidden"],
                         num_hidden_layers=d["layers"], num_attention_heads=d["heads"],

@@ -17,7 +17,7 @@ The same rule as the ``tf.data`` pipeline, step by step, on the records' declara
 
 A training stream is a function of its seed: ``batches_after(records)`` starts after the first
 ``records`` shuffled examples, which is how a resumed JAX run finds its position
-(``modeling.training.jax_trainer.ReReadInput``).
+(``modeling.training.inputs.ReReadInput``).
 
 Example::
 

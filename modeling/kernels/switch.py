@@ -23,7 +23,7 @@ the block runs; the layers read it (``kernels_of(self)``) when a step is traced,
 wraps the tracing, and the value is the model's, not the thread's: the replica threads of a
 MirroredStrategy see it. Outside any block a layer is op by op (``OP_BY_OP``).
 
-Who decides: the trainer (``modeling.training.execution.decide``: ``TrainerConfig.fused_kernels``,
+Who decides: the trainer (``backends.tensorflow.execution.decide``: ``TrainerConfig.fused_kernels``,
 ``run_pretraining --xla_kernels``) for one local replica that computes on a CPU
 (``distribution.cpu_kernels_apply``: the C++ kernels are registered for the CPU only, so on a GPU
 they would pin dropout/LayerNorm to the host or fail placement, and the update would read GPU

@@ -7,7 +7,7 @@ configs unchanged). Called with ``training=True`` under ``switch.Kernels(trainin
 ``cpu_ops.dropout`` (Philox keyed by the layer's next seed; one pass forward, one backward)
 instead of TensorFlow's four ops each way. Otherwise it is ``keras.layers.Dropout``.
 Either way the masks are drawn from the generator's state alone, which Keras does not expose to
-``tf.train.Checkpoint``: the trainer saves it (``modeling.training.trainer.RngState``), so that
+``tf.train.Checkpoint``: the trainer saves it (``backends.tensorflow.steps.RngState``), so that
 a resumed run draws the masks an uninterrupted one would have drawn.
 
 Several replicas in sync (Mirrored, MultiWorker, TPU): each replica draws its own masks, from

@@ -36,7 +36,7 @@ def sparse_gradient_tables(model: keras.Model, one_hot_embeddings: bool = False)
     looks token types up with a one-hot matmul and slices the position table: dense
     gradients, their norm that of the summed rows; with ``one_hot_embeddings`` (the original
     on TPU) the word embeddings' gradient is dense too, and this is empty. The one rule for
-    which gradients go to clipping sparse: ``modeling.training.trainer`` applies it.
+    which gradients go to clipping sparse: ``backends.tensorflow.steps`` applies it.
 
     Args:
         model: the model being trained.
@@ -124,7 +124,7 @@ class WordEmbedding(keras.layers.Layer):
         # same IndexedSlices gradient.
         table = backend.read(self.embeddings.value)  # [V, H] float32
         tap = backend.tapped(self.embeddings.path)
-        if tap is not None:  # JAX: the original's norm of this gradient (jax_training)
+        if tap is not None:  # JAX: the original's norm of this gradient (backends.jax.steps)
             rows = backend.take_rows_tapped(table, ids, tap)  # [B, S, H] float32
         else:
             rows = backend.take_rows(table, ids)  # [B, S, H] float32

@@ -1,7 +1,7 @@
 """Fine-tuning on the one trainer, and batched prediction (classifier, SQuAD, SWAG, your task).
 
 * ``finetune(model, optimizer, dataset, per_example_loss, model_dir=..., num_train_steps=...)``:
-  ``modeling.training.trainer.Trainer`` with a mean-of-examples objective: loss = mean over the
+  ``backends.tensorflow.steps.Trainer`` with a mean-of-examples objective: loss = mean over the
   global batch of ``per_example_loss(outputs, batch)`` [B] (the original's
   ``tf.reduce_mean(per_example_loss)``). Everything the trainer does comes with it: host loops,
   checkpoints with the optimizer state and the data position in ``model_dir`` (a restarted run
@@ -16,7 +16,7 @@
   longest).
 
 Under ``KERAS_BACKEND=jax`` (docs/jax.md) ``predict`` reads the dataset as numpy batches and
-runs ``modeling.training.jax_training.Predictor`` (the same outputs and features); training on
+runs ``backends.jax.predict.Predictor`` (the same outputs and features); training on
 JAX is ``bert_tasks.driver``'s JAX part.
 
 Batches may differ in sequence length (length-aware batching): the training loop is traced for
@@ -46,7 +46,7 @@ from modeling.kernels import switch
 
 if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
     import tensorflow as tf
-    from modeling.training import trainer
+    from modeling.training import job
 
 # TensorFlow and the TensorFlow trainer are imported where they are used: ``predict`` serves
 # the JAX backend too, where TensorFlow may not be installed.
@@ -63,7 +63,7 @@ def finetune(model, optimizer, dataset: tf.data.Dataset, per_example_loss: PerEx
              save_checkpoints_steps: int = 1000, keep_checkpoint_max: int = 5,
              use_xla: bool = False, progress: bool = True,
              loss_weights: Optional[str] = None, fuse_optimizer: bool = False,
-             fused_kernels: bool = False) -> trainer.TrainResult:
+             fused_kernels: bool = False) -> job.TrainResult:
     """Trains ``model`` to ``num_train_steps`` (resuming from ``model_dir``); see the module.
 
     ``dataset``: global batches of dicts holding ``input_ids``/``input_mask``/``segment_ids``
@@ -99,14 +99,15 @@ def finetune(model, optimizer, dataset: tf.data.Dataset, per_example_loss: PerEx
         The trainer's ``TrainResult`` (``global_step``, ``logs``, ``step_losses``,
     ``examples_per_sec``).
     """
-    from modeling.training import objectives, trainer
+    from modeling.training import job, objectives
+    from modeling.training.backends.tensorflow import steps as trainer
 
     if loss_weights:
         objective = objectives.WeightedMeanLossObjective(per_example_loss, loss_weights,
                                                          MODEL_INPUT_NAMES)
     else:
         objective = objectives.MeanLossObjective(per_example_loss, MODEL_INPUT_NAMES)
-    config = trainer.TrainerConfig(
+    config = job.TrainerConfig(
         model_dir=model_dir, num_train_steps=num_train_steps, steps_per_loop=steps_per_loop,
         save_checkpoints_steps=save_checkpoints_steps, keep_checkpoint_max=keep_checkpoint_max,
         use_xla=use_xla, progress=progress, checkpoint_name=CHECKPOINT_NAME,
@@ -299,12 +300,12 @@ def _predict_on_jax(model, dataset: tf.data.Dataset, output_names: Sequence[str]
                     total: Optional[int], label: str) -> Dict[str, np.ndarray]:
     """``predict`` under ``KERAS_BACKEND=jax``: the dataset's numpy batches (a ``tf.data``
     pipeline's, or a ``NumpyDataset``'s where TensorFlow is not installed) feed
-    ``jax_training.Predictor`` (over Keras' distribution, when one is set)."""
+    ``backends.jax.predict.Predictor`` (over Keras' distribution, when one is set)."""
     import keras
 
-    from modeling.training import jax_training
+    from modeling.training.backends.jax import predict
 
-    predictor = jax_training.Predictor(model, output_names, MODEL_INPUT_NAMES)
+    predictor = predict.Predictor(model, output_names, MODEL_INPUT_NAMES)
     chunks: Dict[str, List[np.ndarray]] = {}
     reporter = Progress(label, total, unit="examples") if total else None
     done = 0

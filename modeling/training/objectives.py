@@ -1,6 +1,6 @@
 """What the trainer optimizes: the ``Objective`` contract, mean-loss objectives, pre-training's.
 
-**Objective contract.** The loop (``modeling.training.trainer.Trainer``) knows nothing about
+**Objective contract.** The loop (``backends.tensorflow.steps.Trainer``) knows nothing about
 BERT; an ``Objective`` says what to feed the model and how to turn its outputs into a loss::
 
     class MyObjective(objectives.Objective):

@@ -9,7 +9,7 @@ update (google-research/bert ``optimization.create_optimizer``):
    by its values, i.e. each occurrence of a repeated id counts separately, as the original; the
    slices are densified (repeated rows summed) after clipping. On JAX the gradient of a gather
    is dense; ``clipping_norm`` lets the JAX step clip by the original's norm instead
-   (``jax_training``: the looked-up table's rows counted per occurrence).
+   (``backends.jax.steps``: the looked-up table's rows counted per occurrence).
 2. For every variable (``m``, ``v`` slots start at 0; no bias correction)::
 
        m <- 0.9 m + 0.1 g
@@ -86,7 +86,7 @@ from modeling.training.update_rules import (WEIGHT_DECAY_EXCLUSIONS, uses_weight
 
 # The running backend's side of the update (``backends``: TensorFlow's replicas, IndexedSlices,
 # loss scaling and CPU kernels; elsewhere Keras' own path).
-_BACKEND = backends.current()
+_BACKEND = backends.current().optimizer
 
 OPTIMIZERS = ("adamw", "lamb")
 GRADIENT_REDUCTIONS = ("mean_then_clip", "clip_then_sum")
@@ -215,7 +215,7 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
         Returns:
           ``{"global_norm": the norm before clipping, "grads_finite": whether it is finite}``
           on TensorFlow; empty on another backend, whose step computes the norm itself
-          (``jax_training.make_train_step``).
+          (``backends.jax.steps.make_train_step``).
         """
         self._stats.last = {}
         # Handed to the update through Keras' ``apply`` in this thread's state (the replica's
@@ -234,7 +234,7 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
 
     def clipping_norm(self, norm):
         """While tracing an update: clip by ``norm`` instead of the gradients' own global norm
-        (``jax_training``: the original's norm, a looked-up table's gradient counted per
+        (``backends.jax.steps``: the original's norm, a looked-up table's gradient counted per
         occurrence). A context manager.
 
         Args:

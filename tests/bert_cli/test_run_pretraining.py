@@ -199,7 +199,8 @@ def test_bf16_lamb_accumulation_shuffled_run_resumes(tmp_path):
     restarted from its step-2 checkpoint (iterator state of the shuffled pipeline restored)
     ends exactly as the uninterrupted one; then eval of the saved checkpoint. The whole step
     under XLA (--use_xla) with accumulation is checked on a tiny model in
-    tests/modeling/training/test_trainer.py (its compile is too slow for this model here)."""
+    tests/modeling/training/backends/tensorflow/test_steps.py (its compile is too slow for this
+    model here)."""
     args = trajectory_args(tmp_path, "--do_train", "--mixed_precision=bf16", "--optimizer=lamb",
                            "--num_accumulation_steps=2", "--num_train_steps=4",
                            "--save_checkpoints_steps=2", "--iterations_per_loop=2")

@@ -39,7 +39,7 @@ def test_format_eta(seconds, text):
 
 
 def test_format_eta_is_the_trainers():
-    # modeling/training/trainer.py's step lines use the same format (it will import this one).
+    # modeling/training/job.py's step lines use the same format (it will import this one).
     for seconds in (0, 61, 3723, 86399):
         hours, rest = divmod(int(seconds), 3600)
         expected = ("%dh%02dm%02ds" % (hours, rest // 60, rest % 60) if hours

@@ -22,7 +22,7 @@ process's imports instead of starting their own.
 Each run (both modes) starts from a cleared Keras session (``keras.backend.clear_session``:
 its variables and layers are named as in a fresh process; the dtype policy the last run left is
 kept) and records ``step_programs``: how many programs of its training step
-(``jax_training.make_train_step``) JAX lowered and compiled (1: every step ran the same one).
+(``backends.jax.steps.make_train_step``) JAX lowered and compiled (1: every step ran the same one).
 
 ``compilation_cache_env`` (for the tests that start JAX processes): one persistent compilation
 cache for all of them in a test session.
@@ -94,7 +94,7 @@ class _CurrentStderr:
 
 
 class _StepPrograms(logging.Filter):
-    """Counts the programs of the training step (``jax_training.make_train_step``'s ``step``)
+    """Counts the programs of the training step (``backends.jax.steps.make_train_step``'s ``step``)
     that JAX lowers and compiles (or reads from the compilation cache): its logger's line per
     program, at DEBUG unless ``jax_log_compiles`` is set. Only what the logger let through
     before (WARNING and above) goes on."""
@@ -265,7 +265,7 @@ def main(work: str, init_checkpoint: str, classifier_data: str, classifier_check
     # last checkpoint of a whole run set aside and removed, the run again resumes from the one
     # before it (dropout on). The test's classifier training (its data and flags: the step its
     # processes compiled, read from the compilation cache).
-    from modeling.training import jax_trainer
+    from modeling.training.backends.jax import checkpoints
 
     resume = os.path.join(work, "resume")
     flags = _common(resume, 64) + ["--task_name=mrpc", "--data_dir=%s" % classifier_data,
@@ -274,7 +274,7 @@ def main(work: str, init_checkpoint: str, classifier_data: str, classifier_check
     if runs["whole"].code == 0:
         shutil.copy(os.path.join(resume, "train_steps.jsonl"),
                     os.path.join(work, "whole-train_steps.jsonl"))
-        last = jax_trainer.checkpoints_in(resume)[-1][1]
+        last = checkpoints.checkpoints_in(resume)[-1][1]
         os.replace(last, os.path.join(work, "whole-" + os.path.basename(last)))
         run("resumed", run_classifier, flags)
 

@@ -3,7 +3,7 @@ processes on two host devices (data-parallel, XLA's flag): the original's 40-ste
 log, eval results, export against the goldens), kill -9 after a checkpoint then resume (bit for
 bit the uninterrupted run, its step compiled once); the numpy input without TensorFlow. One
 device's steps are tests/modeling/test_jax_backend.py's; the flags of the TensorFlow path,
-refused with one line, tests/modeling/training/backends/test_jax.py's.
+refused with one line, tests/modeling/training/backends/jax/test_settings.py's.
 
 The killed run is a process of its own; its resume (the first run of the next process, as a
 rerun after the kill would be), the empty input and the uninterrupted run share one process

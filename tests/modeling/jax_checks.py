@@ -50,7 +50,7 @@ def _unloaded(report) -> list:
 
 def _forward(model, inputs) -> dict:
     """``model(inputs)`` (inference) compiled as one program, as this project's JAX paths run
-    it (``jax_training.Predictor``), the variables' values passed in."""
+    it (``backends.jax.predict.Predictor``), the variables' values passed in."""
     import jax
 
     def forward(trainable, non_trainable, inputs):
@@ -93,7 +93,7 @@ def trajectory() -> dict:
     from data import numpy_records
     from data.pretraining import schema
     from modeling.checkpoints import tf1
-    from modeling.training import jax_training
+    from modeling.training.backends.jax import steps as jax_steps
 
     traj_dir = os.path.join(paths.GOLDEN, "pretraining_trajectory")
     with _values_from_checkpoint():
@@ -103,8 +103,8 @@ def trajectory() -> dict:
         model, os.path.join(traj_dir, "init", "bert_model.ckpt"), log=False))
     optimizer = modeling.create_optimizer(1e-3, 40, 4)
     optimizer.build(model.trainable_variables)
-    step = jax_training.make_train_step(model, optimizer)
-    state = jax_training.TrainState.from_model(model, optimizer)
+    step = jax_steps.make_train_step(model, optimizer)
+    state = jax_steps.TrainState.from_model(model, optimizer)
     records = os.path.join(traj_dir, "seq64_seed12345_dupe1.tfrecord")
     logs = []
     for index, batch in enumerate(numpy_records.batches([records], 8, schema.FEATURE_NAMES)):
@@ -140,7 +140,7 @@ def finetuning_golden() -> dict:
     from modeling.encoder import INPUT_NAMES
     from modeling.heads.classifier import per_example_classifier_loss
     from modeling.layers import embeddings
-    from modeling.training import jax_training
+    from modeling.training.backends.jax import steps as jax_steps
 
     folder = os.path.join(paths.GOLDEN, "finetuning_trajectory")
     with open(os.path.join(folder, "summary.json")) as f:
@@ -158,11 +158,11 @@ def finetuning_golden() -> dict:
     optimizer = modeling.create_optimizer(summary["learning_rate"], steps,
                                           summary["num_warmup_steps"])
     optimizer.build(model.trainable_variables)
-    step = jax_training.make_train_step(
+    step = jax_steps.make_train_step(
         model, optimizer, input_names=INPUT_NAMES,
-        loss=jax_training.mean_loss(per_example_classifier_loss),
+        loss=jax_steps.mean_loss(per_example_classifier_loss),
         occurrence_norm=embeddings.sparse_gradient_tables(model))
-    state = jax_training.TrainState.from_model(model, optimizer)
+    state = jax_steps.TrainState.from_model(model, optimizer)
     batches = numpy_records.batches([os.path.join(folder, summary["features"])] * steps,
                                     summary["batch_size"], list(INPUT_NAMES) + ["label_ids"])
     logs, params = [], {}
@@ -201,7 +201,7 @@ def finetuning() -> dict:
     from data.tokenization.wordpiece import FastFullTokenizer
     from modeling.encoder import INPUT_NAMES
     from modeling.heads.classifier import per_example_classifier_loss
-    from modeling.training import jax_training
+    from modeling.training.backends.jax import steps as jax_steps
 
     minilm = os.path.join(paths.DATA, "minilm")
     processor = processors.MrpcProcessor()
@@ -219,10 +219,10 @@ def finetuning() -> dict:
     model = modeling.BertClassifier(encoder, num_labels=2)  # its head drawn
     optimizer = modeling.create_optimizer(5e-5, 16, 2)
     optimizer.build(model.trainable_variables)
-    step = jax_training.make_train_step(
+    step = jax_steps.make_train_step(
         model, optimizer, input_names=INPUT_NAMES,
         loss=lambda outputs, batch: ops.mean(per_example_classifier_loss(outputs, batch)))
-    state = jax_training.TrainState.from_model(model, optimizer)
+    state = jax_steps.TrainState.from_model(model, optimizer)
     epochs = []
     for _ in range(4):
         losses = []
@@ -252,13 +252,13 @@ def _tiny_training(steps: int = 5):
     """A tiny pre-training model and its optimizer after ``steps`` steps on one batch (under
     the global dtype policy); (model, optimizer, batch, losses)."""
     import modeling
-    from modeling.training import jax_training
+    from modeling.training.backends.jax import steps as jax_steps
 
     model = modeling.BertPretrainingModel(modeling.BertConfig(**TINY))
     optimizer = modeling.create_optimizer(1e-2, 10, 2)
     optimizer.build(model.trainable_variables)
-    step = jax_training.make_train_step(model, optimizer)
-    state = jax_training.TrainState.from_model(model, optimizer)
+    step = jax_steps.make_train_step(model, optimizer)
+    state = jax_steps.TrainState.from_model(model, optimizer)
     batch = _tiny_batch()
     losses = []
     for _ in range(steps):

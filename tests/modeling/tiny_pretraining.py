@@ -6,7 +6,8 @@ import tensorflow as tf
 
 from modeling.training import optimizers
 from modeling.training import objectives as pretraining_objective
-from modeling.training import trainer
+from modeling.training import job
+from modeling.training.backends.tensorflow import steps as trainer
 from modeling.config import BertConfig
 from modeling.heads.pretraining import BertPretrainingModel
 
@@ -26,7 +27,7 @@ def tiny_pretraining_trainer(model_dir, fused: bool, dtype: str = "float32",
     optimizer = optimizers.create_optimizer(1e-2, 100, 2)
     return trainer.Trainer(
         model, optimizer, pretraining_objective.PretrainingObjective(), None,
-        trainer.TrainerConfig(model_dir, steps, steps_per_loop=steps, fused_kernels=fused,
+        job.TrainerConfig(model_dir, steps, steps_per_loop=steps, fused_kernels=fused,
                               write_summaries=False, step_log=False, progress=False))
 
 

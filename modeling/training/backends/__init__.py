@@ -1,36 +1,42 @@
-"""What differs between the Keras backends in a training job: one module per backend, the one
-for the running backend chosen once, as a value (``current()``).
+"""What differs between the Keras backends in a training job: one package per backend, the one
+for the running backend chosen once, as a value (``current()``). What is the same on every
+backend is written once above them (``modeling.training.job``: the loop;
+``modeling.training.optimizers``: the optimizer classes).
 
-* ``tensorflow``: what only TensorFlow gives. Today the optimizer's side of it (cross-replica
-  sums, ``tf.IndexedSlices`` clipping, loss scaling, the fused CPU update).
-* ``jax``: JAX, and any other Keras backend (``keras.ops``): Keras' own update path, and the
-  optimizer settings it refuses.
+* ``tensorflow``: ``optimizer.py`` (what only TensorFlow gives the optimizer: cross-replica sums,
+  ``tf.IndexedSlices`` clipping, loss scaling, the fused CPU update), ``steps.py`` (host loops
+  of the compiled step under a ``tf.distribute`` strategy, gradient accumulation, the
+  ``model.ckpt-N`` store with the tf.data iterator's state), ``execution.py`` (how the step
+  runs: XLA, the fused kernels, the fused optimizer, decided once).
+* ``jax``: JAX, and any other Keras backend (``keras.ops``): ``optimizer.py`` (Keras' own update
+  path, the optimizer settings it refuses), ``settings.py`` (the one table of the TensorFlow-only
+  flags refused), ``steps.py`` (the compiled step, the devices, the job's steps),
+  ``checkpoints.py`` (``jax-ckpt-N.npz``), ``predict.py`` (the compiled forward).
 
-Each gives the same names: ``MATH`` (the array namespace of ``update_rules``),
-``check_optimizer``, ``apply_gradients``, ``cpu_kernel_applies``. docs/architecture.md has the
-target: each backend's compiled step and checkpoint store here, the rest written once.
+Each backend's ``optimizer`` gives the same names: ``MATH`` (the array namespace of
+``update_rules``), ``check_optimizer``, ``apply_gradients``, ``cpu_kernel_applies``.
 
 Example::
 
     from modeling.training import backends
-    backends.current().MATH.sqrt(4.0)   # tf.sqrt on TensorFlow, keras.ops.sqrt elsewhere
+    backends.current().optimizer.MATH.sqrt(4.0)   # tf.sqrt on TensorFlow, keras.ops elsewhere
 """
 
 from __future__ import annotations
 
+import importlib
 import types
 
 from modeling import backend as _model_backend
 
 
 def current() -> types.ModuleType:
-    """The module of the backend Keras runs on (``KERAS_BACKEND``, read once per process).
+    """The package of the backend Keras runs on (``KERAS_BACKEND``, read once per process), its
+    ``optimizer`` module imported.
 
     Returns:
         ``modeling.training.backends.tensorflow`` or ``modeling.training.backends.jax``.
     """
-    if _model_backend.TENSORFLOW:
-        from modeling.training.backends import tensorflow as module
-    else:
-        from modeling.training.backends import jax as module
-    return module
+    name = "tensorflow" if _model_backend.TENSORFLOW else "jax"
+    importlib.import_module("%s.%s.optimizer" % (__name__, name))
+    return importlib.import_module("%s.%s" % (__name__, name))

@@ -16,7 +16,8 @@ import pytest
 
 import modeling
 from modeling.layers import embeddings
-from modeling.training import finetuning, objectives, trainer
+from modeling.training import finetuning, job, objectives
+from modeling.training.backends.tensorflow import steps as trainer
 from tests import paths
 from tests.support import golden_replay
 from tests.support import noise
@@ -121,7 +122,7 @@ def test_only_the_word_table_reaches_clipping_sparse_off_tpu():
     optimizer = modeling.create_optimizer(1e-3, 10, 1)
     loop = trainer.Trainer(
         model, optimizer, objectives.MeanLossObjective(lambda out, batch: out["logits"]),
-        None, trainer.TrainerConfig(model_dir="unused", num_train_steps=1))
+        None, job.TrainerConfig(model_dir="unused", num_train_steps=1))
     sparse = [v.path for v, dense in zip(model.trainable_variables, loop._dense)
               if not dense]
     assert len(sparse) == 1 and "word_embeddings" in sparse[0]

@@ -1,4 +1,5 @@
-"""A training step on Keras' JAX backend: the model's loss, JAX's gradient, the original update.
+"""JAX's steps of the one training job (``modeling.training.job``): the compiled step, the
+local devices, and the ``job.Steps`` that runs it between ``jax-ckpt-N.npz`` checkpoints.
 
 ``TrainState`` holds the values of the model's trainable and non-trainable variables (dropout
 seed generators included) and of the optimizer's (iteration counter, slots);
@@ -6,7 +7,8 @@ seed generators included) and of the optimizer's (iteration counter, slots);
 
 1. ``model.stateless_call(..., training=True)``: the outputs dict, whose ``loss_key`` entry
    (``"total_loss"`` for ``BertPretrainingModel``: MLM + NSP, computed in the model as on
-   TensorFlow) is the loss;
+   TensorFlow) is the loss, or a task's ``loss`` of the outputs (``mean_loss``: the mean of
+   the per-example losses, the TensorFlow trainer's objective);
 2. ``jax.value_and_grad`` of it;
 3. ``optimizer.stateless_apply``: the clipping and the update rule of
    ``modeling.training.optimizers`` (``update_rules``, as on TensorFlow).
@@ -15,29 +17,43 @@ seed generators included) and of the optimizer's (iteration counter, slots);
 ``next_sentence_loss``, ...), ``global_norm`` (before clipping) and ``learning_rate`` (the rate
 this update used). The batch is a dict of arrays (numpy or JAX) with the model's input names.
 ``TrainState.from_model``/``assign_to`` move values between the Keras variables and a state, so
-that a checkpoint or an export reads the variables. ``shard(batch, distribution)`` places a
-batch split over the devices (training and ``Predictor`` alike).
+that a checkpoint or an export reads the variables.
+
+* ``distribute(batch_size, flag)``: ``keras.distribution.DataParallel`` over the local devices
+  (GPUs, TPU cores) when there are several; set before the model is built. ``shard(batch,
+  distribution)`` places a numpy batch split over them (training and prediction alike).
+* ``Steps``: the job's steps. It restores the newest checkpoint of ``output_dir``
+  (``backends.jax.checkpoints``; the input positioned where it was: ``inputs.TFDataInput``
+  restores its tf.data iterator, ``inputs.ReReadInput`` re-reads the numpy input up to the
+  position), runs host loops of the compiled step, and saves. A rerun of a killed job ends bit
+  for bit where an uninterrupted one ends (CPU).
 
 Example (``KERAS_BACKEND=jax``)::
 
     model = modeling.BertPretrainingModel(config)
     optimizer = modeling.create_optimizer(1e-4, 1000, 100)
     optimizer.build(model.trainable_variables)
-    step = make_train_step(model, optimizer)
-    state = TrainState.from_model(model, optimizer)
-    state, logs = step(state, batch)          # batch: dict of [B, S] / [B, P] arrays
-    state.assign_to(model, optimizer)
+    step_fn = make_train_step(model, optimizer)
+    data = inputs.ReReadInput(lambda records: my_batches(skip=records))  # or TFDataInput
+    result = job.train(Steps(model, optimizer, step_fn, data, output_dir="out",
+                             batch_size=32, keep_checkpoint_max=5),
+                       job.TrainerConfig(model_dir="out", num_train_steps=1000))
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import keras
 import numpy as np
+from absl import logging
 
+from bert_common.errors import FlagError
+from modeling.training import job
+from modeling.training.backends.jax import checkpoints
 from modeling.training.optimizers import global_norm
 
 
@@ -187,8 +203,6 @@ def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
     return jax.jit(step, donate_argnums=0) if jit else step
 
 
-# ------------------------------------------------------------------ task losses and prediction
-
 def mean_loss(per_example_loss: Callable, loss_weights: Optional[str] = None) -> Callable:
     """The fine-tuning objective of ``modeling.training.objectives`` for ``make_train_step``'s
     ``loss``: the mean over the batch of ``per_example_loss(outputs, batch)`` [B], or with
@@ -214,57 +228,39 @@ def mean_loss(per_example_loss: Callable, loss_weights: Optional[str] = None) ->
     return loss
 
 
-def length_bucket(length: int, longest: int, shortest: int = 16) -> int:
-    """The padded length of a batch cut to ``length`` tokens: the next power of two (at least
-    ``shortest``), at most ``longest``. A compiled step is built once per bucket instead of
-    once per length (length-aware batches have dozens of lengths).
+def distribute(batch_size: int, flag: str = "--train_batch_size"):
+    """``keras.distribution.DataParallel`` over the local devices when there are several, set
+    as Keras' distribution (before the model is built), else None.
 
     Args:
-        length: the batch's sequence length S.
-        longest: the model's longest sequence (its position table).
-        shortest: the smallest bucket.
+        batch_size: the global batch, split evenly over the devices.
+        flag: the flag that sets it, for the message.
+
+    Returns:
+        The distribution, or None on one device.
+
+    Raises:
+        FlagError: the batch does not split evenly.
     """
-    bucket = shortest
-    while bucket < length:
-        bucket *= 2
-    return max(length, min(bucket, longest))
+    import jax
+    import keras
+
+    devices = jax.local_devices()
+    if len(devices) <= 1:
+        return None
+    if batch_size % len(devices):
+        raise FlagError("%s=%d is not divisible by the %d local devices"
+                        % (flag, batch_size, len(devices)))
+    distribution = keras.distribution.DataParallel(devices=devices)
+    keras.distribution.set_distribution(distribution)
+    return distribution
 
 
-def pad_batch(batch: Mapping[str, Any], length: int, rows: Optional[int] = None
-              ) -> Dict[str, Any]:
-    """``batch`` with its token axis (the last axis of ``input_ids``, S) zero-padded to
-    ``length`` in every feature that has it, and with zero rows added up to ``rows``.
+def device_names() -> str:
+    """The local devices, for the log (``cpu:0, cpu:1``)."""
+    import jax
 
-    Padding with zeros is exact for the task models: padded tokens have ``input_mask`` 0 (the
-    attention gives them weight 0, as to a short example's own padding) and weight 0 in a
-    weighted loss; padded rows are dropped by the caller.
-
-    Args:
-        batch: name -> numpy array [B, ..., S] or [B, ...].
-        length: the padded S (>= S).
-        rows: the padded B, or None (as is).
-    """
-    import numpy as np
-
-    seq = np.shape(batch["input_ids"])[-1]
-    out = {}
-    for name, value in batch.items():
-        value = np.asarray(value)
-        pads = [(0, 0)] * value.ndim
-        if value.ndim >= 2 and value.shape[-1] == seq and length > seq:
-            pads[-1] = (0, length - seq)
-        if rows is not None and value.ndim >= 1 and rows > value.shape[0]:
-            pads[0] = (0, rows - value.shape[0])
-        out[name] = np.pad(value, pads) if any(p != (0, 0) for p in pads) else value
-    return out
-
-
-def max_positions(model: keras.Model) -> Optional[int]:
-    """The rows of the model's position embedding table (its longest sequence), or None."""
-    for variable in model.weights:
-        if "position_embeddings" in variable.path:
-            return int(variable.shape[0])
-    return None
+    return ", ".join(str(d) for d in jax.local_devices())
 
 
 def shard(batch: Mapping[str, np.ndarray], distribution) -> Mapping[str, Any]:
@@ -272,7 +268,7 @@ def shard(batch: Mapping[str, np.ndarray], distribution) -> Mapping[str, Any]:
 
     Args:
         batch: name -> array [B, ...].
-        distribution: ``modeling.training.jax_trainer.distribute``'s result (None: as is).
+        distribution: ``distribute``'s result (None: as is).
     """
     import jax
 
@@ -286,88 +282,81 @@ def shard(batch: Mapping[str, np.ndarray], distribution) -> Mapping[str, Any]:
     return {name: place(value) for name, value in batch.items()}
 
 
-class Predictor:
-    """``model(inputs, training=False)`` over numpy batches on JAX: the twin of
-    ``modeling.training.finetuning.Predictor``. Each batch is padded to its length bucket
-    (``length_bucket``) and to the largest batch seen so far (one compiled forward per
-    bucket); the outputs are cut back to the batch's rows and tokens.
+class Steps:
+    """JAX's ``job.Steps``: the compiled step over the input's batches, between
+    ``jax-ckpt-<step>.npz`` checkpoints in ``output_dir`` (one process writes; see the module).
 
     Args:
-        model: the model (dict in, dict out), with its trained values.
-        output_names: the outputs to collect.
-        input_names: the batch features the model takes.
+        model: the model.
+        optimizer: its optimizer, built on ``model.trainable_variables``.
+        step_fn: ``make_train_step``'s step.
+        data: the training input (``modeling.training.inputs``: ``ReReadInput`` or
+            ``TFDataInput``), opened at the checkpoint resumed from.
+        output_dir: the checkpoints' folder.
+        batch_size: the global batch (the records a step reads).
+        keep_checkpoint_max: checkpoints kept.
+        distribution: ``distribute``'s result.
     """
 
-    def __init__(self, model: keras.Model, output_names: Sequence[str],
-                 input_names: Sequence[str]):
-        import jax
+    is_chief = True
+    timed = True
 
+    def __init__(self, model, optimizer, step_fn: Callable, data, *, output_dir: str,
+                 batch_size: int, keep_checkpoint_max: int, distribution=None):
         self.model = model
-        self.output_names = list(output_names)
-        self.input_names = list(input_names)
-        self.longest = max_positions(model) or 512
-        self._token_axes: Optional[Dict[str, Optional[int]]] = None
-        self._rows = 0
+        self.optimizer = optimizer
+        self.step_fn = step_fn
+        self.data = data
+        self.output_dir = output_dir
+        self.batch_size = batch_size
+        self.keep_checkpoint_max = keep_checkpoint_max
+        self.distribution = distribution
+        self.state: Optional[TrainState] = None
+        self.step = self.records = 0
+        self._batches = None
 
-        def forward(trainable, non_trainable, inputs):
-            outputs, _ = model.stateless_call(trainable, non_trainable, inputs, training=False)
-            return {name: outputs[name] for name in self.output_names}
+    def restore(self) -> int:
+        own = checkpoints.checkpoints_in(self.output_dir)
+        checkpoints.remove_orphan_input_states(self.output_dir, [path for _, path in own])
+        resumed = own[-1][1] if own else None
+        if resumed:
+            self.step, self.records = checkpoints.restore_checkpoint(resumed, self.model,
+                                                                     self.optimizer)
+            logging.info("Resuming from %s (step %d, %d records read)", resumed, self.step,
+                         self.records)
+        self.state = TrainState.from_model(self.model, self.optimizer)
+        print("Training on JAX: devices %s, dtype policy %s" % (
+            device_names(), keras.config.dtype_policy().name), file=sys.stderr, flush=True)
+        self._batches = self.data.open(resumed, self.records)
+        return self.step
 
-        self._forward = forward
-        self._compiled = jax.jit(forward)
-
-    def _axes(self, inputs) -> Dict[str, Optional[int]]:
-        """Output -> its token axis (the one whose size follows S), found once by tracing
-        the forward at two lengths within the position table (no computation)."""
+    def run(self, num_steps: int) -> job.LoopOutput:
         import jax
-        import numpy as np
 
-        if self._token_axes is None:
-            values = ([v.value for v in self.model.trainable_variables],
-                      [v.value for v in self.model.non_trainable_variables])
-            shapes = []
-            for length in (self.longest - 1, self.longest):
-                spec = {n: jax.ShapeDtypeStruct(np.shape(v)[:1] + np.shape(v)[1:-1] + (length,),
-                                                np.asarray(v).dtype) for n, v in inputs.items()}
-                shapes.append(jax.eval_shape(self._forward, *values, spec))
-            self._token_axes = {}
-            for name in self.output_names:
-                a, b = shapes[0][name].shape, shapes[1][name].shape
-                axes = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
-                self._token_axes[name] = axes[0] if axes else None
-        return self._token_axes
+        pending = []
+        for _ in range(num_steps):
+            self.state, logs = self.step_fn(self.state, shard(next(self._batches),
+                                                              self.distribution))
+            pending.append(logs)
+        pending = jax.device_get(pending)  # the loop's one wait for the device
+        self.step += num_steps
+        self.records += num_steps * self.batch_size
+        means = {name: float(np.mean([float(r[name]) for r in pending])) for name in pending[0]
+                 if name not in ("learning_rate", "global_norm")}
+        return job.LoopOutput([float(r["loss"]) for r in pending],
+                              [float(r["learning_rate"]) for r in pending],
+                              [float(r["global_norm"]) for r in pending], means)
 
-    def run(self, batches, distribution=None):
-        """Yields, per batch, the outputs and the batch's other features (numpy, cut back to
-        the batch's rows and tokens).
+    def global_batch(self) -> int:
+        return self.batch_size
 
-        Args:
-            batches: an iterable of numpy batch dicts.
-            distribution: ``modeling.training.jax_trainer.distribute``'s result (the rows are
-                then padded to a multiple of the devices).
-        """
-        import jax
-        import numpy as np
+    def save(self) -> str:
+        return checkpoints.save_checkpoint(self.output_dir, self.state, self.model,
+                                           self.optimizer, self.step, self.records,
+                                           self.keep_checkpoint_max, self.data)
 
-
-        devices = len(jax.local_devices()) if distribution is not None else 1
-        trainable = [v.value for v in self.model.trainable_variables]
-        non_trainable = [v.value for v in self.model.non_trainable_variables]
-        for batch in batches:
-            inputs = {n: batch[n] for n in self.input_names}
-            rows, seq = np.shape(inputs["input_ids"])[0], np.shape(inputs["input_ids"])[-1]
-            self._rows = max(self._rows, -(-rows // devices) * devices)
-            padded = pad_batch(inputs, length_bucket(seq, self.longest), self._rows)
-            out = jax.device_get(self._compiled(trainable, non_trainable,
-                                                shard(padded, distribution)))
-            result = {}
-            for name, value in out.items():
-                value = np.asarray(value)[:rows]
-                axis = self._axes(inputs)[name]
-                if axis is not None:
-                    value = np.take(value, np.arange(seq), axis=axis)
-                result[name] = value
-            for name, value in batch.items():
-                if name not in self.input_names:
-                    result[name] = np.asarray(value)
-            yield result
+    def close(self, completed: bool) -> None:
+        # After a failure the state's buffers may be donated to a step that never returned.
+        if completed and self.state is not None:
+            self.state.assign_to(self.model, self.optimizer)
+        self._batches = None

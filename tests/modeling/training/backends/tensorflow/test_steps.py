@@ -1,5 +1,5 @@
-"""modeling/training/trainer.py (with objectives, step_log, evaluation) and distribution.py on a
-tiny Keras model (fast)."""
+"""modeling/training/backends/tensorflow/steps.py and job.py (with objectives, step_log,
+evaluation) and distribution.py on a tiny Keras model (fast)."""
 
 import os
 
@@ -12,7 +12,8 @@ from modeling.training import distribution
 from modeling.training import optimizers
 from tests.support.summaries import read_scalars
 from modeling.training import evaluation, objectives, step_log
-from modeling.training.trainer import Trainer, TrainerConfig, loop_steps
+from modeling.training.job import TrainerConfig, loop_steps
+from modeling.training.backends.tensorflow.steps import Trainer
 
 DIM = 6
 

@@ -1,5 +1,6 @@
-"""modeling/training/execution.py where XLA cannot compile for the CPU (tensorflow-tpu's wheel):
-the default paths run op by op, an explicit --use_xla stops with one line naming the cause.
+"""modeling/training/backends/tensorflow/execution.py where XLA cannot compile for the CPU
+(tensorflow-tpu's wheel): the default paths run op by op, an explicit --use_xla stops with one
+line naming the cause.
 
 The first two tests run everywhere (the probe's answer is set by hand); the last one checks the
 real probe of the installed TensorFlow and, under tensorflow-tpu (a Cloud TPU VM's wheel, or
@@ -12,7 +13,8 @@ import pytest
 import tensorflow as tf
 
 from bert_common.errors import FlagError
-from modeling.training import distribution, execution
+from modeling.training import distribution
+from modeling.training.backends.tensorflow import execution
 
 HOST = "could not find registered transfer manager for platform Host -- check target linkage"
 

@@ -1,13 +1,10 @@
-"""modeling/training/backends/jax.py: the one table of TensorFlow-only settings (every tool's
-refusal on JAX, one line naming the flag) and the optimizer settings refused there; and
-backends.current(), the backend chosen once. Runs on any backend (the table is plain Python)."""
+"""modeling/training/backends/jax/settings.py: the one table of TensorFlow-only settings (every
+tool's refusal on JAX, one line naming the flag). Runs on any backend (plain Python)."""
 
-import keras
 import pytest
 
 from bert_common.errors import FlagError
-from modeling.training import backends
-from modeling.training.backends import jax as jax_backend
+from modeling.training.backends.jax.settings import check_settings
 
 
 class _Settings:
@@ -31,29 +28,15 @@ class _Settings:
 def test_each_tensorflow_only_setting_is_refused_in_one_line(name, value, line):
     settings = type("Given", (_Settings,), {name: value})
     with pytest.raises(FlagError) as raised:
-        jax_backend.check_settings(settings)
+        check_settings(settings)
     message = str(raised.value)
     assert message.startswith(line) and "\n" not in message, message
 
 
 @pytest.mark.parametrize("precision", [None, "", "fp32", "bf16"])
 def test_the_defaults_and_what_jax_runs_pass(precision):
-    jax_backend.check_settings(type("Given", (_Settings,), {"mixed_precision": precision}))
+    check_settings(type("Given", (_Settings,), {"mixed_precision": precision}))
 
 
 def test_a_tool_without_a_flag_reads_its_default():
-    jax_backend.check_settings(type("Bare", (), {}))  # no attribute at all: nothing refused
-
-
-def test_the_optimizer_settings_jax_cannot_do_are_refused():
-    jax_backend.check_optimizer("mean_then_clip", None)
-    with pytest.raises(ValueError, match="per-replica clipping needs the TensorFlow backend"):
-        jax_backend.check_optimizer("clip_then_sum", None)
-    with pytest.raises(ValueError, match="loss scaling .float16. needs the TensorFlow backend"):
-        jax_backend.check_optimizer("mean_then_clip", "dynamic")
-
-
-def test_current_is_the_module_of_the_running_backend():
-    expected = "tensorflow" if keras.backend.backend() == "tensorflow" else "jax"
-    assert backends.current().__name__ == "modeling.training.backends." + expected
-    assert backends.current() is backends.current()
+    check_settings(type("Bare", (), {}))  # no attribute at all: nothing refused

@@ -1,8 +1,9 @@
-"""What only TensorFlow gives a training job; today the optimizer's side of it.
+"""What only TensorFlow gives the optimizer.
 
 ``modeling.training.optimizers``' classes are written once for every Keras backend; on
-TensorFlow (``modeling.training.backends.current()``) their ``_backend_apply_gradients`` is
-``apply_gradients`` here, which adds what the other backends do not have (the optimizers' module doc says what each does):
+TensorFlow (``modeling.training.backends.current().optimizer``) their
+``_backend_apply_gradients`` is ``apply_gradients`` here, which adds what the other backends do
+not have (the optimizers' module doc says what each does):
 
 * the cross-replica sum of a ``tf.distribute`` strategy, before clipping
   (``"mean_then_clip"``) or after it (``"clip_then_sum"``, the original's TPU semantics);
@@ -17,7 +18,7 @@ builds the graph it always built.
 
 Example::
 
-    from modeling.training.backends import tensorflow as tf_hooks
+    from modeling.training.backends.tensorflow import optimizer as tf_hooks
     tf_hooks.MATH.sqrt(4.0)   # a tf.Tensor
 """
 

@@ -1,7 +1,7 @@
-"""modeling/training/jax_trainer.py's checkpoint housekeeping (no JAX needed): an input state
+"""modeling/training/backends/jax/checkpoints.py's housekeeping (no JAX needed): an input state
 whose checkpoint was never written (a kill between the two) is removed, nothing else."""
 
-from modeling.training import jax_trainer
+from modeling.training.backends.jax import checkpoints
 
 
 def test_orphan_input_states_are_removed_and_nothing_else(tmp_path):
@@ -12,8 +12,8 @@ def test_orphan_input_states_are_removed_and_nothing_else(tmp_path):
              "notes-16.input.index", "jax-ckpt-x.input.index", "train_steps.jsonl"]
     for name in names:
         (tmp_path / name).write_bytes(b"x")
-    own = [path for _, path in jax_trainer.checkpoints_in(str(tmp_path))]
-    removed = jax_trainer.remove_orphan_input_states(str(tmp_path), own)
+    own = [path for _, path in checkpoints.checkpoints_in(str(tmp_path))]
+    removed = checkpoints.remove_orphan_input_states(str(tmp_path), own)
     assert sorted(p.rsplit("/", 1)[1] for p in removed) == [
         "jax-ckpt-16.input.data-00000-of-00001", "jax-ckpt-16.input.index"]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(

@@ -1,47 +1,46 @@
-"""A resumable custom training loop under any ``tf.distribute`` strategy.
+"""TensorFlow's steps of the one training job (``modeling.training.job``): host loops of a
+compiled step under any ``tf.distribute`` strategy, and the ``model.ckpt-N`` checkpoint store.
 
-The one training loop of the project: run_pretraining.py uses it directly, the fine-tuning
-tools through ``modeling.training.finetuning.finetune`` (a mean-of-examples objective).
-
-The loop knows nothing about BERT: an ``Objective`` (``modeling.training.objectives``: the
-contract, ``MeanLossObjective``, ``WeightedMeanLossObjective``, ``PretrainingObjective``) says
-what to feed the model and how to turn its outputs into the share of the global batch's loss
-and ``{name: (numerator, denominator)}`` logs; the loop adds ``loss``.
+The job (loop lengths, step log, progress, TensorBoard, checkpoint cadence) is
+``job.train``'s, the same on every backend; run_pretraining.py uses ``Trainer`` directly, the
+fine-tuning tools through ``modeling.training.finetuning.finetune`` (a mean-of-examples
+objective). The step knows nothing about BERT: an ``Objective``
+(``modeling.training.objectives``: the contract, ``MeanLossObjective``,
+``WeightedMeanLossObjective``, ``PretrainingObjective``) says what to feed the model and how to
+turn its outputs into the share of the global batch's loss and ``{name: (numerator,
+denominator)}`` logs; the loop adds ``loss``.
 
 **Trainer**::
 
     with strategy.scope():
         model = ...; optimizer = optimizers.create_optimizer(...)
     loop = trainer.Trainer(model, optimizer, objective, strategy,
-                           trainer.TrainerConfig(model_dir, num_train_steps))
+                           job.TrainerConfig(model_dir, num_train_steps))
     if loop.restore() == 0 and init_checkpoint: load weights ...
     result = loop.train(dataset)   # dataset: global batches, drop_remainder, repeated
 
 * One optimizer update per global batch of the dataset. ``num_accumulation_steps`` = k splits
   each replica's batch into k micro-batches run one after the other (dense gradients summed),
   then one update: same math, 1/k of the activation memory.
-* Host loops: one ``tf.function`` call runs ``steps_per_loop`` steps (``tf.range`` loop, the
-  iterator inside), so accelerators are fed without Python between steps. Loops end at
-  checkpoint steps and at ``num_train_steps``, and are cut short so that a progress line shows
-  at least every ``progress_every_s`` (30 s): the first loop runs one step (it traces the
-  step), the next ones as many steps as the measured time per step allows (``loop_steps``).
-  Under MultiWorker the loops keep their fixed lengths: each worker's clock is its own, and
-  workers whose loops differ in length wait for ever in each other's collectives.
+* Host loops: one ``tf.function`` call runs the loop's steps (``tf.range`` loop, the iterator
+  inside), so accelerators are fed without Python between steps; ``job.loop_steps`` says how
+  many. Under MultiWorker the loops keep their fixed lengths: each worker's clock is its own,
+  and workers whose loops differ in length wait for ever in each other's collectives.
 * How the step runs (``use_xla``, ``fuse_optimizer``, ``fused_kernels``; all off by default:
   the op-by-op step that reproduces the original's rounding) is decided once, for this
   strategy, device and optimizer, into an ``execution.Execution`` value that the loop is built
-  from (``modeling/training/execution.py`` has the rules): XLA for the replica step or its
+  from (``backends/tensorflow/execution.py`` has the rules): XLA for the replica step or its
   forward/backward, the XLA-fused clipping + update, the fused CPU kernels, which the layers
   get as a ``switch.Kernels`` value while the step is traced.
 * Checkpoints (``tf.train.CheckpointManager`` in ``model_dir``, prefix ``checkpoint_name``
-  (``ckpt``; the fine-tuning tools use the original Estimator's ``model.ckpt``), every
-  ``save_checkpoints_steps`` and at the end): model, optimizer (slots, iteration counter =
-  global step, loss scale), the data position and the dropout seeds (``RngState``: every
-  layer's Keras ``SeedGenerator`` state). TensorFlow writes the files under temporary
-  names and updates the ``checkpoint`` index last (an atomic rename), so a run killed at any
-  point leaves the previous checkpoint intact; ``restore()`` continues from the latest, and a
-  resumed run ends with the bits of an uninterrupted one, dropout on (a checkpoint without
-  seed states, from before they were saved, restores with a warning and this run's seeds).
+  (``ckpt``; the fine-tuning tools use the original Estimator's ``model.ckpt``)): model,
+  optimizer (slots, iteration counter = global step, loss scale), the data position and the
+  dropout seeds (``RngState``: every layer's Keras ``SeedGenerator`` state). TensorFlow writes
+  the files under temporary names and updates the ``checkpoint`` index last (an atomic
+  rename), so a run killed at any point leaves the previous checkpoint intact; ``restore()``
+  continues from the latest, and a resumed run ends with the bits of an uninterrupted one,
+  dropout on (a checkpoint without seed states, from before they were saved, restores with a
+  warning and this run's seeds).
   Data position: except on TPUs, each host's input is a plain tf.data iterator over its
   replicas' per-replica batches, handed to them in replica order
   (``experimental_distribute_values_from_function``), and its state is saved (in the model
@@ -53,97 +52,30 @@ and ``{name: (numerator, denominator)}`` logs; the loop adds ``loss``.
 * Multi-worker: every worker saves (collective variables); only the chief writes into
   ``model_dir``, the others into a temporary folder that is deleted. Summaries, the step log and
   results: chief only.
-* TensorBoard scalars in ``model_dir/train``: every log, ``learning_rate``, ``global_norm``,
-  ``examples_per_sec``. Progress line on stderr after each loop: step, loss, the objective's
-  logs, learning rate, examples/s, ETA. ``step_log`` (``train_steps.jsonl``,
-  ``modeling.training.step_log``): one line per step with the step's loss, learning rate and
-  global norm.
 
 The eval loop is ``modeling.training.evaluation.evaluate``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
-import sys
-import time
-from typing import Dict, List, Optional, Tuple, Union
+from typing import List, Optional, Tuple, Union
 
 import tensorflow as tf
 from absl import logging
 
 from bert_common import atomic, files
 from bert_common.errors import InputError, first_line
-from bert_common.progress import format_eta
-from bert_common.results import ScalarWriter
 from modeling.layers import embeddings
 from modeling.checkpoints.tf1 import checkpoint_reader, latest_checkpoint
 from modeling.kernels import switch
-from modeling.training import distribution, execution, host_input, step_log
+from modeling.training import distribution, host_input, job
+from modeling.training.backends.tensorflow import execution
 from modeling.training.host_input import DatasetFn
 from modeling.training.objectives import Logs, Objective
 
 INPUT_STATE_DIR = "input_state"  # multi-worker: per-worker iterator states
-
-
-# ------------------------------------------------------------------------------------ config
-
-
-@dataclasses.dataclass
-class TrainerConfig:
-    """Loop settings (see the module docstring).
-
-    Attributes:
-        model_dir: the checkpoint, summary and step-log folder.
-        num_train_steps: the global step to train to.
-        steps_per_loop: the most steps one host loop (``tf.function`` call) runs.
-        save_checkpoints_steps: a checkpoint every this many steps (and at the end).
-        num_accumulation_steps: micro-batches per replica batch (k >= 1), one update.
-        keep_checkpoint_max: checkpoints kept in ``model_dir``.
-        use_xla: XLA-compile the step (or its forward/backward; see ``execution``).
-        fuse_optimizer: XLA-fuse gradient clipping and the update.
-        fused_kernels: trace the layers with the fused training kernels.
-        write_summaries: write TensorBoard scalars to ``model_dir/train``.
-        step_log: write ``train_steps.jsonl`` (one line per step).
-        progress: print a progress line after each loop.
-        progress_every_s: the longest time between progress lines, in seconds.
-        checkpoint_name: the checkpoint file prefix (``<model_dir>/<name>-<step>``).
-    """
-
-    model_dir: str
-    num_train_steps: int
-    steps_per_loop: int = 1000
-    save_checkpoints_steps: int = 1000
-    num_accumulation_steps: int = 1
-    keep_checkpoint_max: int = 5
-    use_xla: bool = False
-    fuse_optimizer: bool = False
-    fused_kernels: bool = False
-    write_summaries: bool = True
-    step_log: bool = True
-    progress: bool = True
-    # A host loop is cut short so that a progress line shows at least this often, whatever
-    # steps_per_loop is (from the second loop on, by the seconds per step measured so far).
-    progress_every_s: float = 30.0
-    checkpoint_name: str = "ckpt"  # files <model_dir>/<checkpoint_name>-<step>.{index,data-*}
-
-
-@dataclasses.dataclass
-class TrainResult:
-    """What ``Trainer.train`` returns.
-
-    Attributes:
-        global_step: the step reached.
-        logs: the last loop's streaming means, by name.
-        step_losses: the loss of each step of this run (not of restored steps).
-        examples_per_sec: this run's training throughput.
-    """
-    global_step: int
-    logs: Dict[str, float]              # the last loop's streaming means
-    step_losses: List[float]            # per step of this run (not of restored steps)
-    examples_per_sec: float
 
 
 class RngState(tf.Module):
@@ -220,34 +152,6 @@ def _split_micro_batches(batch, k: int, index):
     return tf.nest.map_structure(take, batch)
 
 
-def loop_steps(step: int, config: TrainerConfig, seconds_per_step: Optional[float]) -> int:
-    """How many steps the host loop starting after ``step`` runs.
-
-    Loops end at checkpoint steps and at ``num_train_steps`` and run at most ``steps_per_loop``
-    steps. With ``seconds_per_step`` (the last loop's time per step), the loop is cut so that
-    a progress line shows at least every ``progress_every_s``; 0.0 (nothing timed yet): one
-    step, the loop that traces the step. None: the fixed lengths alone, the same on every
-    worker of a cluster. Workers that timed their own loops could pick different lengths, and
-    then each waits in a collective that the other never joins: under MultiWorker on a loaded
-    2-core host both workers hung in their first loops' all-reduces.
-
-    Args:
-        step: the global step the loop starts from.
-        config: the trainer's ``TrainerConfig``.
-        seconds_per_step: see above.
-
-    Returns:
-        An int >= 1.
-    """
-    next_save = ((step // config.save_checkpoints_steps) + 1) * config.save_checkpoints_steps
-    num_steps = min(config.steps_per_loop, next_save - step, config.num_train_steps - step)
-    if seconds_per_step is None:
-        return num_steps
-    if not seconds_per_step:
-        return 1
-    return max(1, min(num_steps, int(config.progress_every_s / seconds_per_step)))
-
-
 class Trainer:
     """Custom training loop (see the module docstring for the contract).
 
@@ -256,14 +160,14 @@ class Trainer:
         optimizer: its optimizer (``modeling.optimization.create_optimizer``), same scope.
         objective: the ``Objective``: model inputs, loss share and logs.
         strategy: the ``tf.distribute.Strategy``; None: the default strategy.
-        config: the ``TrainerConfig``.
+        config: the ``job.TrainerConfig``.
 
     Raises:
         ValueError: ``config.num_accumulation_steps`` < 1.
     """
 
     def __init__(self, model, optimizer, objective: Objective,
-                 strategy: Optional[tf.distribute.Strategy], config: TrainerConfig):
+                 strategy: Optional[tf.distribute.Strategy], config: job.TrainerConfig):
         self.model = model
         self.optimizer = optimizer
         self.objective = objective
@@ -413,9 +317,6 @@ class Trainer:
             raise
         if not self.is_chief:
             files.rmtree(self._write_dir, ignore_errors=True)
-        elif self.config.progress:
-            print("Saved checkpoint for step %d: %s" % (self.global_step, path),
-                  file=sys.stderr, flush=True)
         return path
 
     # ---------------------------------------------------------------------------- step math
@@ -631,8 +532,9 @@ class Trainer:
             num_replicas_in_sync=self.num_replicas))  # only its element spec is read
         return host_input.global_batch_size(per_replica) * self.num_replicas
 
-    def train(self, dataset: Union[tf.data.Dataset, DatasetFn]) -> TrainResult:
-        """Trains to ``num_train_steps`` from the latest checkpoint (if any); see module.
+    def train(self, dataset: Union[tf.data.Dataset, DatasetFn]) -> job.TrainResult:
+        """Trains to ``num_train_steps`` from the latest checkpoint (if any): the one training
+        job (``modeling.training.job.train``) with this trainer's steps; see the module.
 
         ``dataset``: global batches (the same stream on every host), or a function of a
         ``tf.distribute.InputContext`` returning that input pipeline's per-replica batches
@@ -642,16 +544,29 @@ class Trainer:
             dataset: a ``tf.data.Dataset`` of global batches, or a ``DatasetFn`` (see above).
 
         Returns:
-            A ``TrainResult``.
+            A ``job.TrainResult``.
 
         Raises:
             InputError: a damaged or unfitting checkpoint in ``model_dir``, or bad input data.
         """
-        cfg = self.config
+        return job.train(_Steps(self, dataset), self.config)
+
+    def open_input(self, dataset: Union[tf.data.Dataset, DatasetFn]):
+        """Restores the latest checkpoint with the input's position: the saved iterator state
+        if there is one this strategy can use, else the global batches consumed so far are
+        skipped. Returns ``(iterator, global step)``.
+
+        Args:
+            dataset: as ``train``'s.
+
+        Returns:
+            ``(iterator, step)``.
+
+        Raises:
+            InputError: a damaged or unfitting checkpoint.
+        """
         if self.is_chief:
-            files.makedirs(cfg.model_dir)
-        # Data position: the saved iterator state if there is one this strategy can use, else
-        # skip the global batches consumed so far.
+            files.makedirs(self.config.model_dir)
         path = self.latest_checkpoint()
         reader = checkpoint_reader(path) if path else None
         worker_state = None  # multi-worker: this worker's iterator state at that step
@@ -684,56 +599,9 @@ class Trainer:
         else:
             start_step = self.restore(iterator if saved else None)
         self._make_checkpoint(iterator if self._can_save_iterator() else None)
-        writer = None  # made after the first loop: a run that never trains writes no events
-        try:
-            if start_step >= cfg.num_train_steps:
-                logging.info("Global step %d >= num_train_steps %d: nothing to train",
-                             start_step, cfg.num_train_steps)
-                return TrainResult(start_step, {}, [], 0.0)
-            step_log_path = step_log.path_in(cfg.model_dir)
-            if cfg.step_log and self.is_chief:
-                step_log.truncate(step_log_path, start_step)
+        return iterator, start_step
 
-            global_batch = None
-            step = start_step
-            all_losses: List[float] = []
-            last_logs: Dict[str, float] = {}
-            rate = 0.0
-            seconds_per_step = 0.0  # of the last loop
-            run_start = time.monotonic()
-            timed = not distribution.is_multi_worker(self.strategy)  # see loop_steps
-            while step < cfg.num_train_steps:
-                num_steps = loop_steps(step, cfg, seconds_per_step if timed else None)
-                loop_start = time.monotonic()
-                sums, losses, norms, lrs = self._run_loop(iterator, num_steps)
-                losses = losses.numpy().tolist()
-                elapsed = time.monotonic() - loop_start
-                step = self.global_step
-                if global_batch is None:
-                    global_batch = self._global_batch(dataset)
-                rate = num_steps * global_batch / max(elapsed, 1e-9)
-                seconds_per_step = max(elapsed / num_steps, 1e-9)
-                last_logs = {n: float(a) / float(b) if float(b) else float("nan")
-                             for n, (a, b) in sums.items()}
-                all_losses.extend(losses)
-                if self.is_chief:
-                    if writer is None and cfg.write_summaries:
-                        writer = ScalarWriter(os.path.join(cfg.model_dir, "train"))
-                    self._report(step, last_logs, float(lrs[-1]), float(norms[-1]), rate,
-                                 elapsed / num_steps, writer)
-                    if cfg.step_log:
-                        step_log.append(step_log_path, step - num_steps + 1, losses,
-                                        lrs.numpy().tolist(), norms.numpy().tolist())
-                if step % cfg.save_checkpoints_steps == 0 or step >= cfg.num_train_steps:
-                    self.save()
-            logging.info("Trained to step %d in %.1fs", step, time.monotonic() - run_start)
-            return TrainResult(step, last_logs, all_losses, rate)
-        finally:
-            if writer is not None:
-                writer.close()
-            self._release_input()
-
-    def _release_input(self) -> None:
+    def release_input(self) -> None:
         """Drops the input's iterator from the checkpoint at the end of ``train``, so that it is
         freed now. Left in the trainer (a reference cycle through its traced functions), it
         would be freed by some later garbage collection, and a tf.data iterator restored from a
@@ -746,18 +614,40 @@ class Trainer:
         except Exception:  # noqa: BLE001 - see above
             self._checkpoint = self._manager = self._input_manager = None
 
-    def _report(self, step, logs, lr, norm, rate, seconds_per_step, writer) -> None:
-        cfg = self.config
-        if writer is not None:
-            writer.write(step, dict(logs, learning_rate=lr, global_norm=norm,
-                                    examples_per_sec=rate))
-        if cfg.progress:
-            eta = (cfg.num_train_steps - step) * seconds_per_step
-            parts = ["train step %d/%d" % (step, cfg.num_train_steps),
-                     "loss %.4f" % logs.get("loss", float("nan"))]
-            parts += ["%s %.4f" % (n, v) for n, v in sorted(logs.items()) if n != "loss"]
-            parts += ["lr %.3g" % lr, "%.1f examples/s" % rate, "ETA %s" % format_eta(eta)]
-            print(" ".join(parts), file=sys.stderr, flush=True)
+
+class _Steps:
+    """TensorFlow's ``job.Steps``: the trainer's host loops over one input."""
+
+    def __init__(self, trainer: Trainer, dataset: Union[tf.data.Dataset, DatasetFn]):
+        self.trainer = trainer
+        self.dataset = dataset
+        self.is_chief = trainer.is_chief
+        self.timed = not distribution.is_multi_worker(trainer.strategy)  # job.loop_steps
+        self._iterator = None
+        self._global_batch: Optional[int] = None
+
+    def restore(self) -> int:
+        self._iterator, step = self.trainer.open_input(self.dataset)
+        return step
+
+    def run(self, num_steps: int) -> job.LoopOutput:
+        sums, losses, norms, lrs = self.trainer._run_loop(self._iterator, num_steps)
+        return job.LoopOutput(
+            losses.numpy().tolist(), lrs.numpy().tolist(), norms.numpy().tolist(),
+            {n: float(a) / float(b) if float(b) else float("nan") for n, (a, b) in sums.items()})
+
+    def global_batch(self) -> int:
+        if self._global_batch is None:
+            self._global_batch = self.trainer._global_batch(self.dataset)
+        return self._global_batch
+
+    def save(self) -> str:
+        return self.trainer.save()
+
+    def close(self, completed: bool) -> None:
+        del completed  # the trained values are the model's variables
+        self._iterator = None
+        self.trainer.release_input()
 
 
 def _damaged(path: str, error: BaseException) -> InputError:

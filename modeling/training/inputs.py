@@ -1,0 +1,131 @@
+"""The training input of the JAX steps, behind one contract: ``open(checkpoint, records)`` (the
+batches from the position of the checkpoint resumed from), ``save(checkpoint)`` (its state
+beside a checkpoint being written, before it), ``remove(checkpoint)`` (with a checkpoint
+dropped).
+
+* ``ReReadInput``: numpy batches (no TensorFlow); the position is the checkpoint's record count,
+  re-read on resume.
+* ``TFDataInput``: a ``tf.data`` pipeline read as numpy batches; its iterator state (shuffle
+  buffers included) is saved beside each checkpoint, as TensorFlow's trainer saves it in its
+  own: nothing is re-read.
+
+TensorFlow's trainer keeps its iterator inside its ``model.ckpt-N`` (``trainer.Trainer``).
+
+Example::
+
+    data = ReReadInput(lambda records: my_batches(skip=records))
+    batches = data.open(None, 0)
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator, Optional
+
+from bert_common import files as fs
+from bert_common.errors import InputError
+
+
+class ReReadInput:
+    """Training input that a resumed run re-reads up to its position (numpy, no TensorFlow).
+
+    Args:
+        batches_after: ``records -> iterator`` of numpy batches after the first ``records``
+            examples of the input.
+    """
+
+    def __init__(self, batches_after: Callable[[int], Iterator]):
+        self._batches_after = batches_after
+
+    def open(self, checkpoint: Optional[str], records: int) -> Iterator:
+        """The batches from the position ``records`` (``checkpoint``: unused).
+
+        Args:
+            checkpoint: the checkpoint resumed from, or None.
+            records: the examples read before it.
+        """
+        return self._batches_after(records)
+
+    def save(self, checkpoint: str) -> None:
+        """Nothing: the position is the checkpoint's record count.
+
+        Args:
+            checkpoint: the checkpoint being written.
+        """
+
+    def remove(self, checkpoint: str) -> None:
+        """Nothing to remove.
+
+        Args:
+            checkpoint: a checkpoint being dropped.
+        """
+
+
+class TFDataInput:
+    """Training input from a ``tf.data`` pipeline (where TensorFlow is installed), read as numpy
+    batches; its iterator state (shuffle buffers included) is saved beside each checkpoint
+    (``jax-ckpt-<step>.input.*``, a ``tf.train.Checkpoint``) and restored on resume, as the
+    TensorFlow trainer does: nothing is re-read. A checkpoint without it (written by
+    ``ReReadInput``) is resumed by skipping the batches read.
+
+    Args:
+        dataset: the repeated training batches.
+        transform: applied to each numpy batch (e.g. ``backends.jax.predict.pad_batch``), or None.
+    """
+
+    def __init__(self, dataset, transform: Optional[Callable] = None):
+        self.dataset = dataset
+        self.transform = transform
+        self._iterator = None
+        self._batch_size: Optional[int] = None
+
+    @staticmethod
+    def state_prefix(checkpoint: str) -> str:
+        """The iterator state's checkpoint prefix beside ``checkpoint``."""
+        return checkpoint[:-len(".npz")] + ".input"
+
+    def open(self, checkpoint: Optional[str], records: int) -> Iterator:
+        """The batches from the checkpoint's position.
+
+        Args:
+            checkpoint: the checkpoint resumed from, or None (from the start).
+            records: the examples read before it.
+        """
+        import tensorflow as tf
+
+        dataset = self.dataset
+        prefix = self.state_prefix(checkpoint) if checkpoint else None
+        restore = prefix is not None and fs.exists(prefix + ".index")
+        if checkpoint and not restore and records:
+            batch = int(dataset.element_spec[next(iter(dataset.element_spec))].shape[0] or 0)
+            if not batch:
+                raise InputError("%s: no input state beside it, and the batches have no static "
+                                 "size to skip by" % checkpoint)
+            dataset = dataset.skip(records // batch)
+        self._iterator = iter(dataset)
+        if restore:
+            tf.train.Checkpoint(input=self._iterator).read(prefix).assert_consumed()
+        return self._batches()
+
+    def _batches(self):
+        for batch in self._iterator:
+            values = {name: value.numpy() for name, value in batch.items()}
+            yield self.transform(values) if self.transform else values
+
+    def save(self, checkpoint: str) -> None:
+        """The iterator's state beside ``checkpoint`` (before it is written).
+
+        Args:
+            checkpoint: the checkpoint being written.
+        """
+        import tensorflow as tf
+
+        tf.train.Checkpoint(input=self._iterator).write(self.state_prefix(checkpoint))
+
+    def remove(self, checkpoint: str) -> None:
+        """The iterator state of a checkpoint being dropped.
+
+        Args:
+            checkpoint: the checkpoint.
+        """
+        for path in fs.glob(self.state_prefix(checkpoint) + ".*"):
+            fs.remove(path)

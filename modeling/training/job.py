@@ -1,0 +1,254 @@
+"""The one training job of every backend: the loop, resume bookkeeping, step log, progress
+lines, TensorBoard scalars and checkpoint cadence, written once.
+
+A backend gives only what differs (``modeling/training/backends/``, as Keras 3's own
+``trainers/trainer.py`` + ``backend/<name>/trainer.py``): a ``Steps`` value that restores the
+newest checkpoint (model, optimizer, dropout seeds, the input's position), runs a host loop of
+compiled steps, and saves. TensorFlow's is ``backends.tensorflow.steps.Trainer``'s (a
+``tf.function`` host loop under a ``tf.distribute`` strategy, ``model.ckpt-N`` / ``ckpt-N``
+checkpoints with Google's names); JAX's is ``backends.jax.steps.Steps`` (a ``jax.jit`` step,
+``jax-ckpt-N.npz``).
+
+What the job does with them (``train``):
+
+* restores (the backend's newest checkpoint; the step log cut back to its step);
+* runs host loops of ``loop_steps`` steps each: they end at checkpoint steps and at
+  ``num_train_steps``, run at most ``steps_per_loop`` steps, and are cut short so that a
+  progress line shows at least every ``progress_every_s`` (the first loop runs one step: it
+  traces and compiles the step). A backend whose workers must run loops of one length
+  (MultiWorker: each worker's clock is its own) says so (``Steps.timed`` False);
+* after each loop, on the chief (the process that writes): the step log
+  (``train_steps.jsonl``: each step's loss, learning rate and global norm), TensorBoard
+  scalars in ``model_dir/train`` (the loop's means of the objective's logs, the last step's
+  ``learning_rate`` and ``global_norm``, ``examples_per_sec``), and a progress line on stderr
+  (step, loss, the logs, learning rate, examples/s, ETA);
+* saves every ``save_checkpoints_steps`` and at the end (every process takes part).
+
+Example::
+
+    from modeling.training import job
+    result = job.train(steps, job.TrainerConfig(model_dir="out", num_train_steps=1000))
+    result.global_step, result.step_losses
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+from typing import Dict, List, Optional, Protocol
+
+from absl import logging
+
+from bert_common.progress import format_eta
+from bert_common.results import ScalarWriter
+from modeling.training import step_log
+
+
+@dataclasses.dataclass
+class TrainerConfig:
+    """The job's settings. The loop's are read by ``train`` on every backend; the step's
+    (``num_accumulation_steps``, ``use_xla``, ``fuse_optimizer``, ``fused_kernels``,
+    ``checkpoint_name``) by TensorFlow's ``Trainer``, the only backend that has them.
+
+    Attributes:
+        model_dir: the checkpoint, summary and step-log folder.
+        num_train_steps: the global step to train to.
+        steps_per_loop: the most steps one host loop runs.
+        save_checkpoints_steps: a checkpoint every this many steps (and at the end).
+        num_accumulation_steps: micro-batches per replica batch (k >= 1), one update.
+        keep_checkpoint_max: checkpoints kept in ``model_dir``.
+        use_xla: XLA-compile the step (or its forward/backward; see ``execution``).
+        fuse_optimizer: XLA-fuse gradient clipping and the update.
+        fused_kernels: trace the layers with the fused training kernels.
+        write_summaries: write TensorBoard scalars to ``model_dir/train``.
+        step_log: write ``train_steps.jsonl`` (one line per step).
+        progress: print a progress line after each loop.
+        progress_every_s: the longest time between progress lines, in seconds.
+        checkpoint_name: the checkpoint file prefix (``<model_dir>/<name>-<step>``).
+    """
+
+    model_dir: str
+    num_train_steps: int
+    steps_per_loop: int = 1000
+    save_checkpoints_steps: int = 1000
+    num_accumulation_steps: int = 1
+    keep_checkpoint_max: int = 5
+    use_xla: bool = False
+    fuse_optimizer: bool = False
+    fused_kernels: bool = False
+    write_summaries: bool = True
+    step_log: bool = True
+    progress: bool = True
+    # A host loop is cut short so that a progress line shows at least this often, whatever
+    # steps_per_loop is (from the second loop on, by the seconds per step measured so far).
+    progress_every_s: float = 30.0
+    checkpoint_name: str = "ckpt"  # files <model_dir>/<checkpoint_name>-<step>.{index,data-*}
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What ``train`` returns.
+
+    Attributes:
+        global_step: the step reached.
+        logs: the last loop's streaming means, by name.
+        step_losses: the loss of each step of this run (not of restored steps).
+        examples_per_sec: this run's training throughput.
+    """
+    global_step: int
+    logs: Dict[str, float]              # the last loop's streaming means
+    step_losses: List[float]            # per step of this run (not of restored steps)
+    examples_per_sec: float
+
+
+@dataclasses.dataclass
+class LoopOutput:
+    """One host loop's values, as floats on the host.
+
+    Attributes:
+        losses: each step's loss.
+        learning_rates: the learning rate each step's update used.
+        global_norms: each step's gradient global norm (before clipping).
+        logs: the loop's means of the objective's logs, ``loss`` among them.
+    """
+    losses: List[float]
+    learning_rates: List[float]
+    global_norms: List[float]
+    logs: Dict[str, float]
+
+
+class Steps(Protocol):
+    """What a backend gives ``train``.
+
+    Attributes:
+        is_chief: this process writes the step log, summaries and progress lines.
+        timed: loop lengths may follow this process's clock (False: the fixed lengths alone,
+            the same on every worker of a cluster).
+    """
+
+    is_chief: bool
+    timed: bool
+
+    def restore(self) -> int:
+        """Restores the newest checkpoint (model, optimizer, dropout seeds) and opens the input
+        at its position; returns its global step (0: none, nothing changed)."""
+
+    def run(self, num_steps: int) -> LoopOutput:
+        """``num_steps`` updates (one host loop)."""
+
+    def global_batch(self) -> int:
+        """The examples one update reads (after the first loop)."""
+
+    def save(self) -> str:
+        """A checkpoint at the current step (atomic: an interrupted save is never found);
+        returns its path."""
+
+    def close(self, completed: bool) -> None:
+        """After the job (``completed``: it reached its step): the trained values left in the
+        model, the input released."""
+
+
+def loop_steps(step: int, config: TrainerConfig, seconds_per_step: Optional[float]) -> int:
+    """How many steps the host loop starting after ``step`` runs.
+
+    Loops end at checkpoint steps and at ``num_train_steps`` and run at most ``steps_per_loop``
+    steps. With ``seconds_per_step`` (the last loop's time per step), the loop is cut so that
+    a progress line shows at least every ``progress_every_s``; 0.0 (nothing timed yet): one
+    step, the loop that traces the step. None: the fixed lengths alone, the same on every
+    worker of a cluster. Workers that timed their own loops could pick different lengths, and
+    then each waits in a collective that the other never joins: under MultiWorker on a loaded
+    2-core host both workers hung in their first loops' all-reduces.
+
+    Args:
+        step: the global step the loop starts from.
+        config: the job's ``TrainerConfig``.
+        seconds_per_step: see above.
+
+    Returns:
+        An int >= 1.
+    """
+    next_save = ((step // config.save_checkpoints_steps) + 1) * config.save_checkpoints_steps
+    num_steps = min(config.steps_per_loop, next_save - step, config.num_train_steps - step)
+    if seconds_per_step is None:
+        return num_steps
+    if not seconds_per_step:
+        return 1
+    return max(1, min(num_steps, int(config.progress_every_s / seconds_per_step)))
+
+
+def train(steps: Steps, config: TrainerConfig) -> TrainResult:
+    """Trains to ``config.num_train_steps`` from the newest checkpoint (see the module).
+
+    Args:
+        steps: the backend's ``Steps``.
+        config: the job's settings.
+
+    Returns:
+        A ``TrainResult``.
+
+    Raises:
+        InputError: a damaged or unfitting checkpoint, or bad input data (the backend's).
+    """
+    completed = False
+    writer = None  # made after the first loop: a run that never trains writes no events
+    try:
+        step = start = steps.restore()
+        if start >= config.num_train_steps:
+            logging.info("Global step %d >= num_train_steps %d: nothing to train",
+                         start, config.num_train_steps)
+            completed = True
+            return TrainResult(start, {}, [], 0.0)
+        log_path = step_log.path_in(config.model_dir)
+        if config.step_log and steps.is_chief:
+            step_log.truncate(log_path, start)
+        all_losses: List[float] = []
+        logs: Dict[str, float] = {}
+        rate = 0.0
+        seconds_per_step = 0.0  # of the last loop
+        run_start = time.monotonic()
+        while step < config.num_train_steps:
+            num_steps = loop_steps(step, config, seconds_per_step if steps.timed else None)
+            loop_start = time.monotonic()
+            out = steps.run(num_steps)
+            elapsed = time.monotonic() - loop_start
+            step += num_steps
+            rate = num_steps * steps.global_batch() / max(elapsed, 1e-9)
+            seconds_per_step = max(elapsed / num_steps, 1e-9)
+            logs = out.logs
+            all_losses.extend(out.losses)
+            if steps.is_chief:
+                if writer is None and config.write_summaries:
+                    writer = ScalarWriter(os.path.join(config.model_dir, "train"))
+                if writer is not None:
+                    writer.write(step, dict(logs, learning_rate=out.learning_rates[-1],
+                                            global_norm=out.global_norms[-1],
+                                            examples_per_sec=rate))
+                if config.progress:
+                    _progress_line(step, config.num_train_steps, logs, out.learning_rates[-1],
+                                   rate, seconds_per_step)
+                if config.step_log:
+                    step_log.append(log_path, step - num_steps + 1, out.losses,
+                                    out.learning_rates, out.global_norms)
+            if step % config.save_checkpoints_steps == 0 or step >= config.num_train_steps:
+                path = steps.save()
+                if steps.is_chief and config.progress:
+                    print("Saved checkpoint for step %d: %s" % (step, path), file=sys.stderr,
+                          flush=True)
+        logging.info("Trained to step %d in %.1fs", step, time.monotonic() - run_start)
+        completed = True
+        return TrainResult(step, logs, all_losses, rate)
+    finally:
+        if writer is not None:
+            writer.close()
+        steps.close(completed)
+
+
+def _progress_line(step: int, total: int, logs: Dict[str, float], lr: float, rate: float,
+                   seconds_per_step: float) -> None:
+    parts = ["train step %d/%d" % (step, total), "loss %.4f" % logs.get("loss", float("nan"))]
+    parts += ["%s %.4f" % (n, v) for n, v in sorted(logs.items()) if n != "loss"]
+    eta = (total - step) * seconds_per_step
+    parts += ["lr %.3g" % lr, "%.1f examples/s" % rate, "ETA %s" % format_eta(eta)]
+    print(" ".join(parts), file=sys.stderr, flush=True)
