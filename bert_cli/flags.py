@@ -15,7 +15,7 @@ checks the values every tool shares (batch sizes, learning rate, epochs, warmup,
 step counts: NaN and out-of-range values fail with a ``FlagError`` naming the flag and value)
 with ``bert_common.checks.check_values(fv)``, and builds them at the start of its run, before
 any other TensorFlow op (multi-worker and TPU set-up must come first), with
-``modeling.training.distribution.strategy_from_settings(fv)`` and ``set_precision``. Defining a
+``modeling.training.strategies.strategy_from_settings(fv)`` and ``set_precision``. Defining a
 flag imports no TensorFlow, so ``--help`` is fast.
 """
 
@@ -30,7 +30,7 @@ from bert_common.errors import FlagError
 
 FlagValues = flags.FlagValues
 
-# Kept equal to modeling.training.distribution.STRATEGIES / MIXED_PRECISIONS (tested): this
+# Kept equal to modeling.training.strategies.STRATEGIES / MIXED_PRECISIONS (tested): this
 # module must not import TensorFlow to list them.
 STRATEGIES = ("default", "mirrored", "multi_worker", "tpu")
 MIXED_PRECISIONS = ("bf16", "fp16")

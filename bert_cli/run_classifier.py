@@ -6,7 +6,7 @@ The original ``run_classifier.py``'s flags (``--data_dir``, ``--bert_config_file
 ``--learning_rate=5e-5``, ``--num_train_epochs=3.0``, ``--warmup_proportion=0.1``,
 ``--save_checkpoints_steps``, ``--iterations_per_loop``, TPU flags) plus ``--xnli_language``,
 the project's shared ``--strategy`` / ``--mixed_precision`` / ``--use_xla`` flags
-(``modeling/training/distribution.py``), ``--length_aware_batching``, ``--export_dir``,
+(``modeling/training/strategies.py``), ``--length_aware_batching``, ``--export_dir``,
 ``--fast_tokenizer`` and ``--random_seed``.
 
 Writes into ``--output_dir``: ``train.tf_record``/``eval.tf_record``/``predict.tf_record`` (one

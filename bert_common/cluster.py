@@ -1,5 +1,5 @@
 """Which process of a multi-worker cluster is its chief: the one that writes checkpoints,
-summaries and results. One rule for the trainer (``modeling.training.distribution.is_chief``)
+summaries and results. One rule for the trainer (``modeling.training.strategies.is_chief``)
 and the tools' run marker (``bert_cli.runner``); no TensorFlow import."""
 
 from __future__ import annotations

@@ -120,12 +120,12 @@ def run(task: Task, settings: Any, *, warn: Optional[Callable[[str], None]] = No
         # tf.distribute strategy (ctx.strategy stays None).
         _prepare_jax(settings)
     else:
-        from modeling.training import distribution
+        from modeling.training import strategies
         from modeling.training.backends.tensorflow import execution
 
-        ctx.strategy = distribution.strategy_from_settings(settings)  # before any other TF op
-        precision = distribution.set_precision(settings.mixed_precision)  # the dtype policy
-        ctx.tpu = distribution.is_tpu(ctx.strategy)
+        ctx.strategy = strategies.strategy_from_settings(settings)  # before any other TF op
+        precision = strategies.set_precision(settings.mixed_precision)  # the dtype policy
+        ctx.tpu = strategies.is_tpu(ctx.strategy)
         execution.check_use_xla(ctx.strategy, settings.use_xla)  # before anything is written
     ctx.tokenizer = tokenizer_from_settings(settings)  # a bad vocab: nothing written
     task.prepare(ctx)
@@ -370,7 +370,7 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_example
         per_example_loss: ``finetune``'s loss.
         num_examples: training examples (the step count).
         strategy: the run's strategy (None on JAX).
-        precision: ``distribution.set_precision``'s result (its loss scale for float16; None
+        precision: ``strategies.set_precision``'s result (its loss scale for float16; None
             on JAX).
         loss_weights: see ``finetune`` (NER: the mean over scored tokens).
 
@@ -389,12 +389,12 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_example
     if not backend.TENSORFLOW:
         return _train_on_jax(settings, model, dataset, per_example_loss, num_train_steps,
                              num_warmup_steps, loss_weights=loss_weights)
-    from modeling.training import distribution, finetuning, optimizers
+    from modeling.training import finetuning, optimizers, strategies
 
     with strategy.scope():
         optimizer = optimizers.create_optimizer(
             settings.learning_rate, num_train_steps, num_warmup_steps,
-            loss_scale=precision.loss_scale, use_tpu=distribution.is_tpu(strategy))
+            loss_scale=precision.loss_scale, use_tpu=strategies.is_tpu(strategy))
     result = finetuning.finetune(
         model, optimizer, dataset, per_example_loss, model_dir=settings.output_dir,
         num_train_steps=num_train_steps, strategy=strategy,

@@ -178,14 +178,14 @@ def _encoder(config, init_checkpoint, max_seq_length, layer_indexes, inference_d
     import tensorflow as tf
 
     from modeling.kernels import switch
-    from modeling.training import distribution
+    from modeling.training import strategies
     # bfloat16 runs as a graph, with the fused LayerNorm on a CPU (float32: XLA, which
     # compiles TensorFlow's ops and cannot take the kernel library's)
-    fused = (inference_dtype != "float32" and distribution.prediction_kernels_apply(
+    fused = (inference_dtype != "float32" and strategies.prediction_kernels_apply(
         tf.distribute.get_strategy(), model.variables))
 
     # float32 is XLA-compiled where XLA can compile for the CPU (not under tensorflow-tpu)
-    xla = inference_dtype == "float32" and not distribution.xla_cpu_unavailable()
+    xla = inference_dtype == "float32" and not strategies.xla_cpu_unavailable()
 
     @tf.function(jit_compile=xla, reduce_retracing=True)
     def predict(batch):

@@ -164,19 +164,19 @@ def build_trainer(settings, config, strategy, precision):
         settings: the run's settings (the tool's flag values).
         config: the ``BertConfig``.
         strategy: the ``tf.distribute.Strategy``.
-        precision: the ``Precision`` set (``distribution.set_precision``).
+        precision: the ``Precision`` set (``strategies.set_precision``).
 
     Returns:
         The ``trainer.Trainer``.
     """
     from modeling.heads.pretraining import BertPretrainingModel
-    from modeling.training import distribution, optimizers
+    from modeling.training import optimizers, strategies
     from modeling.training import objectives as pretraining_objective
     from modeling.training.backends.tensorflow import steps as trainer
 
     reduction = settings.gradient_reduction
     if reduction == "auto":
-        reduction = "clip_then_sum" if distribution.is_tpu(strategy) else "mean_then_clip"
+        reduction = "clip_then_sum" if strategies.is_tpu(strategy) else "mean_then_clip"
     with strategy.scope():
         model = BertPretrainingModel(config, seq_length=settings.max_seq_length,
                                      max_predictions_per_seq=settings.max_predictions_per_seq)
@@ -261,9 +261,9 @@ def pretrain(settings) -> Optional[Dict[str, float]]:
 
     from data.pretraining import dataset as pd
     from data.pretraining import corpus_shards
-    from modeling.training import distribution
+    from modeling.training import strategies
 
-    chief = distribution.is_chief(strategy)
+    chief = strategies.is_chief(strategy)
     if chief:
         fs.prepare_output_dir(settings.output_dir)
     files = corpus_shards.input_files(settings.input_file)
@@ -294,17 +294,17 @@ def _setup(settings):
     TensorFlow op (multi-worker and TPU set-up must come first)."""
     check_settings(settings)
     from modeling.config import BertConfig
-    from modeling.training import distribution
+    from modeling.training import strategies
     from modeling.training.backends.tensorflow import execution
 
     config = BertConfig.from_json_file(settings.bert_config_file)
     _require(settings.max_seq_length <= config.max_position_embeddings,
              "Cannot use sequence length %d because the BERT model was only trained up to "
              "sequence length %d" % (settings.max_seq_length, config.max_position_embeddings))
-    precision = distribution.set_precision(settings.mixed_precision)
+    precision = strategies.set_precision(settings.mixed_precision)
     if settings.num_cpu_devices > 1:
-        distribution.split_cpu(settings.num_cpu_devices)
-    strategy = distribution.strategy_from_settings(settings)
+        strategies.split_cpu(settings.num_cpu_devices)
+    strategy = strategies.strategy_from_settings(settings)
     execution.check_use_xla(strategy, settings.use_xla)  # before anything is written
     return config, strategy, precision
 

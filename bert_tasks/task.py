@@ -162,10 +162,10 @@ def resolve_strategy(strategy: Any = None) -> Tuple[Any, bool]:
         return strategy, False
     import tensorflow as tf
 
-    from modeling.training import distribution
+    from modeling.training import strategies
 
     strategy = strategy or tf.distribute.get_strategy()
-    return strategy, distribution.is_tpu(strategy)
+    return strategy, strategies.is_tpu(strategy)
 
 
 class Task:

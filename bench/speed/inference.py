@@ -70,14 +70,14 @@ def ours_model(d, policy: str):
 def ours_forward(model, inputs, jit: bool):
     """A call of one forward pass (``sequence_output`` as numpy). The graph is traced here with
     the fused LayerNorm where the tools' prediction would use it (one replica on a CPU:
-    ``distribution.prediction_kernels_apply``); XLA compiles TensorFlow's ops."""
+    ``strategies.prediction_kernels_apply``); XLA compiles TensorFlow's ops."""
     import tensorflow as tf
 
     from modeling.kernels import switch
-    from modeling.training import distribution
+    from modeling.training import strategies
 
     fn = tf.function(lambda x: model(x, training=False)["sequence_output"], jit_compile=jit)
-    fused = not jit and distribution.prediction_kernels_apply(tf.distribute.get_strategy())
+    fused = not jit and strategies.prediction_kernels_apply(tf.distribute.get_strategy())
     with switch.use_kernels(model, switch.Kernels(inference=fused)):
         fn.get_concrete_function(inputs)  # the trace that reads the layers' kernels
     return lambda: fn(inputs).numpy()

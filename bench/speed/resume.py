@@ -48,16 +48,16 @@ def main() -> None:
 
 
 def run(prefix, batches, batch_size, repeats, work) -> None:
-    from modeling.training import distribution
+    from modeling.training import strategies
 
-    distribution.split_cpu(2)
+    strategies.split_cpu(2)
     import tensorflow as tf
 
     from data.pretraining import dataset as pd
     from data.pretraining import corpus_shards
     from modeling.training import host_input
 
-    strategy = distribution.make_strategy("mirrored")
+    strategy = strategies.make_strategy("mirrored")
     replicas = strategy.num_replicas_in_sync
     files = corpus_shards.input_files(prefix + "-*")
 

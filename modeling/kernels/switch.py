@@ -25,13 +25,13 @@ MirroredStrategy see it. Outside any block a layer is op by op (``OP_BY_OP``).
 
 Who decides: the trainer (``backends.tensorflow.execution.decide``: ``TrainerConfig.fused_kernels``,
 ``run_pretraining --xla_kernels``) for one local replica that computes on a CPU
-(``distribution.cpu_kernels_apply``: the C++ kernels are registered for the CPU only, so on a GPU
+(``strategies.cpu_kernels_apply``: the C++ kernels are registered for the CPU only, so on a GPU
 they would pin dropout/LayerNorm to the host or fail placement, and the update would read GPU
 variables from a CPU op), never in ``--deterministic`` runs. The XLA GELU kernel would compile
 for a GPU too, but it shares the one ``training`` choice with the CPU kernels and its gain was
 measured on CPUs only (on a GPU, ``--use_xla`` compiles the whole step), so on GPUs and TPUs the
 whole choice stays off. ``finetuning.Predictor`` and ``evaluation.evaluate`` choose
-``inference`` for their steps where ``distribution.prediction_kernels_apply`` holds (one
+``inference`` for their steps where ``strategies.prediction_kernels_apply`` holds (one
 replica on a CPU); exported SavedModels are traced outside any block and keep TensorFlow's ops
 (a serving binary has no kernel library).
 

@@ -16,7 +16,7 @@ from absl import logging
 
 from bert_common.progress import Progress
 from modeling.kernels import switch
-from modeling.training import distribution
+from modeling.training import strategies
 from modeling.training.objectives import Logs
 
 
@@ -43,7 +43,7 @@ def evaluate(model, dataset: tf.data.Dataset,
     strategy = strategy or tf.distribute.get_strategy()
     model_inputs = model_inputs or (lambda batch: batch)
 
-    fused = distribution.prediction_kernels_apply(strategy, model.variables)
+    fused = strategies.prediction_kernels_apply(strategy, model.variables)
 
     def replica_fn(batch):
         outputs = model(model_inputs(batch), training=False)
@@ -60,7 +60,7 @@ def evaluate(model, dataset: tf.data.Dataset,
                     strategy.reduce(tf.distribute.ReduceOp.SUM, b, axis=None))
                 for n, (a, b) in per_replica.items()}
 
-    if strategy.num_replicas_in_sync == 1 and not distribution.is_multi_worker(strategy):
+    if strategy.num_replicas_in_sync == 1 and not strategies.is_multi_worker(strategy):
         iterator = iter(dataset)
     else:
         iterator = iter(strategy.experimental_distribute_dataset(dataset))

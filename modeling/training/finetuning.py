@@ -152,15 +152,15 @@ class Predictor:
     def __init__(self, model, output_names: Sequence[str], strategy=None):
         import tensorflow as tf
 
-        from modeling.training import distribution
+        from modeling.training import strategies
 
         self._model = model
         self.output_names = list(output_names)
         self.strategy = strategy or tf.distribute.get_strategy()
         self.distributed = (self.strategy.num_replicas_in_sync > 1
-                            or distribution.is_tpu(self.strategy))
+                            or strategies.is_tpu(self.strategy))
         self._steps = {}
-        self.fused_kernels = distribution.prediction_kernels_apply(self.strategy, model.variables)
+        self.fused_kernels = strategies.prediction_kernels_apply(self.strategy, model.variables)
 
     @property
     def model(self):

@@ -7,12 +7,12 @@ import tensorflow as tf
 from absl import flags
 
 from bert_cli import flags as cli_flags
-from modeling.training import distribution
+from modeling.training import strategies
 
 
 def test_flag_choices_match_the_library():
-    assert cli_flags.STRATEGIES == distribution.STRATEGIES
-    assert cli_flags.MIXED_PRECISIONS == distribution.MIXED_PRECISIONS
+    assert cli_flags.STRATEGIES == strategies.STRATEGIES
+    assert cli_flags.MIXED_PRECISIONS == strategies.MIXED_PRECISIONS
 
 
 def test_distribution_flags_and_errors(monkeypatch):
@@ -26,20 +26,20 @@ def test_distribution_flags_and_errors(monkeypatch):
     assert values.mixed_precision == "bf16"
     values.unparse_flags()
     values(["prog", "--strategy=default"])
-    assert distribution.strategy_from_settings(values) is tf.distribute.get_strategy()
-    assert distribution.is_chief(tf.distribute.get_strategy())
+    assert strategies.strategy_from_settings(values) is tf.distribute.get_strategy()
+    assert strategies.is_chief(tf.distribute.get_strategy())
     # The TPU path needs hardware: without a TPU name or a TPU VM it stops with one line.
-    with pytest.raises(distribution.DistributionError, match="--tpu_name"):
-        distribution.make_strategy("tpu")
+    with pytest.raises(strategies.DistributionError, match="--tpu_name"):
+        strategies.make_strategy("tpu")
     monkeypatch.delenv("TF_CONFIG", raising=False)
-    with pytest.raises(distribution.DistributionError, match="TF_CONFIG"):
-        distribution.make_strategy("multi_worker")
+    with pytest.raises(strategies.DistributionError, match="TF_CONFIG"):
+        strategies.make_strategy("multi_worker")
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"]},
                                                 "task": {"type": "worker", "index": 3}}))
-    with pytest.raises(distribution.DistributionError, match="index 3"):
-        distribution.make_strategy("multi_worker")
-    with pytest.raises(distribution.DistributionError, match="--mixed_precision"):
-        distribution.set_precision("int8")
+    with pytest.raises(strategies.DistributionError, match="index 3"):
+        strategies.make_strategy("multi_worker")
+    with pytest.raises(strategies.DistributionError, match="--mixed_precision"):
+        strategies.set_precision("int8")
 
 
 def test_pretraining_flag_choices_match_the_optimizer():

@@ -20,11 +20,11 @@ from tests import paths
 _MIRRORED = r"""
 import json, sys
 sys.path.insert(0, %(root)r)
-from modeling.training import distribution
-distribution.split_cpu(2)
+from modeling.training import strategies
+strategies.split_cpu(2)
 import tensorflow as tf
 from modeling.layers.dropout import Dropout
-strategy = distribution.make_strategy("mirrored")
+strategy = strategies.make_strategy("mirrored")
 with strategy.scope():
     layer = Dropout(0.5, seed=7)
     layer.build((4, 256))

@@ -47,9 +47,9 @@ def test_indivisible_batch_is_a_clear_error():
 MIRRORED = """
 import numpy as np
 import tensorflow as tf
-from modeling.training import distribution, host_input
+from modeling.training import host_input, strategies
 from tests.modeling.training.test_host_input import _global_batches
-distribution.split_cpu(2)
+strategies.split_cpu(2)
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 ours = iter(host_input.distribute(strategy, _global_batches(), skip=1))
 theirs = iter(strategy.experimental_distribute_dataset(_global_batches().skip(1)))

@@ -18,7 +18,7 @@ from a global or a thread). The rules:
   original's, an Adam slot may differ by ~1e-6 relative, so it is off by default
   (run_pretraining turns it on unless ``--deterministic``) and the op-by-op update reproduces
   the original's rounding.
-* ``fused_kernels`` (same condition, and the step on a CPU: ``distribution.cpu_kernels_apply``;
+* ``fused_kernels`` (same condition, and the step on a CPU: ``strategies.cpu_kernels_apply``;
   the C++ kernels are CPU-only, and the XLA GELU kernel shares the choice): the layers trace
   with ``switch.Kernels(training=True)`` (``modeling/kernels/switch.py``: fused GELU with a
   hand-written gradient, one-pass dropout and LayerNorm CPU kernels), and where the optimizer
@@ -28,7 +28,7 @@ from a global or a thread). The rules:
   of TensorFlow's op-by-op graph (the update itself is bit-identical) and other dropout masks,
   so also off by default and in ``--deterministic`` runs.
 * Where XLA cannot compile for the CPU (tensorflow-tpu's wheel has no XLA:CPU backend:
-  ``distribution.xla_cpu_unavailable``), a CPU step runs op by op: the fused kernels (the
+  ``strategies.xla_cpu_unavailable``), a CPU step runs op by op: the fused kernels (the
   float32 GELU kernel is XLA's) and the fused optimizer are left out, and ``use_xla`` stops
   with a ``FlagError`` naming the cause.
 """
@@ -43,7 +43,7 @@ from absl import logging
 
 from bert_common.errors import FlagError
 from modeling.kernels import switch
-from modeling.training import distribution
+from modeling.training import strategies
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,15 +86,15 @@ def check_use_xla(strategy: tf.distribute.Strategy, use_xla: bool) -> Optional[s
       use_xla: whether the run asks for XLA.
 
     Returns:
-      The reason (``distribution.xla_cpu_unavailable``), or None.
+      The reason (``strategies.xla_cpu_unavailable``), or None.
 
     Raises:
       FlagError: ``use_xla`` where XLA cannot compile the step, naming the cause.
     """
-    if distribution.is_tpu(strategy) or not all(
-            distribution.is_cpu_device(d) for d in distribution.step_devices(strategy)):
+    if strategies.is_tpu(strategy) or not all(
+            strategies.is_cpu_device(d) for d in strategies.step_devices(strategy)):
         return None
-    reason = distribution.xla_cpu_unavailable()
+    reason = strategies.xla_cpu_unavailable()
     if reason and use_xla:
         raise FlagError("--use_xla: XLA cannot compile for the CPU in this TensorFlow build "
                         "(%s); run without --use_xla" % reason)
@@ -118,7 +118,7 @@ def decide(strategy: tf.distribute.Strategy, optimizer, variables: Sequence[tf.V
       The ``Execution`` the loop is built from.
     """
     replicas = strategy.num_replicas_in_sync
-    tpu = distribution.is_tpu(strategy)
+    tpu = strategies.is_tpu(strategy)
     no_xla = check_use_xla(strategy, use_xla)
     if no_xla and (fused_kernels or fuse_optimizer):  # defaults: the op-by-op step instead
         logging.info("XLA cannot compile for the CPU in this TensorFlow build (%s): the step "
@@ -133,7 +133,7 @@ def decide(strategy: tf.distribute.Strategy, optimizer, variables: Sequence[tf.V
     # The kernels (cpu_ops) are CPU-only: not where the step's replica or variables are on a
     # GPU/TPU; the XLA GELU kernel shares the choice, so it is off there too.
     kernels = (fused_kernels and not use_xla and one_local_replica
-               and distribution.cpu_kernels_apply(strategy, variables))
+               and strategies.cpu_kernels_apply(strategy, variables))
     with strategy.scope():  # as the update is traced (cpu_kernel_applies asks for a strategy)
         optimizer_kernel = (kernels and hasattr(optimizer, "cpu_kernel_applies")
                             and bool(optimizer.cpu_kernel_applies(variables)))

@@ -70,7 +70,7 @@ from bert_common.errors import InputError, first_line
 from modeling.layers import embeddings
 from modeling.checkpoints.tf1 import checkpoint_reader, latest_checkpoint
 from modeling.kernels import switch
-from modeling.training import distribution, host_input, job
+from modeling.training import host_input, job, strategies
 from modeling.training.backends.tensorflow import execution
 from modeling.training.host_input import DatasetFn
 from modeling.training.objectives import Logs, Objective
@@ -177,7 +177,7 @@ class Trainer:
             raise ValueError("num_accumulation_steps must be >= 1, got %d"
                              % config.num_accumulation_steps)
         self.num_replicas = self.strategy.num_replicas_in_sync
-        self.is_chief = distribution.is_chief(self.strategy)
+        self.is_chief = strategies.is_chief(self.strategy)
         self.clip_then_sum = getattr(optimizer, "gradient_reduction", "") == "clip_then_sum"
         with self.strategy.scope():
             self.optimizer.build(self.model.trainable_variables)
@@ -189,7 +189,7 @@ class Trainer:
         # original would look them up one-hot, i.e. on a TPU), or where the objective says
         # (pre-training: every one, the word table's being summed with the tied output's).
         sparse = embeddings.sparse_gradient_tables(
-            model, one_hot_embeddings=distribution.is_tpu(self.strategy))
+            model, one_hot_embeddings=strategies.is_tpu(self.strategy))
         self._dense = [bool(objective.dense_gradient(v)) or not any(v is t for t in sparse)
                        for v in model.trainable_variables]
         self._rng = RngState.of(model)  # the dropout seeds, saved with the weights (or None)
@@ -209,15 +209,15 @@ class Trainer:
     def _input_state_dir(self) -> str:
         """Multi-worker: where this worker's iterator states go (``model_dir`` is shared by
         the workers, which all restore the chief's checkpoint from it)."""
-        workers = distribution.num_workers(self.strategy)
+        workers = strategies.num_workers(self.strategy)
         return os.path.join(self.config.model_dir, INPUT_STATE_DIR, "worker-%d-of-%d" % (
-            distribution.worker_index(self.strategy), workers))
+            strategies.worker_index(self.strategy), workers))
 
     def _make_checkpoint(self, iterator=None) -> None:
         objects = {"model": self.model, "optimizer": self.optimizer,
                    "batches_consumed": self._batches_consumed}
         self._input_manager = None
-        if iterator is not None and distribution.is_multi_worker(self.strategy):
+        if iterator is not None and strategies.is_multi_worker(self.strategy):
             # Each worker's iterator is its own: a checkpoint of it per worker, beside the
             # (chief's) model checkpoint, same step numbers.
             self._input_manager = tf.train.CheckpointManager(
@@ -233,7 +233,7 @@ class Trainer:
             self._write_dir = self.config.model_dir
         else:
             self._write_dir = os.path.join(
-                self.config.model_dir, ".worker_%d_tmp" % distribution.worker_index(
+                self.config.model_dir, ".worker_%d_tmp" % strategies.worker_index(
                     self.strategy))
         self._manager = tf.train.CheckpointManager(
             self._checkpoint, self._write_dir, max_to_keep=self.config.keep_checkpoint_max,
@@ -495,12 +495,12 @@ class Trainer:
         """Not a TPU: each host's input is a plain tf.data iterator over its replicas'
         batches, whose state is saved, so a resume reads nothing twice whatever the steps
         done (``_distributed_iterator``)."""
-        return not distribution.is_tpu(self.strategy)
+        return not strategies.is_tpu(self.strategy)
 
     def _host_replicas(self) -> Tuple[int, int]:
         """(this host's replicas, the global index of its first)."""
-        local = self.num_replicas // distribution.num_workers(self.strategy)
-        return local, distribution.worker_index(self.strategy) * local
+        local = self.num_replicas // strategies.num_workers(self.strategy)
+        return local, strategies.worker_index(self.strategy) * local
 
     def _distributed_iterator(self, dataset: Union[tf.data.Dataset, DatasetFn], skip: int):
         """Not a TPU (``_can_save_iterator``): this host's plain iterator over its replicas'
@@ -513,7 +513,7 @@ class Trainer:
             pipelines = self.num_replicas // local
             context = tf.distribute.InputContext(
                 num_input_pipelines=pipelines,
-                input_pipeline_id=distribution.worker_index(self.strategy),
+                input_pipeline_id=strategies.worker_index(self.strategy),
                 num_replicas_in_sync=self.num_replicas)
             if not isinstance(dataset, tf.data.Dataset):
                 pieces = dataset(context)
@@ -570,7 +570,7 @@ class Trainer:
         path = self.latest_checkpoint()
         reader = checkpoint_reader(path) if path else None
         worker_state = None  # multi-worker: this worker's iterator state at that step
-        if self._can_save_iterator() and distribution.is_multi_worker(self.strategy):
+        if self._can_save_iterator() and strategies.is_multi_worker(self.strategy):
             worker_state = path and os.path.join(self._input_state_dir(), "input-%s"
                                                  % path.rsplit("-", 1)[-1])
             saved = reader is None or files.exists(worker_state + ".index")
@@ -622,7 +622,7 @@ class _Steps:
         self.trainer = trainer
         self.dataset = dataset
         self.is_chief = trainer.is_chief
-        self.timed = not distribution.is_multi_worker(trainer.strategy)  # job.loop_steps
+        self.timed = not strategies.is_multi_worker(trainer.strategy)  # job.loop_steps
         self._iterator = None
         self._global_batch: Optional[int] = None
 

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from bert_common.errors import FlagError
-from modeling.training import distribution
+from modeling.training import strategies
 from modeling.training.backends.tensorflow import execution
 
 HOST = "could not find registered transfer manager for platform Host -- check target linkage"
@@ -29,7 +29,7 @@ def _tensorflow_tpu_installed() -> bool:
 
 @pytest.fixture
 def no_xla_cpu(monkeypatch):
-    monkeypatch.setattr(distribution, "_XLA_CPU_UNAVAILABLE", [HOST])
+    monkeypatch.setattr(strategies, "_XLA_CPU_UNAVAILABLE", [HOST])
 
 
 def test_without_xla_cpu_the_defaults_run_op_by_op(no_xla_cpu):
@@ -48,7 +48,7 @@ def test_without_xla_cpu_use_xla_is_one_line_naming_the_cause(no_xla_cpu):
 
 
 def test_the_probe_of_the_installed_tensorflow(tmp_path):
-    reason = distribution.xla_cpu_unavailable()
+    reason = strategies.xla_cpu_unavailable()
     if not _tensorflow_tpu_installed():
         assert reason is None  # tensorflow (CPU/GPU wheels) has XLA:CPU
         return

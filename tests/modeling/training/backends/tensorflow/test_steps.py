@@ -1,5 +1,5 @@
 """modeling/training/backends/tensorflow/steps.py and job.py (with objectives, step_log,
-evaluation) and distribution.py on a tiny Keras model (fast)."""
+evaluation) and strategies.py on a tiny Keras model (fast)."""
 
 import os
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling.training import distribution
+from modeling.training import strategies
 from modeling.training import optimizers
 from tests.support.summaries import read_scalars
 from modeling.training import evaluation, objectives, step_log
@@ -184,7 +184,7 @@ def test_xla_step_and_fused_update_match_op_by_op(tmp_path, name):
 
 def test_fp16_loss_scaling_and_bf16_policy(tmp_path):
     try:
-        precision = distribution.set_precision("fp16")
+        precision = strategies.set_precision("fp16")
         assert precision.loss_scale == "dynamic" and precision.compute_dtype == "float16"
         model = _model()
         assert model.layers[1].compute_dtype == "float16"
@@ -195,11 +195,11 @@ def test_fp16_loss_scaling_and_bf16_policy(tmp_path):
         # Dynamic scale: starts at 2^15, halves on an fp16 overflow (that update is skipped).
         assert float(optimizer.loss_scale) in [2.0 ** e for e in range(10, 16)]
         assert result.step_losses[-1] < result.step_losses[0]
-        precision = distribution.set_precision("bf16")
+        precision = strategies.set_precision("bf16")
         assert precision.loss_scale is None and precision.compute_dtype == "bfloat16"
         assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
     finally:
-        distribution.set_precision(None)
+        strategies.set_precision(None)
     assert keras.mixed_precision.global_policy().name == "float32"
 
 

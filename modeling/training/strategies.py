@@ -5,8 +5,8 @@ the Keras dtype policy; the command-line flags that choose them are defined in `
 and read by ``strategy_from_settings(flags or settings)``. Build the strategy before any other
 TensorFlow op (multi-worker and TPU set-up must come first)::
 
-    strategy = distribution.make_strategy("mirrored")
-    precision = distribution.set_precision("bf16")   # sets the Keras dtype policy
+    strategy = strategies.make_strategy("mirrored")
+    precision = strategies.set_precision("bf16")   # sets the Keras dtype policy
     with strategy.scope():
         model = ...
         optimizer = create_optimizer(..., loss_scale=precision.loss_scale)
