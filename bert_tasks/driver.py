@@ -23,7 +23,7 @@ original Estimator's conventions:
 
 Under ``KERAS_BACKEND=jax`` (docs/jax.md) the same run, with the same checks, input files and
 records, task model, per-example loss, step count and schedule, metrics, prediction files and
-HF export, trains on JAX (``_train_on_jax``):
+HF export, trains on JAX (``_OnJax``: the backend is chosen once, as a value, in ``run``):
 
 * the input is the task's own pipeline read as numpy batches: its ``tf.data`` pipeline where
   TensorFlow is installed (on the CPU: it is kept off the accelerators, which JAX uses), else
@@ -102,42 +102,26 @@ def run(task: Task, settings: Any, *, warn: Optional[Callable[[str], None]] = No
     from modeling import backend
     from modeling.config import BertConfig
 
-    on_jax = not backend.TENSORFLOW
-    if on_jax:
-        from modeling.training.backends.jax.settings import check_settings as check_jax_settings
-
-        check_jax_settings(settings)  # the flags of TensorFlow's path only
-
+    on = _OnTensorFlow() if backend.TENSORFLOW else _OnJax()  # the backend, chosen once
+    on.check(settings)
     logging.set_verbosity(logging.INFO)
     ctx = Context(settings=settings,
                   bert_config=BertConfig.from_json_file(settings.bert_config_file),
                   warn=warn or logging.warning)
     check_settings(task, ctx)
     task.read(ctx)
-    precision = None
-    if on_jax:
-        # tf.data (if installed) off the accelerators, the dtype policy, JAX's devices; no
-        # tf.distribute strategy (ctx.strategy stays None).
-        _prepare_jax(settings)
-    else:
-        from modeling.training import strategies
-        from modeling.training.backends.tensorflow import execution
-
-        ctx.strategy = strategies.strategy_from_settings(settings)  # before any other TF op
-        precision = strategies.set_precision(settings.mixed_precision)  # the dtype policy
-        ctx.tpu = strategies.is_tpu(ctx.strategy)
-        execution.check_use_xla(ctx.strategy, settings.use_xla)  # before anything is written
+    on.prepare(ctx)
     ctx.tokenizer = tokenizer_from_settings(settings)  # a bad vocab: nothing written
     task.prepare(ctx)
     start_output_dir(settings)
 
     with ctx.strategy.scope() if ctx.strategy is not None else contextlib.nullcontext():
         model = task.build_model(ctx)
-    global_step = _restore(model, settings, task)
+    global_step = on.restore(model, settings, task)
     if settings.do_train:
         dataset, num_examples = task.train_dataset(ctx)
-        global_step = train(settings, model, dataset, task.per_example_loss, num_examples,
-                            ctx.strategy, precision, loss_weights=task.loss_weights)
+        global_step = train(on, settings, model, dataset, task.per_example_loss, num_examples,
+                            loss_weights=task.loss_weights)
     if getattr(settings, "do_eval", False):
         logging.info("***** Running evaluation *****")
         metrics = task.evaluate(ctx, model)
@@ -321,20 +305,6 @@ def restore_checkpoint(model, settings: Any, without_training: str) -> Optional[
     return init_checkpoint
 
 
-def _restore(model, settings: Any, task: Task) -> int:
-    """``restore_checkpoint``, or on JAX without ``do_train`` and ``init_checkpoint`` the
-    newest JAX checkpoint of ``output_dir``; returns the step the values come from (0 when
-    training)."""
-    from modeling import backend, checkpoints
-
-    if not backend.TENSORFLOW and not settings.do_train and not settings.init_checkpoint:
-        step = _restore_newest_jax(settings, model)
-        if step is not None:
-            return step
-    init_checkpoint = restore_checkpoint(model, settings, _without_training(task))
-    return 0 if settings.do_train else checkpoints.checkpoint_step(init_checkpoint)
-
-
 def count_train_steps(num_examples: int, settings: Any) -> int:
     """The original's ``int(num_examples / train_batch_size * num_train_epochs)``.
 
@@ -357,28 +327,25 @@ def count_train_steps(num_examples: int, settings: Any) -> int:
     return num_train_steps
 
 
-def train(settings: Any, model, dataset, per_example_loss: Callable, num_examples: int,
-          strategy, precision, loss_weights: Optional[str] = None) -> int:
+def train(on: Any, settings: Any, model, dataset, per_example_loss: Callable,
+          num_examples: int, loss_weights: Optional[str] = None) -> int:
     """``do_train``: the original's step count and AdamWeightDecay schedule from the settings,
-    then ``modeling.training.finetuning.finetune`` into ``output_dir`` (resuming from its
-    newest ``model.ckpt-<step>``).
+    then the one training job on the run's backend into ``output_dir`` (resuming from its
+    newest checkpoint).
 
     Args:
+        on: the run's backend (``_OnTensorFlow`` or ``_OnJax``).
         settings: the run's settings.
         model: the task model.
         dataset: the training batches (``train_batch_size``, repeated).
-        per_example_loss: ``finetune``'s loss.
+        per_example_loss: the task's loss, ``(outputs, batch) -> [B]`` (or per token).
         num_examples: training examples (the step count).
-        strategy: the run's strategy (None on JAX).
-        precision: ``strategies.set_precision``'s result (its loss scale for float16; None
-            on JAX).
-        loss_weights: see ``finetune`` (NER: the mean over scored tokens).
+        loss_weights: the batch's weights of a per-token loss (NER: the mean over scored
+            tokens), or None.
 
     Returns:
         The global step after training.
     """
-    from modeling import backend
-
     checks.check_checkpoint_flags(settings)
     num_train_steps = count_train_steps(num_examples, settings)
     num_warmup_steps = int(num_train_steps * settings.warmup_proportion)
@@ -386,24 +353,8 @@ def train(settings: Any, model, dataset, per_example_loss: Callable, num_example
     logging.info("  Num examples = %d", num_examples)
     logging.info("  Batch size = %d", settings.train_batch_size)
     logging.info("  Num steps = %d", num_train_steps)
-    if not backend.TENSORFLOW:
-        return _train_on_jax(settings, model, dataset, per_example_loss, num_train_steps,
-                             num_warmup_steps, loss_weights=loss_weights)
-    from modeling.training import finetuning, optimizers, strategies
-
-    with strategy.scope():
-        optimizer = optimizers.create_optimizer(
-            settings.learning_rate, num_train_steps, num_warmup_steps,
-            loss_scale=precision.loss_scale, use_tpu=strategies.is_tpu(strategy))
-    result = finetuning.finetune(
-        model, optimizer, dataset, per_example_loss, model_dir=settings.output_dir,
-        num_train_steps=num_train_steps, strategy=strategy,
-        steps_per_loop=settings.iterations_per_loop,
-        save_checkpoints_steps=settings.save_checkpoints_steps,
-        keep_checkpoint_max=settings.keep_checkpoint_max,
-        use_xla=settings.use_xla, loss_weights=loss_weights,
-        fuse_optimizer=settings.xla_optimizer, fused_kernels=settings.xla_kernels)
-    return result.global_step
+    return on.train(settings, model, dataset, per_example_loss, num_train_steps,
+                    num_warmup_steps, loss_weights)
 
 
 def write_metrics(output_dir: str, metrics: dict, global_step: int) -> None:
@@ -422,118 +373,154 @@ def write_metrics(output_dir: str, metrics: dict, global_step: int) -> None:
     write_eval_summaries(output_dir, metrics, global_step)
 
 
-# ---------------------------------------------------------------------------- on JAX
-
-def _prepare_jax(settings: Any):
-    """TensorFlow, where installed, kept off the accelerators (it only feeds the input); the
-    dtype policy (``--mixed_precision=bf16``); then Keras' data parallelism over the local
-    devices; before the model is built.
-
-    Args:
-        settings: the run's settings.
-
-    Returns:
-        ``backends.jax.steps.distribute``'s result.
-    """
-    import keras
-
-    from modeling.training.backends.jax import steps
-
-    if tensorflow_installed():
-        import tensorflow as tf
-
-        for kind in ("GPU", "TPU"):
-            try:
-                tf.config.set_visible_devices([], kind)
-            except (RuntimeError, ValueError):  # initialised already, or no such device type
-                pass
-    keras.config.set_dtype_policy("mixed_bfloat16" if settings.mixed_precision == "bf16"
-                                  else "float32")
-    logging.info("KERAS_BACKEND=jax: devices %s; input read with %s", steps.device_names(),
-                 "tf.data" if tensorflow_installed() else "numpy (no TensorFlow)")
-    batch = settings.train_batch_size if settings.do_train else 0
-    return steps.distribute(batch, "--train_batch_size")
+# ------------------------------------------------------------------------------- the backends
 
 
-def _restore_newest_jax(settings: Any, model) -> Optional[int]:
-    """Without ``--do_train`` and ``--init_checkpoint``: the newest ``jax-ckpt-<step>.npz`` of
-    ``output_dir`` into ``model``.
+class _OnTensorFlow:
+    """The run on TensorFlow: a ``tf.distribute`` strategy and its precision, TF1 checkpoints,
+    ``finetuning.finetune`` (the one training job with TensorFlow's steps)."""
 
-    Args:
-        settings: the run's settings.
-        model: the task model.
+    strategy = precision = None  # set by ``prepare``
 
-    Returns:
-        The checkpoint's step, or None when ``output_dir`` has none.
-    """
-    from modeling.training.backends.jax import checkpoints
+    def check(self, settings: Any) -> None:
+        """Nothing: every setting is TensorFlow's."""
 
-    found = checkpoints.restore_newest_model(settings.output_dir, model)
-    if found is None:
-        return None
-    logging.warning("no --init_checkpoint: using the newest checkpoint in --output_dir, %s "
-                    "(step %d)", found[0], found[1])
-    return found[1]
+    def prepare(self, ctx: Context) -> None:
+        """The strategy (before any other TensorFlow op), the dtype policy, the XLA check
+        (before anything is written)."""
+        from modeling.training import strategies
+        from modeling.training.backends.tensorflow import execution
+
+        settings = ctx.settings
+        ctx.strategy = self.strategy = strategies.strategy_from_settings(settings)
+        self.precision = strategies.set_precision(settings.mixed_precision)
+        ctx.tpu = strategies.is_tpu(ctx.strategy)
+        execution.check_use_xla(ctx.strategy, settings.use_xla)
+
+    def restore(self, model, settings: Any, task: Task) -> int:
+        """``restore_checkpoint``; the step the values come from (0 when training)."""
+        from modeling import checkpoints
+
+        init_checkpoint = restore_checkpoint(model, settings, _without_training(task))
+        return 0 if settings.do_train else checkpoints.checkpoint_step(init_checkpoint)
+
+    def train(self, settings: Any, model, dataset, per_example_loss: Callable,
+              num_train_steps: int, num_warmup_steps: int,
+              loss_weights: Optional[str]) -> int:
+        """``finetune`` with the original's optimizer, in the strategy's scope."""
+        from modeling.training import finetuning, optimizers, strategies
+
+        strategy = self.strategy
+        with strategy.scope():
+            optimizer = optimizers.create_optimizer(
+                settings.learning_rate, num_train_steps, num_warmup_steps,
+                loss_scale=self.precision.loss_scale, use_tpu=strategies.is_tpu(strategy))
+        result = finetuning.finetune(
+            model, optimizer, dataset, per_example_loss, model_dir=settings.output_dir,
+            num_train_steps=num_train_steps, strategy=strategy,
+            steps_per_loop=settings.iterations_per_loop,
+            save_checkpoints_steps=settings.save_checkpoints_steps,
+            keep_checkpoint_max=settings.keep_checkpoint_max,
+            use_xla=settings.use_xla, loss_weights=loss_weights,
+            fuse_optimizer=settings.xla_optimizer, fused_kernels=settings.xla_kernels)
+        return result.global_step
 
 
-def _train_on_jax(settings: Any, model, dataset, per_example_loss: Callable,
-                  num_train_steps: int, num_warmup_steps: int,
-                  loss_weights: Optional[str] = None) -> int:
-    """``do_train`` on JAX: the original's AdamWeightDecay schedule, then
-    the one training job into ``output_dir`` (resuming from its newest checkpoint), then the
-    TF1 export.
+class _OnJax:
+    """The run on Keras' JAX backend (see the module): the TensorFlow-only flags refused, the
+    local devices, ``jax-ckpt-N.npz`` checkpoints, the one training job with JAX's steps."""
 
-    Args:
-        settings: the run's settings.
-        model: the task model.
-        dataset: the task's training batches (``train_batch_size``, repeated): a ``tf.data``
-            pipeline, or a ``data.glue.numpy_dataset.NumpyDataset``.
-        per_example_loss: the task's loss, ``(outputs, batch) -> [B]`` (or per token).
-        num_train_steps: the steps to train to.
-        num_warmup_steps: the warmup steps.
-        loss_weights: the batch's weights of a per-token loss, or None.
+    def check(self, settings: Any) -> None:
+        """The flags of TensorFlow's path only, refused with one line."""
+        from modeling.training.backends.jax.settings import check_settings as check_jax
 
-    Returns:
-        The global step after training.
-    """
-    import keras
+        check_jax(settings)
 
-    import modeling
-    from bert_tasks.pretraining import export_for_finetuning
-    from data.glue.numpy_dataset import NumpyDataset
-    from modeling.training import finetuning, inputs, job
-    from modeling.training.backends.jax import predict, steps
+    def prepare(self, ctx: Context) -> None:
+        """TensorFlow, where installed, kept off the accelerators (it only feeds the input);
+        the dtype policy (``--mixed_precision=bf16``); then Keras' data parallelism over the
+        local devices; before the model is built. No ``tf.distribute`` strategy
+        (``ctx.strategy`` stays None)."""
+        import keras
 
-    optimizer = modeling.create_optimizer(settings.learning_rate, num_train_steps,
-                                          num_warmup_steps)
-    optimizer.build(model.trainable_variables)
-    from modeling.layers import embeddings
+        from modeling.training.backends.jax import steps
 
-    # The original clips by a norm that counts the word table's rows per occurrence (its
-    # gradient is IndexedSlices): the same norm here (the TensorFlow trainer's rule).
-    step_fn = steps.make_train_step(
-        model, optimizer, loss=steps.mean_loss(per_example_loss, loss_weights),
-        input_names=finetuning.MODEL_INPUT_NAMES,
-        occurrence_norm=embeddings.sparse_gradient_tables(model))
-    batch_size = settings.train_batch_size
-    longest = predict.max_positions(model) or settings.max_seq_length
+        settings = ctx.settings
+        if tensorflow_installed():
+            import tensorflow as tf
 
-    def pad(batch):
-        seq = batch["input_ids"].shape[-1]
-        return predict.pad_batch(batch, predict.length_bucket(seq, longest))
+            for kind in ("GPU", "TPU"):
+                try:
+                    tf.config.set_visible_devices([], kind)
+                except (RuntimeError, ValueError):  # initialised already, or no such device
+                    pass
+        keras.config.set_dtype_policy("mixed_bfloat16" if settings.mixed_precision == "bf16"
+                                      else "float32")
+        logging.info("KERAS_BACKEND=jax: devices %s; input read with %s", steps.device_names(),
+                     "tf.data" if tensorflow_installed() else "numpy (no TensorFlow)")
+        steps.distribute(settings.train_batch_size if settings.do_train else 0,
+                         "--train_batch_size")
 
-    if isinstance(dataset, NumpyDataset):  # a resumed run re-reads to its position
-        data = inputs.ReReadInput(lambda records: map(pad, dataset.batches_after(records)))
-    else:
-        data = inputs.TFDataInput(dataset, pad)
-    step = job.train(
-        steps.Steps(model, optimizer, step_fn, data, output_dir=settings.output_dir,
-                    batch_size=batch_size, keep_checkpoint_max=settings.keep_checkpoint_max,
-                    distribution=keras.distribution.distribution()),
-        job.TrainerConfig(model_dir=settings.output_dir, num_train_steps=num_train_steps,
-                          steps_per_loop=settings.iterations_per_loop,
-                          save_checkpoints_steps=settings.save_checkpoints_steps,
-                          keep_checkpoint_max=settings.keep_checkpoint_max)).global_step
-    logging.info("exported %s (the TensorFlow tools' --init_checkpoint)",
-                 export_for_finetuning(model, settings, step))
-    return step
+    def restore(self, model, settings: Any, task: Task) -> int:
+        """Without ``do_train`` and ``init_checkpoint``: the newest ``jax-ckpt-<step>.npz`` of
+        ``output_dir`` if there is one; else ``restore_checkpoint``. The step the values come
+        from (0 when training)."""
+        from modeling import checkpoints
+        from modeling.training.backends.jax import checkpoints as jax_checkpoints
+
+        if not settings.do_train and not settings.init_checkpoint:
+            found = jax_checkpoints.restore_newest_model(settings.output_dir, model)
+            if found is not None:
+                logging.warning("no --init_checkpoint: using the newest checkpoint in "
+                                "--output_dir, %s (step %d)", found[0], found[1])
+                return found[1]
+        init_checkpoint = restore_checkpoint(model, settings, _without_training(task))
+        return 0 if settings.do_train else checkpoints.checkpoint_step(init_checkpoint)
+
+    def train(self, settings: Any, model, dataset, per_example_loss: Callable,
+              num_train_steps: int, num_warmup_steps: int,
+              loss_weights: Optional[str]) -> int:
+        """The original's AdamWeightDecay schedule, the one training job with JAX's steps into
+        ``output_dir`` (resuming from its newest checkpoint), then the TF1 export.
+
+        ``dataset``: a ``tf.data`` pipeline, or a ``data.glue.numpy_dataset.NumpyDataset``."""
+        import keras
+
+        import modeling
+        from bert_tasks.pretraining import export_for_finetuning
+        from data.glue.numpy_dataset import NumpyDataset
+        from modeling.layers import embeddings
+        from modeling.training import finetuning, inputs, job
+        from modeling.training.backends.jax import predict, steps
+
+        optimizer = modeling.create_optimizer(settings.learning_rate, num_train_steps,
+                                              num_warmup_steps)
+        optimizer.build(model.trainable_variables)
+        # The original clips by a norm that counts the word table's rows per occurrence (its
+        # gradient is IndexedSlices): the same norm here (the TensorFlow trainer's rule).
+        step_fn = steps.make_train_step(
+            model, optimizer, loss=steps.mean_loss(per_example_loss, loss_weights),
+            input_names=finetuning.MODEL_INPUT_NAMES,
+            occurrence_norm=embeddings.sparse_gradient_tables(model))
+        longest = predict.max_positions(model) or settings.max_seq_length
+
+        def pad(batch):
+            seq = batch["input_ids"].shape[-1]
+            return predict.pad_batch(batch, predict.length_bucket(seq, longest))
+
+        if isinstance(dataset, NumpyDataset):  # a resumed run re-reads to its position
+            data = inputs.ReReadInput(lambda records: map(pad, dataset.batches_after(records)))
+        else:
+            data = inputs.TFDataInput(dataset, pad)
+        step = job.train(
+            steps.Steps(model, optimizer, step_fn, data, output_dir=settings.output_dir,
+                        batch_size=settings.train_batch_size,
+                        keep_checkpoint_max=settings.keep_checkpoint_max,
+                        distribution=keras.distribution.distribution()),
+            job.TrainerConfig(model_dir=settings.output_dir, num_train_steps=num_train_steps,
+                              steps_per_loop=settings.iterations_per_loop,
+                              save_checkpoints_steps=settings.save_checkpoints_steps,
+                              keep_checkpoint_max=settings.keep_checkpoint_max)).global_step
+        logging.info("exported %s (the TensorFlow tools' --init_checkpoint)",
+                     export_for_finetuning(model, settings, step))
+        return step

@@ -76,7 +76,7 @@ def _ours_engines(work_dir: str, batch_size: int):
     from data.glue import dataset as classifier_input
     from modeling import checkpoints
     from modeling.heads import classifier as classifier_head
-    from modeling.training import finetuning
+    from modeling.training.backends.tensorflow import predict as tf_predict
     from modeling.config import BertConfig
 
     config = BertConfig.from_json_file(os.path.join(MODEL_DIR, "config.json"))
@@ -88,7 +88,7 @@ def _ours_engines(work_dir: str, batch_size: int):
     def engine(length_aware: bool):
         dataset = classifier_task.dataset(record, SEQ, batch_size, False,
                                           length_aware=length_aware)  # run_classifier's eval
-        predictor = finetuning.Predictor(model, ["probabilities"])
+        predictor = tf_predict.Predictor(model, ["probabilities"])
 
         def run():
             out = predictor.run(dataset)

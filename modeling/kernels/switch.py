@@ -30,7 +30,7 @@ they would pin dropout/LayerNorm to the host or fail placement, and the update w
 variables from a CPU op), never in ``--deterministic`` runs. The XLA GELU kernel would compile
 for a GPU too, but it shares the one ``training`` choice with the CPU kernels and its gain was
 measured on CPUs only (on a GPU, ``--use_xla`` compiles the whole step), so on GPUs and TPUs the
-whole choice stays off. ``finetuning.Predictor`` and ``evaluation.evaluate`` choose
+whole choice stays off. ``backends.tensorflow.predict.Predictor`` and ``evaluation.evaluate`` choose
 ``inference`` for their steps where ``strategies.prediction_kernels_apply`` holds (one
 replica on a CPU); exported SavedModels are traced outside any block and keep TensorFlow's ops
 (a serving binary has no kernel library).

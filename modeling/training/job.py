@@ -24,6 +24,9 @@ What the job does with them (``train``):
   (step, loss, the logs, learning rate, examples/s, ETA);
 * saves every ``save_checkpoints_steps`` and at the end (every process takes part).
 
+``collect_predictions`` is the prediction loop of every backend (each backend's
+``predict`` module gives the compiled forward).
+
 Example::
 
     from modeling.training import job
@@ -37,11 +40,12 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Dict, List, Optional, Protocol
+from typing import Dict, Iterable, List, Optional, Protocol, Sequence
 
+import numpy as np
 from absl import logging
 
-from bert_common.progress import format_eta
+from bert_common.progress import Progress, format_eta
 from bert_common.results import ScalarWriter
 from modeling.training import step_log
 
@@ -252,3 +256,52 @@ def _progress_line(step: int, total: int, logs: Dict[str, float], lr: float, rat
     eta = (total - step) * seconds_per_step
     parts += ["lr %.3g" % lr, "%.1f examples/s" % rate, "ETA %s" % format_eta(eta)]
     print(" ".join(parts), file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------- predict
+
+def collect_predictions(batches: Iterable[Dict[str, List[np.ndarray]]], count_name: str,
+                        total: Optional[int] = None, label: str = "predict"
+                        ) -> Dict[str, np.ndarray]:
+    """The prediction loop of every backend: each batch's outputs and features (numpy, in
+    parts: one per replica, or the batch itself) concatenated in order, with a progress line.
+
+    Args:
+        batches: per batch, name -> its parts [b_i, ...] in order.
+        count_name: the entry whose rows count the examples done.
+        total: the number of examples (for the ETA and the closing count), or None.
+        label: the progress line's prefix.
+
+    Returns:
+        Name -> [N, ...] (``concatenate_padded``).
+    """
+    chunks: Dict[str, List[np.ndarray]] = {}
+    reporter = Progress(label, total, unit="examples") if total else None
+    done = 0
+    for parts in batches:
+        for name, values in parts.items():
+            chunks.setdefault(name, []).extend(values)
+        done += sum(len(v) for v in parts[count_name])
+        if reporter is not None:
+            reporter.update(done)
+    if total and done != total:
+        logging.info("%s: %d of %d examples", label, done, total)
+    return {name: concatenate_padded(values) for name, values in chunks.items()}
+
+
+def concatenate_padded(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """``np.concatenate(parts, axis=0)``; parts whose other axes are shorter (per-token outputs
+    of length-trimmed batches, [b, s, ...]) are zero-padded at the end to the longest first.
+
+    Args:
+        parts: arrays [b_i, ...].
+
+    Returns:
+        [sum b_i, ...].
+    """
+    rank = parts[0].ndim
+    longest = [max(p.shape[axis] for p in parts) for axis in range(1, rank)]
+    padded = [p if list(p.shape[1:]) == longest else
+              np.pad(p, [(0, 0)] + [(0, n - p.shape[axis + 1]) for axis, n in enumerate(longest)])
+              for p in parts]
+    return np.concatenate(padded, axis=0)

@@ -86,7 +86,7 @@ from modeling.training.update_rules import (WEIGHT_DECAY_EXCLUSIONS, uses_weight
 
 # The running backend's side of the update (``backends``: TensorFlow's replicas, IndexedSlices,
 # loss scaling and CPU kernels; elsewhere Keras' own path).
-_BACKEND = backends.current().optimizer
+_BACKEND = backends.current("optimizer")
 
 OPTIMIZERS = ("adamw", "lamb")
 GRADIENT_REDUCTIONS = ("mean_then_clip", "clip_then_sum")

@@ -1,5 +1,5 @@
 """What differs between the Keras backends in a training job: one package per backend, the one
-for the running backend chosen once, as a value (``current()``). What is the same on every
+for the running backend chosen once, as a value (``current(part)``). What is the same on every
 backend is written once above them (``modeling.training.job``: the loop;
 ``modeling.training.optimizers``: the optimizer classes).
 
@@ -14,12 +14,13 @@ backend is written once above them (``modeling.training.job``: the loop;
   ``checkpoints.py`` (``jax-ckpt-N.npz``), ``predict.py`` (the compiled forward).
 
 Each backend's ``optimizer`` gives the same names: ``MATH`` (the array namespace of
-``update_rules``), ``check_optimizer``, ``apply_gradients``, ``cpu_kernel_applies``.
+``update_rules``), ``check_optimizer``, ``apply_gradients``, ``cpu_kernel_applies``; each
+``predict``: ``predict(model, dataset, output_names, total, strategy, label)``.
 
 Example::
 
     from modeling.training import backends
-    backends.current().optimizer.MATH.sqrt(4.0)   # tf.sqrt on TensorFlow, keras.ops elsewhere
+    backends.current("optimizer").MATH.sqrt(4.0)   # tf.sqrt on TensorFlow, keras.ops elsewhere
 """
 
 from __future__ import annotations
@@ -30,13 +31,15 @@ import types
 from modeling import backend as _model_backend
 
 
-def current() -> types.ModuleType:
-    """The package of the backend Keras runs on (``KERAS_BACKEND``, read once per process), its
-    ``optimizer`` module imported.
+def current(part: str) -> types.ModuleType:
+    """The running backend's module of ``part`` (``KERAS_BACKEND``, read once per process).
+
+    Args:
+        part: ``"optimizer"`` or ``"predict"`` (each backend has both), or another module of
+            the backend's package (``"steps"``).
 
     Returns:
-        ``modeling.training.backends.tensorflow`` or ``modeling.training.backends.jax``.
+        ``modeling.training.backends.<tensorflow or jax>.<part>``.
     """
     name = "tensorflow" if _model_backend.TENSORFLOW else "jax"
-    importlib.import_module("%s.%s.optimizer" % (__name__, name))
-    return importlib.import_module("%s.%s" % (__name__, name))
+    return importlib.import_module("%s.%s.%s" % (__name__, name, part))

@@ -11,6 +11,7 @@ import tensorflow as tf
 from modeling import BertClassifier, BertConfig, BertModel, create_optimizer
 from modeling.heads.classifier import per_example_classifier_loss
 from modeling.training import finetuning
+from modeling.training.backends.tensorflow import predict as tf_predict
 from modeling.training import evaluation, step_log
 
 SEQ, BATCH, VOCAB = 16, 4, 60
@@ -118,7 +119,7 @@ def test_predictor_returns_dataset_order_and_extra_features():
     np.testing.assert_array_equal(out["example_index"], np.arange(10))
     np.testing.assert_array_equal(out["label_ids"], data["label_ids"])
     # one CPU replica: traced with the fused LayerNorm kernel; the plain call keeps TF's ops
-    predictor = finetuning._PREDICTORS[model][(("probabilities",), id(tf.distribute.get_strategy()),
+    predictor = tf_predict._PREDICTORS[model][(("probabilities",), id(tf.distribute.get_strategy()),
                                                 True)]
     assert predictor.fused_kernels
     graph = next(iter(predictor._steps.values())).get_concrete_function().graph
@@ -153,7 +154,7 @@ def test_kernels_off_in_the_context_and_never_in_an_export(tmp_path):
     with switch.fused_inference_kernels(False):
         plain = finetuning.predict(model, dataset, ["logits"])
     key = (("logits",), id(tf.distribute.get_strategy()))
-    predictors = finetuning._PREDICTORS[model]
+    predictors = tf_predict._PREDICTORS[model]
     assert predictors[key + (True,)].fused_kernels and not predictors[key + (False,)].fused_kernels
     for allowed, uses_kernel in ((True, True), (False, False)):
         step = next(iter(predictors[key + (allowed,)]._steps.values()))
@@ -184,7 +185,7 @@ def test_evaluate_uses_the_layer_norm_kernel_unless_turned_off(monkeypatch):
         return {"logit_sum": (tf.reduce_sum(outputs["logits"]), tf.constant(1.0))}
 
     def inputs(batch):
-        return finetuning.model_inputs(batch)
+        return tf_predict.model_inputs(batch)
 
     fused = evaluation.evaluate(model, dataset, metrics, 2, model_inputs=inputs, progress=False)
     assert seen and all(seen)
@@ -206,14 +207,14 @@ def test_predict_traces_once_per_model_and_does_not_keep_the_model_alive():
     longer = short.map(lambda b: dict(b, **{k: tf.pad(b[k], [[0, 0], [0, 8]])
                                             for k in finetuning.MODEL_INPUT_NAMES}))
     first = finetuning.predict(model, short, ["probabilities"])
-    predictor = finetuning._PREDICTORS[model][(("probabilities",), id(tf.distribute.get_strategy()),
+    predictor = tf_predict._PREDICTORS[model][(("probabilities",), id(tf.distribute.get_strategy()),
                                                 True)]
     again = finetuning.predict(model, longer, ["probabilities"])  # other lengths, same trace
     np.testing.assert_allclose(again["probabilities"], first["probabilities"], atol=1e-6)
     step = next(iter(predictor._steps.values()))
     assert len(predictor._steps) == 1 and step.experimental_get_tracing_count() == 1
     finetuning.predict(model, short, ["logits"])  # other outputs: their own step
-    assert len(finetuning._PREDICTORS[model]) == 2
+    assert len(tf_predict._PREDICTORS[model]) == 2
     ref = weakref.ref(model)
     del model, predictor, step
     gc.collect()

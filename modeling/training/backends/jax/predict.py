@@ -1,5 +1,6 @@
-"""Prediction on JAX: ``Predictor`` (``model(inputs, training=False)`` over numpy batches,
-one compiled forward per length bucket), and the padding that keeps the compiled programs few:
+"""Prediction on JAX: ``predict`` (``finetuning.predict``'s), ``Predictor``
+(``model(inputs, training=False)`` over numpy batches, one compiled forward per length
+bucket), and the padding that keeps the compiled programs few:
 ``length_bucket``, ``pad_batch`` (training pads its batches alike), ``max_positions``.
 
 Example (``KERAS_BACKEND=jax``)::
@@ -11,10 +12,13 @@ Example (``KERAS_BACKEND=jax``)::
 
 from __future__ import annotations
 
-from typing import Dict, Mapping, Optional, Sequence, Any
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 import keras
+import numpy as np
 
+from modeling.encoder import INPUT_NAMES
+from modeling.training import job
 from modeling.training.backends.jax.steps import shard
 
 
@@ -48,8 +52,6 @@ def pad_batch(batch: Mapping[str, Any], length: int, rows: Optional[int] = None
         length: the padded S (>= S).
         rows: the padded B, or None (as is).
     """
-    import numpy as np
-
     seq = np.shape(batch["input_ids"])[-1]
     out = {}
     for name, value in batch.items():
@@ -73,7 +75,7 @@ def max_positions(model: keras.Model) -> Optional[int]:
 
 class Predictor:
     """``model(inputs, training=False)`` over numpy batches on JAX: the twin of
-    ``modeling.training.finetuning.Predictor``. Each batch is padded to its length bucket
+    ``backends.tensorflow.predict.Predictor``. Each batch is padded to its length bucket
     (``length_bucket``) and to the largest batch seen so far (one compiled forward per
     bucket); the outputs are cut back to the batch's rows and tokens.
 
@@ -105,7 +107,6 @@ class Predictor:
         """Output -> its token axis (the one whose size follows S), found once by tracing
         the forward at two lengths within the position table (no computation)."""
         import jax
-        import numpy as np
 
         if self._token_axes is None:
             values = ([v.value for v in self.model.trainable_variables],
@@ -132,8 +133,6 @@ class Predictor:
                 then padded to a multiple of the devices).
         """
         import jax
-        import numpy as np
-
 
         devices = len(jax.local_devices()) if distribution is not None else 1
         trainable = [v.value for v in self.model.trainable_variables]
@@ -156,3 +155,27 @@ class Predictor:
                 if name not in self.input_names:
                     result[name] = np.asarray(value)
             yield result
+
+
+def predict(model, dataset, output_names: Sequence[str], total: Optional[int] = None,
+            strategy=None, label: str = "predict") -> Dict[str, np.ndarray]:
+    """``finetuning.predict`` on JAX: the dataset's numpy batches (a ``tf.data`` pipeline's, or
+    a ``NumpyDataset``'s where TensorFlow is not installed) through ``Predictor`` (over Keras'
+    distribution, when one is set), collected by ``job.collect_predictions``.
+
+    Args:
+        model: the model.
+        dataset: finite batches with ``as_numpy_iterator()``.
+        output_names: the outputs to collect.
+        total: the number of examples (for the ETA), or None.
+        strategy: unused (TensorFlow's).
+        label: the progress line's prefix.
+
+    Returns:
+        Name -> numpy array [N, ...].
+    """
+    del strategy
+    predictor = Predictor(model, output_names, INPUT_NAMES)
+    batches = predictor.run(dataset.as_numpy_iterator(), keras.distribution.distribution())
+    return job.collect_predictions(({name: [value] for name, value in out.items()}
+                                    for out in batches), predictor.output_names[0], total, label)

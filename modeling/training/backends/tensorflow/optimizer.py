@@ -1,7 +1,7 @@
 """What only TensorFlow gives the optimizer.
 
 ``modeling.training.optimizers``' classes are written once for every Keras backend; on
-TensorFlow (``modeling.training.backends.current().optimizer``) their
+TensorFlow (``modeling.training.backends.current("optimizer")``) their
 ``_backend_apply_gradients`` is ``apply_gradients`` here, which adds what the other backends do
 not have (the optimizers' module doc says what each does):
 

@@ -1,4 +1,4 @@
-"""modeling/training/backends/: the backend chosen once (``current()``), and the optimizer
+"""modeling/training/backends/: the backend chosen once (``current(part)``), and the optimizer
 settings that JAX's update path refuses (``backends/jax/optimizer.py``)."""
 
 import keras
@@ -16,8 +16,9 @@ def test_the_optimizer_settings_jax_cannot_do_are_refused():
         jax_optimizer.check_optimizer("mean_then_clip", "dynamic")
 
 
-def test_current_is_the_package_of_the_running_backend_with_its_optimizer():
+def test_current_is_the_running_backends_module_of_each_part():
     expected = "tensorflow" if keras.backend.backend() == "tensorflow" else "jax"
-    assert backends.current().__name__ == "modeling.training.backends." + expected
-    assert backends.current() is backends.current()
-    assert backends.current().optimizer.__name__.endswith(expected + ".optimizer")
+    for part in ("optimizer", "predict"):
+        module = backends.current(part)
+        assert module.__name__ == "modeling.training.backends.%s.%s" % (expected, part)
+        assert backends.current(part) is module
