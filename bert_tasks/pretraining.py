@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 from absl import logging
 
@@ -218,7 +218,6 @@ def evaluate(settings, model, files, strategy, global_step: int, chief: bool) ->
     Returns:
         metric name -> float.
     """
-    from bert_common.results import write_eval_results, write_eval_summaries
     from data.pretraining import dataset as pd
     from modeling.training import evaluation, pretraining_metrics
     from modeling.training import objectives as pretraining_objective
@@ -230,12 +229,7 @@ def evaluate(settings, model, files, strategy, global_step: int, chief: bool) ->
     results = evaluation.evaluate(model, eval_data, pretraining_metrics.eval_metrics,
                                   settings.max_eval_steps, strategy,
                                   model_inputs=pretraining_objective.model_inputs)
-    results = {key: results[key] for key in pretraining_metrics.EVAL_KEYS}
-    results["global_step"] = global_step
-    if chief:
-        write_eval_results(os.path.join(settings.output_dir, EVAL_RESULTS), results)
-        write_eval_summaries(settings.output_dir, results, global_step)
-    return results
+    return _write_eval(settings, results, global_step, chief)
 
 
 def pretrain(settings) -> Optional[Dict[str, float]]:
@@ -452,14 +446,13 @@ def _train_on_jax(settings, model, optimizer, paths, distribution, names) -> int
 
 
 def _evaluate_on_jax(settings, model, paths, step: int, distribution) -> Dict[str, float]:
-    """``--max_eval_steps`` batches in file order: the original's metrics, written to
-    ``eval_results.txt`` and TensorBoard (``output_dir/eval``)."""
+    """``--max_eval_steps`` batches in file order through the compiled forward: the original's
+    metrics (``_write_eval``)."""
     import jax
 
-    from bert_common.results import write_eval_results, write_eval_summaries
     from data import numpy_records
     from data.pretraining import schema
-    from modeling.training import pretraining_metrics
+    from modeling.training import job, pretraining_metrics
     from modeling.training.backends.jax.steps import shard
 
     trainable = [v.value for v in model.trainable_variables]
@@ -472,25 +465,32 @@ def _evaluate_on_jax(settings, model, paths, step: int, distribution) -> Dict[st
         outputs, _ = model.stateless_call(trainable, non_trainable, batch, training=False)
         return pretraining_metrics.eval_metrics(outputs, batch)
 
-    sums: Dict[str, List[float]] = {}
     logging.info("***** Running evaluation on JAX *****  batch size %d, %d steps",
                  settings.eval_batch_size, settings.max_eval_steps)
-    for index, batch in enumerate(numpy_records.batches(paths, settings.eval_batch_size,
-                                                        schema.FEATURE_NAMES)):
-        if index >= settings.max_eval_steps:
-            break
-        values = jax.device_get(metrics(trainable, non_trainable,
-                                        shard(batch, distribution)))
-        for name, (num, den) in values.items():
-            total = sums.setdefault(name, [0.0, 0.0])
-            total[0] += float(num)
-            total[1] += float(den)
-    if not sums:
+    batches = (jax.device_get(metrics(trainable, non_trainable, shard(batch, distribution)))
+               for batch in numpy_records.batches(paths, settings.eval_batch_size,
+                                                  schema.FEATURE_NAMES))
+    return _write_eval(settings, job.streaming_means(batches, settings.max_eval_steps), step,
+                       chief=True)
+
+
+def _write_eval(settings, means: Dict[str, float], global_step: int,
+                chief: bool) -> Dict[str, float]:
+    """The original's eval keys of ``means`` with ``global_step``, written to
+    ``eval_results.txt`` and TensorBoard (``output_dir/eval``) by the chief (every backend).
+
+    Raises:
+        InputError: no eval batch at all.
+    """
+    from bert_common.results import write_eval_results, write_eval_summaries
+    from modeling.training import pretraining_metrics
+
+    if not means:
         raise InputError("--input_file: fewer records than one --eval_batch_size=%d batch"
                          % settings.eval_batch_size)
-    results = {k: sums[k][0] / sums[k][1] if sums[k][1] else 0.0
-               for k in pretraining_metrics.EVAL_KEYS}
-    results["global_step"] = step
-    write_eval_results(os.path.join(settings.output_dir, EVAL_RESULTS), results)
-    write_eval_summaries(settings.output_dir, results, step)
+    results = {key: means[key] for key in pretraining_metrics.EVAL_KEYS}
+    results["global_step"] = global_step
+    if chief:
+        write_eval_results(os.path.join(settings.output_dir, EVAL_RESULTS), results)
+        write_eval_summaries(settings.output_dir, results, global_step)
     return results

@@ -1,4 +1,5 @@
-"""The eval loop beside the trainer: streaming means of metrics over batches.
+"""The eval step on TensorFlow: streaming means of metrics over batches (the loop is
+``job.streaming_means``, every backend's).
 
 ``evaluate(model, dataset, metrics_fn, num_steps, strategy)`` runs ``num_steps`` batches with
 ``training=False`` and returns ``{name: Σnumerator/Σdenominator}`` of ``metrics_fn(outputs,
@@ -9,14 +10,12 @@ as TensorBoard scalars in ``model_dir/eval``, beside the trainer's ``model_dir/t
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, Optional
 
 import tensorflow as tf
-from absl import logging
 
-from bert_common.progress import Progress
 from modeling.kernels import switch
-from modeling.training import strategies
+from modeling.training import job, strategies
 from modeling.training.objectives import Logs
 
 
@@ -64,17 +63,12 @@ def evaluate(model, dataset: tf.data.Dataset,
         iterator = iter(dataset)
     else:
         iterator = iter(strategy.experimental_distribute_dataset(dataset))
-    sums: Dict[str, List[float]] = {}
-    reporter = Progress("eval", num_steps, unit="steps", enabled=progress)
-    for index in range(num_steps):
-        try:
-            values = step(iterator)
-        except (StopIteration, tf.errors.OutOfRangeError):
-            logging.warning("Eval data ran out after %d of %d steps", index, num_steps)
-            break
-        for name, (a, b) in values.items():
-            pair = sums.setdefault(name, [0.0, 0.0])
-            pair[0] += float(a)
-            pair[1] += float(b)
-        reporter.update(index + 1)
-    return {n: (a / b if b else float("nan")) for n, (a, b) in sums.items()}
+
+    def batches():
+        while True:
+            try:
+                yield step(iterator)
+            except (StopIteration, tf.errors.OutOfRangeError):
+                return
+
+    return job.streaming_means(batches(), num_steps, progress)

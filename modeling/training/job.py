@@ -24,8 +24,8 @@ What the job does with them (``train``):
   (step, loss, the logs, learning rate, examples/s, ETA);
 * saves every ``save_checkpoints_steps`` and at the end (every process takes part).
 
-``collect_predictions`` is the prediction loop of every backend (each backend's
-``predict`` module gives the compiled forward).
+``streaming_means`` is the eval loop and ``collect_predictions`` the prediction loop of every
+backend (each backend gives the compiled forward).
 
 Example::
 
@@ -37,10 +37,11 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import sys
 import time
-from typing import Dict, Iterable, List, Optional, Protocol, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 from absl import logging
@@ -258,7 +259,38 @@ def _progress_line(step: int, total: int, logs: Dict[str, float], lr: float, rat
     print(" ".join(parts), file=sys.stderr, flush=True)
 
 
-# ---------------------------------------------------------------------------------- predict
+# ------------------------------------------------------------------------ evaluate, predict
+
+def streaming_means(batches: Iterable[Dict[str, Tuple[Any, Any]]], num_steps: int,
+                    progress: bool = True) -> Dict[str, float]:
+    """The eval loop of every backend: the first ``num_steps`` batches' metric pairs summed,
+    then Σnumerator/Σdenominator per name (streaming means, as ``tf.metrics.mean``).
+
+    Args:
+        batches: per batch, ``{name: (numerator, denominator)}`` (scalars: floats, numpy or
+            tensors), from the backend's compiled forward.
+        num_steps: batches to run (fewer, with a warning, when the data runs out).
+        progress: whether to show a progress line.
+
+    Returns:
+        Σnumerator/Σdenominator per name (float64 sums of the per-batch values; NaN where
+        Σdenominator is 0); empty when there was no batch.
+    """
+    sums: Dict[str, List[float]] = {}
+    reporter = Progress("eval", num_steps, unit="steps", enabled=progress)
+    done = 0
+    for values in itertools.islice(batches, num_steps):
+        for name, (a, b) in values.items():
+            pair = sums.setdefault(name, [0.0, 0.0])
+            pair[0] += float(a)
+            pair[1] += float(b)
+        done += 1
+        reporter.update(done)
+    if done < num_steps:
+        logging.warning("Eval data ran out after %d of %d steps", done, num_steps)
+    return {n: (a / b if b else float("nan")) for n, (a, b) in sums.items()}
+
+
 
 def collect_predictions(batches: Iterable[Dict[str, List[np.ndarray]]], count_name: str,
                         total: Optional[int] = None, label: str = "predict"

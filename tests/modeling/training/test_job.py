@@ -110,3 +110,27 @@ def test_loop_lengths_follow_the_clock_when_timed(tmp_path):
     assert job.loop_steps(0, config, 0.0) == 1  # the first loop traces and compiles the step
     assert job.loop_steps(1, config, 10.0) == 3  # cut to a progress line every 30 s
     assert job.loop_steps(1, config, None) == 4  # untimed: steps_per_loop
+
+
+def test_streaming_means_sum_pairs_and_stop_at_num_steps(caplog):
+    batches = iter([{"acc": (3.0, 4.0), "loss": (1.0, 1.0)},
+                    {"acc": (1.0, 4.0), "loss": (3.0, 1.0)},
+                    {"acc": (0.0, 4.0), "loss": (9.0, 1.0)}])
+    assert job.streaming_means(batches, 2, progress=False) == {"acc": 0.5, "loss": 2.0}
+    assert next(batches)["loss"] == (9.0, 1.0)  # the third batch was never read
+    assert job.streaming_means(iter([{"x": (1.0, 0.0)}]), 3, progress=False)["x"] != \
+        job.streaming_means(iter([{"x": (1.0, 0.0)}]), 3, progress=False)["x"]  # NaN
+    assert "Eval data ran out after 1 of 3 steps" in caplog.text
+    assert job.streaming_means(iter([]), 3, progress=False) == {}
+
+
+def test_collect_predictions_concatenates_parts_in_order_padding_tokens():
+    import numpy as np
+
+    batches = [{"logits": [np.ones((2, 3)), np.zeros((1, 3))], "ids": [np.array([0, 1]),
+                                                                         np.array([2])]},
+               {"logits": [np.full((1, 5), 2.0)], "ids": [np.array([3])]}]
+    out = job.collect_predictions(iter(batches), "ids", total=4)
+    assert out["ids"].tolist() == [0, 1, 2, 3]
+    assert out["logits"].shape == (4, 5) and out["logits"][0].tolist() == [1, 1, 1, 0, 0]
+    assert out["logits"][3].tolist() == [2.0] * 5
