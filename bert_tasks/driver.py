@@ -285,13 +285,10 @@ def restore_checkpoint(model, settings: Any, without_training: str) -> Optional[
     """
     from modeling import checkpoints
 
-    from bert_common.installed import tensorflow_installed
-
     init_checkpoint = settings.init_checkpoint
     if not settings.do_train and not init_checkpoint:
         # (TF1 checkpoints are TensorFlow's: without it, there is none to find.)
-        init_checkpoint = (checkpoints.tf1.latest_checkpoint(settings.output_dir)
-                           if tensorflow_installed() else None)
+        init_checkpoint = checkpoints.tf1.latest_checkpoint(settings.output_dir)
         if init_checkpoint is None:
             raise FlagError("--init_checkpoint is needed to %s without --do_train (no checkpoint "
                             "in --output_dir=%s)" % (without_training, settings.output_dir))
@@ -446,7 +443,8 @@ class _OnJax:
         from modeling.training.backends.jax import steps
 
         settings = ctx.settings
-        if tensorflow_installed():
+        with_tf = tensorflow_installed()  # tf.data feeds the input
+        if with_tf:
             import tensorflow as tf
 
             for kind in ("GPU", "TPU"):
@@ -457,7 +455,7 @@ class _OnJax:
         keras.config.set_dtype_policy("mixed_bfloat16" if settings.mixed_precision == "bf16"
                                       else "float32")
         logging.info("KERAS_BACKEND=jax: devices %s; input read with %s", steps.device_names(),
-                     "tf.data" if tensorflow_installed() else "numpy (no TensorFlow)")
+                     "tf.data" if with_tf else "numpy (no TensorFlow)")
         steps.distribute(settings.train_batch_size if settings.do_train else 0,
                          "--train_batch_size")
 

@@ -162,10 +162,11 @@ def _inputs(input_file, bert_config_file, init_checkpoint, vocab_file, layers, m
 
 def _encoder(config, init_checkpoint, max_seq_length, layer_indexes, inference_dtype):
     """The encoder with its weights, as a function from a batch to the chosen layers'
-    values, each float32 [B, S, H] (compiled: XLA or a TensorFlow graph, ``jax.jit`` on
-    JAX)."""
-    from modeling import backend, checkpoints
+    values, each float32 [B, S, H] (the backend's compiled forward: XLA or a TensorFlow graph,
+    ``jax.jit`` on JAX)."""
+    from modeling import checkpoints
     from modeling.encoder import BertModel
+    from modeling.training import backends
 
     model = BertModel(config, seq_length=max_seq_length, dtype=inference_dtype)
     if init_checkpoint:
@@ -173,43 +174,7 @@ def _encoder(config, init_checkpoint, max_seq_length, layer_indexes, inference_d
     else:
         print("extract_features.py: warning: no --init_checkpoint, random weights",
               file=sys.stderr)
-    if not backend.TENSORFLOW:
-        return _jax_encoder(model, layer_indexes)
-    import tensorflow as tf
-
-    from modeling.kernels import switch
-    from modeling.training import strategies
-    # bfloat16 runs as a graph, with the fused LayerNorm on a CPU (float32: XLA, which
-    # compiles TensorFlow's ops and cannot take the kernel library's)
-    fused = (inference_dtype != "float32" and strategies.prediction_kernels_apply(
-        tf.distribute.get_strategy(), model.variables))
-
-    # float32 is XLA-compiled where XLA can compile for the CPU (not under tensorflow-tpu)
-    xla = inference_dtype == "float32" and not strategies.xla_cpu_unavailable()
-
-    @tf.function(jit_compile=xla, reduce_retracing=True)
-    def predict(batch):
-        with switch.use_kernels(model, switch.Kernels(inference=fused)):  # read when traced
-            outputs = model(batch, training=False)["encoder_outputs"]
-        return [tf.cast(outputs[index], tf.float32) for index in layer_indexes]  # [B, S, H]
-
-    return predict
-
-
-def _jax_encoder(model, layer_indexes):
-    """``_encoder``'s function on Keras' JAX backend (``KERAS_BACKEND=jax``, docs/jax.md)."""
-    import jax
-    from keras import ops
-
-    trainable = [v.value for v in model.trainable_variables]
-    non_trainable = [v.value for v in model.non_trainable_variables]
-
-    @jax.jit
-    def predict(batch):
-        outputs, _ = model.stateless_call(trainable, non_trainable, batch, training=False)
-        return [ops.cast(outputs["encoder_outputs"][i], "float32") for i in layer_indexes]
-
-    return predict
+    return backends.current("predict").encoder_layers(model, layer_indexes, inference_dtype)
 
 
 def _write(output_file, features, total, batch_size, predict, layer_indexes) -> None:

@@ -312,9 +312,7 @@ def labels_for(checkpoint: Optional[str], output_dir: str,
 def _latest_tf1_checkpoint(output_dir: str) -> Optional[str]:
     """The newest ``model.ckpt-<step>`` of ``output_dir`` (None without TensorFlow: a JAX run's
     own checkpoints are in ``output_dir``, whose ``labels.txt`` ``labels_for`` reads)."""
-    from bert_common.installed import tensorflow_installed
-
-    return tf1.latest_checkpoint(output_dir) if tensorflow_installed() else None
+    return tf1.latest_checkpoint(output_dir)
 
 
 # CoNLL-2003's file names by split.

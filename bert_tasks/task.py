@@ -156,16 +156,9 @@ def resolve_strategy(strategy: Any = None) -> Tuple[Any, bool]:
         ``(strategy, tpu)``; on another Keras backend ``(strategy, False)``, without
         importing TensorFlow (which may not be installed there).
     """
-    from modeling import backend
+    from modeling.training import backends
 
-    if not backend.TENSORFLOW:
-        return strategy, False
-    import tensorflow as tf
-
-    from modeling.training import strategies
-
-    strategy = strategy or tf.distribute.get_strategy()
-    return strategy, strategies.is_tpu(strategy)
+    return backends.current("predict").resolve_strategy(strategy)
 
 
 class Task:

@@ -35,6 +35,9 @@ from keras import ops
 
 BACKEND: str = keras.backend.backend()
 TENSORFLOW: bool = BACKEND == "tensorflow"
+# The step's integer type: int64 on TensorFlow (its iteration counter), int32 on JAX without
+# x64 (exact up to 2**31 steps).
+STEP_DTYPE: str = "int64" if TENSORFLOW else "int32"
 
 if TENSORFLOW:
     import tensorflow as tf  # noqa: F401  (the TensorFlow backend has it installed)
@@ -80,6 +83,32 @@ def take_rows(table, ids):
     if TENSORFLOW:
         return tf.gather(table, ids)
     return ops.take(table, ids, axis=0)
+
+
+def take_few_rows(table, ids):
+    """``table[ids]`` for a small table (the token types: 2 rows): TensorFlow's gather (its
+    sparse gradient, as the original's graph), elsewhere a chain of selects.
+
+    The selects' values are the gather's, exactly; the gradient of each row is a masked sum
+    over the positions, where a gather's is a scatter-add in which every position hits one of
+    the few rows: on a GPU those colliding atomic adds made the backward pass several times
+    slower than the forward (docs/benchmarks.md). The original looks token types up with a
+    one-hot matmul for the same reason (TPUs).
+
+    Args:
+        table: [T, H], T small.
+        ids: int [...], in [0, T).
+
+    Returns:
+        [..., H] in the table's dtype.
+    """
+    if TENSORFLOW:
+        return tf.gather(table, ids)
+    mask_shape = tuple(ids.shape) + (1,)
+    out = ops.broadcast_to(table[0], tuple(ids.shape) + (table.shape[-1],))  # [..., H]
+    for row in range(1, table.shape[0]):
+        out = ops.where(ops.reshape(ops.equal(ids, row), mask_shape), table[row], out)
+    return out
 
 
 # The original's norm of a looked-up table's gradient on JAX (``occurrence_norm_tap``): the

@@ -287,15 +287,18 @@ def latest_checkpoint(folder: str) -> Optional[str]:
         folder: a local or ``gs://`` folder.
 
     Returns:
-        The checkpoint prefix, or None.
+        The checkpoint prefix, or None (also where TensorFlow is not installed: these
+        checkpoints are TensorFlow's, and a JAX run's own are ``jax-ckpt-N.npz``).
 
     Raises:
         CheckpointError: an unreadable ``checkpoint`` state file.
     """
+    from bert_common.installed import tensorflow_installed
+
+    if not tensorflow_installed() or not files.isdir(folder):
+        return None
     import tensorflow as tf
 
-    if not files.isdir(folder):
-        return None
     try:
         state = tf.train.get_checkpoint_state(folder)
     except ValueError as e:  # e.g. an empty state file ("Invalid checkpoint state")

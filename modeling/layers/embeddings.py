@@ -51,29 +51,6 @@ def sparse_gradient_tables(model: keras.Model, one_hot_embeddings: bool = False)
             if isinstance(layer, WordEmbedding) and layer.built]
 
 
-def select_rows(table, ids):
-    """``table[ids]`` for a small table (the token types: 2 rows) as a chain of selects.
-
-    The values are the gather's, exactly; the gradient of each row is a masked sum over the
-    positions, where a gather's is a scatter-add in which every position hits one of the few
-    rows: on a GPU those colliding atomic adds made the backward pass several times slower than
-    the forward (a BERT-base step at batch 64: 5 ms forward, 40 ms backward). The original
-    looks token types up with a one-hot matmul for the same reason (TPUs).
-
-    Args:
-        table: [T, H], T small.
-        ids: int [...], in [0, T).
-
-    Returns:
-        [..., H] in the table's dtype.
-    """
-    mask_shape = tuple(ids.shape) + (1,)
-    out = ops.broadcast_to(table[0], tuple(ids.shape) + (table.shape[-1],))  # [..., H]
-    for row in range(1, table.shape[0]):
-        out = ops.where(ops.reshape(ops.equal(ids, row), mask_shape), table[row], out)
-    return out
-
-
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class WordEmbedding(keras.layers.Layer):
     """Word-piece embedding table [V, H]; lookup (ids -> [..., H]) or tied logits (reverse).
@@ -193,10 +170,7 @@ class EmbeddingPostprocessor(keras.layers.Layer):
         """
         seq_length = backend.shape(word_embeddings)[1]
         ids = ops.cast(segment_ids, "int32")  # [B, S]
-        if backend.TENSORFLOW:
-            token_type = backend.take_rows(self.token_type_embeddings, ids)  # [B, S, H]
-        else:
-            token_type = select_rows(self.token_type_embeddings, ids)  # [B, S, H]
+        token_type = backend.take_few_rows(self.token_type_embeddings, ids)  # [B, S, H]
         position = self.position_embeddings[:seq_length]  # [S, H]
         output = word_embeddings + token_type  # [B, S, H]
         output = output + position[None]  # [B, S, H]

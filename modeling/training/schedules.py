@@ -23,12 +23,8 @@ from __future__ import annotations
 import keras
 import numpy as np
 from keras import ops
-
 from modeling import backend
 
-# The step's integer type: int64 on TensorFlow (its iteration counter), int32 on JAX without
-# x64 (exact up to 2**31 steps).
-_INT = "int64" if backend.TENSORFLOW else "int32"
 
 
 def _reciprocal32(n: int) -> np.float32:
@@ -62,7 +58,7 @@ def bert_schedule_value(step, init_lr: float, num_train_steps: int,
     if not num_warmup_steps:
         return decayed
     warmup_lr = (lr * _reciprocal32(num_warmup_steps)) * step_f
-    is_warmup = ops.cast(ops.cast(step, _INT) < num_warmup_steps, "float32")
+    is_warmup = ops.cast(ops.cast(step, backend.STEP_DTYPE) < num_warmup_steps, "float32")
     return (1.0 - is_warmup) * decayed + is_warmup * warmup_lr
 
 
@@ -92,7 +88,7 @@ class BertSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.one_step_ahead = bool(one_step_ahead)
 
     def __call__(self, step):
-        step = ops.cast(step, _INT)
+        step = ops.cast(step, backend.STEP_DTYPE)
         if self.one_step_ahead:
             step = step + 1
         return bert_schedule_value(step, self.init_lr, self.num_train_steps,

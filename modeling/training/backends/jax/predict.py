@@ -1,4 +1,5 @@
-"""Prediction on JAX: ``predict`` (``finetuning.predict``'s), ``Predictor``
+"""Prediction on JAX: ``predict`` (``finetuning.predict``'s), ``encoder_layers``
+(``extract_features.py``'s), ``resolve_strategy`` (none here), ``Predictor``
 (``model(inputs, training=False)`` over numpy batches, one compiled forward per length
 bucket), and the padding that keeps the compiled programs few:
 ``length_bucket``, ``pad_batch`` (training pads its batches alike), ``max_positions``.
@@ -179,3 +180,39 @@ def predict(model, dataset, output_names: Sequence[str], total: Optional[int] = 
     batches = predictor.run(dataset.as_numpy_iterator(), keras.distribution.distribution())
     return job.collect_predictions(({name: [value] for name, value in out.items()}
                                     for out in batches), predictor.output_names[0], total, label)
+
+
+def resolve_strategy(strategy=None):
+    """``(strategy, False)``: no ``tf.distribute`` strategy here, no TPU one (TensorFlow is
+    not imported: it may not be installed).
+
+    Args:
+        strategy: passed through.
+    """
+    return strategy, False
+
+
+def encoder_layers(model, layer_indexes: Sequence[int], inference_dtype: str):
+    """The encoder layers ``layer_indexes``' values of a batch, each float32 [B, S, H]
+    (``extract_features.py``), compiled by ``jax.jit``.
+
+    Args:
+        model: a ``BertModel`` with its weights.
+        layer_indexes: the encoder layers (negative: from the last).
+        inference_dtype: unused (the model was built with it).
+
+    Returns:
+        ``batch -> [[B, S, H], ...]``.
+    """
+    import jax
+
+    del inference_dtype
+    trainable = [v.value for v in model.trainable_variables]
+    non_trainable = [v.value for v in model.non_trainable_variables]
+
+    @jax.jit
+    def layers(batch):
+        outputs, _ = model.stateless_call(trainable, non_trainable, batch, training=False)
+        return [keras.ops.cast(outputs["encoder_outputs"][i], "float32") for i in layer_indexes]
+
+    return layers

@@ -2,6 +2,8 @@
 ``tf.data`` dataset under any ``tf.distribute`` strategy, one traced step per model and outputs
 reused by every call (a relaxed signature: batches of any length share it; the fused inference
 kernels where ``strategies.prediction_kernels_apply``); ``predict`` keeps one with the model.
+``resolve_strategy`` (a prediction's strategy, TPU or not) and ``encoder_layers`` (the compiled
+forward of ``extract_features.py``) are the other compiled forwards a task asks for.
 What is collected and how (``job.collect_predictions``) is the same on every backend.
 
 Example::
@@ -171,3 +173,47 @@ def predict(model, dataset, output_names: Sequence[str], total: Optional[int] = 
     if predictor is None or predictor.strategy is not strategy:
         predictor = per_model[key] = _CachedPredictor(model, output_names, strategy)
     return predictor.run(dataset, total, label)
+
+
+def resolve_strategy(strategy=None):
+    """A prediction's strategy and whether it is a TPU one (static shapes, padded batches).
+
+    Args:
+        strategy: a ``tf.distribute.Strategy``, or None (the current one).
+
+    Returns:
+        ``(strategy, tpu)``.
+    """
+    from modeling.training import strategies
+
+    strategy = strategy or tf.distribute.get_strategy()
+    return strategy, strategies.is_tpu(strategy)
+
+
+def encoder_layers(model, layer_indexes: Sequence[int], inference_dtype: str):
+    """A compiled function from a batch to the encoder layers ``layer_indexes``' values, each
+    float32 [B, S, H] (``extract_features.py``): float32 XLA-compiled where XLA can compile for
+    the CPU (not under tensorflow-tpu); bfloat16 as a graph, with the fused LayerNorm on a CPU
+    (XLA compiles TensorFlow's ops and cannot take the kernel library's).
+
+    Args:
+        model: a ``BertModel`` with its weights.
+        layer_indexes: the encoder layers (negative: from the last).
+        inference_dtype: ``float32`` or ``bfloat16``.
+
+    Returns:
+        ``batch -> [[B, S, H], ...]``.
+    """
+    from modeling.training import strategies
+
+    fused = (inference_dtype != "float32" and strategies.prediction_kernels_apply(
+        tf.distribute.get_strategy(), model.variables))
+    xla = inference_dtype == "float32" and not strategies.xla_cpu_unavailable()
+
+    @tf.function(jit_compile=xla, reduce_retracing=True)
+    def layers(batch):
+        with switch.use_kernels(model, switch.Kernels(inference=fused)):  # read when traced
+            outputs = model(batch, training=False)["encoder_outputs"]
+        return [tf.cast(outputs[index], tf.float32) for index in layer_indexes]  # [B, S, H]
+
+    return layers
