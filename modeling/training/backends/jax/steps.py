@@ -13,7 +13,7 @@ seed generators included) and of the optimizer's (iteration counter, slots);
 3. ``optimizer.stateless_apply``: the clipping and the update rule of
    ``modeling.training.optimizers`` (``update_rules``, as on TensorFlow).
 
-``logs`` holds the loss, every scalar output of the model (``masked_lm_loss``,
+``logs`` holds the loss, every other scalar output of the model (``masked_lm_loss``,
 ``next_sentence_loss``, ...), ``global_norm`` (before clipping) and ``learning_rate`` (the rate
 this update used). The batch is a dict of arrays (numpy or JAX) with the model's input names.
 ``TrainState.from_model``/``assign_to`` move values between the Keras variables and a state, so
@@ -195,8 +195,8 @@ def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
         with clipping(norm) if clipping else contextlib.nullcontext():
             trainable, optimizer_values = optimizer.stateless_apply(state.optimizer, grads,
                                                                     state.trainable)
-        logs = {key: value for key, value in outputs.items()
-                if hasattr(value, "shape") and value.shape == ()}
+        logs = {key: value for key, value in outputs.items()  # the loss once, as ``loss``
+                if hasattr(value, "shape") and value.shape == () and key != loss_key}
         logs.update(loss=value, global_norm=norm, learning_rate=rate)
         return TrainState(trainable, non_trainable, optimizer_values), logs
 
