@@ -31,7 +31,7 @@ HF export, trains on JAX (``_OnJax``: the backend is chosen once, as a value, in
   bucket (``backends.jax.predict.length_bucket``: one compiled step per bucket, exact for the
   task models);
 * the step: ``backends.jax.steps.make_train_step`` with the objective of the TensorFlow path
-  (``steps.mean_loss``); several local devices train data-parallel
+  (``objectives.mean_loss_objective``); several local devices train data-parallel
   (``keras.distribution.DataParallel``);
 * the loop: the one training job (``modeling.training.job``: ``train_steps.jsonl``,
   TensorBoard, progress lines), with ``output_dir/jax-ckpt-<step>.npz`` checkpoints and the
@@ -488,7 +488,7 @@ class _OnJax:
         from bert_tasks.pretraining import export_for_finetuning
         from data.glue.numpy_dataset import NumpyDataset
         from modeling.layers import embeddings
-        from modeling.training import finetuning, inputs, job
+        from modeling.training import inputs, job, objectives
         from modeling.training.backends.jax import predict, steps
 
         optimizer = modeling.create_optimizer(settings.learning_rate, num_train_steps,
@@ -497,8 +497,7 @@ class _OnJax:
         # The original clips by a norm that counts the word table's rows per occurrence (its
         # gradient is IndexedSlices): the same norm here (the TensorFlow trainer's rule).
         step_fn = steps.make_train_step(
-            model, optimizer, loss=steps.mean_loss(per_example_loss, loss_weights),
-            input_names=finetuning.MODEL_INPUT_NAMES,
+            model, optimizer, objectives.mean_loss_objective(per_example_loss, loss_weights),
             occurrence_norm=embeddings.sparse_gradient_tables(model))
         longest = predict.max_positions(model) or settings.max_seq_length
 

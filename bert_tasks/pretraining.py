@@ -15,8 +15,9 @@ not installed:
 * input: where TensorFlow is installed, the tf.data pipeline above read as numpy (the same
   batches), its iterator state saved beside each checkpoint; without TensorFlow the records read
   with numpy (``data.pretraining.numpy_input``);
-* the step: ``modeling.training.backends.jax.steps.make_train_step`` (compiled,
-  ``mixed_bfloat16`` with ``--mixed_precision=bf16``); several local devices (GPUs, TPU cores)
+* the step: ``modeling.training.backends.jax.steps.make_train_step`` with the TensorFlow
+  path's ``PretrainingObjective`` (compiled, ``mixed_bfloat16`` with
+  ``--mixed_precision=bf16``); several local devices (GPUs, TPU cores)
   train data-parallel (``keras.distribution.DataParallel``: the batch split over them, one
   update);
 * the loop: the one training job (``modeling.training.job``: step log, progress, TensorBoard
@@ -419,7 +420,7 @@ def _pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
 
 
 def _train_on_jax(settings, model, optimizer, paths, distribution, names) -> int:
-    from modeling.training import inputs, job
+    from modeling.training import inputs, job, objectives
     from modeling.training.backends.jax import steps
 
     if tensorflow_installed():
@@ -438,7 +439,9 @@ def _train_on_jax(settings, model, optimizer, paths, distribution, names) -> int
             paths, settings.train_batch_size, names, settings.deterministic,
             settings.random_seed, skip_records=records))
     return job.train(
-        steps.Steps(model, optimizer, steps.make_train_step(model, optimizer), data,
+        steps.Steps(model, optimizer,
+                    steps.make_train_step(model, optimizer, objectives.PretrainingObjective()),
+                    data,
                     output_dir=settings.output_dir, batch_size=settings.train_batch_size,
                     keep_checkpoint_max=settings.keep_checkpoint_max,
                     distribution=distribution),

@@ -95,11 +95,8 @@ def finetune(model, optimizer, dataset: tf.data.Dataset, per_example_loss: PerEx
     from modeling.training import job, objectives
     from modeling.training.backends.tensorflow import steps as trainer
 
-    if loss_weights:
-        objective = objectives.WeightedMeanLossObjective(per_example_loss, loss_weights,
-                                                         MODEL_INPUT_NAMES)
-    else:
-        objective = objectives.MeanLossObjective(per_example_loss, MODEL_INPUT_NAMES)
+    objective = objectives.mean_loss_objective(per_example_loss, loss_weights,
+                                               MODEL_INPUT_NAMES)
     config = job.TrainerConfig(
         model_dir=model_dir, num_train_steps=num_train_steps, steps_per_loop=steps_per_loop,
         save_checkpoints_steps=save_checkpoints_steps, keep_checkpoint_max=keep_checkpoint_max,

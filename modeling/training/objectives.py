@@ -1,21 +1,24 @@
-"""What the trainer optimizes: the ``Objective`` contract, mean-loss objectives, pre-training's.
+"""What a training step optimizes, on every backend: the ``Objective`` contract, mean-loss
+objectives, pre-training's (``keras.ops``: TensorFlow's steps and JAX's call the same ones).
 
-**Objective contract.** The loop (``backends.tensorflow.steps.Trainer``) knows nothing about
-BERT; an ``Objective`` says what to feed the model and how to turn its outputs into a loss::
+**Objective contract.** The steps (``backends.tensorflow.steps.Trainer``,
+``backends.jax.steps.make_train_step``) know nothing about BERT; an ``Objective`` says what to
+feed the model and how to turn its outputs into a loss::
 
     class MyObjective(objectives.Objective):
         def model_inputs(self, batch):            # dict of tensors -> the model's inputs
             return {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")}
         def totals(self, batch):                   # float32 scalars summed over a batch
-            return {"examples": tf.cast(tf.shape(batch["label_ids"])[0], tf.float32)}
+            return {"examples": ops.cast(ops.shape(batch["label_ids"])[0], "float32")}
         def __call__(self, outputs, batch, totals):
             per_example = ...                                        # [b]
-            share = tf.reduce_sum(per_example) / totals["examples"]  # this part's share
+            share = ops.sum(per_example) / totals["examples"]        # this part's share
             logs = {"accuracy": (num_correct, count)}                # (numerator, denominator)
             return share, logs
 
 ``totals`` is evaluated on the replica's whole batch and, in the default ``mean_then_clip``
-gradient reduction, summed over all replicas: it is the *global batch*'s totals. The objective
+gradient reduction, summed over all replicas: it is the *global batch*'s totals (on JAX, one
+program over the devices, the batch is the global batch). The objective
 returns the share of the global-batch loss carried by the (micro-)batch it is given, so the
 shares of all micro-batches and replicas add up to the loss of the global batch and the summed
 gradients are its gradient: N replicas x k accumulation steps give the same update as one
@@ -23,7 +26,8 @@ replica on the whole batch, for weighted means too (the MLM loss). With the opti
 ``clip_then_sum`` reduction (the original's TPU semantics) totals are per replica: each replica
 gets the gradient of its own loss, clips it, and the clipped gradients are summed.
 ``MeanLossObjective(per_example_fn, input_names)`` covers the plain mean-of-examples case,
-``WeightedMeanLossObjective`` a weighted mean (per-token losses of the scored tokens).
+``WeightedMeanLossObjective`` a weighted mean (per-token losses of the scored tokens);
+``mean_loss_objective`` picks the fine-tuning tools' one.
 
 Logs are ``{name: (numerator, denominator)}`` pairs, summed over micro-batches, replicas and the
 steps of a loop; the value shown is Σnumerator/Σdenominator (a streaming mean, like
@@ -53,15 +57,16 @@ are the same four metrics over the training batches.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
-import tensorflow as tf
+import keras
+from keras import ops
 
 from modeling.encoder import INPUT_NAMES
 from modeling.training.pretraining_metrics import _flat_weights, head_metrics
 from modeling.heads.pretraining import MLM_LOSS_EPSILON, PRETRAINING_INPUT_NAMES
 
-Logs = Dict[str, Tuple[tf.Tensor, tf.Tensor]]  # {name: (numerator, denominator)}
+Logs = Dict[str, Tuple[Any, Any]]  # {name: (numerator, denominator)}
 
 
 # ------------------------------------------------------------------------- the contract
@@ -79,7 +84,7 @@ class Objective:
 
     log_names: Tuple[str, ...] = ()
 
-    def model_inputs(self, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    def model_inputs(self, batch: Dict[str, Any]) -> Dict[str, Any]:
         """The model's inputs from ``batch`` (default: the batch itself).
 
         Args:
@@ -90,7 +95,7 @@ class Objective:
         """
         return batch
 
-    def totals(self, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    def totals(self, batch: Dict[str, Any]) -> Dict[str, Any]:
         """Float32 scalars of ``batch`` that the loop sums over the global batch.
 
         Args:
@@ -99,10 +104,10 @@ class Objective:
         Returns:
             name -> scalar (default: ``{"examples": b}``).
         """
-        first = tf.nest.flatten(batch)[0]
-        return {"examples": tf.cast(tf.shape(first)[0], tf.float32)}
+        first = keras.tree.flatten(batch)[0]
+        return {"examples": ops.cast(ops.shape(first)[0], "float32")}
 
-    def __call__(self, outputs, batch, totals) -> Tuple[tf.Tensor, Logs]:
+    def __call__(self, outputs, batch, totals) -> Tuple[Any, Logs]:
         raise NotImplementedError
 
     def dense_gradient(self, variable) -> bool:
@@ -146,8 +151,8 @@ class MeanLossObjective(Objective):
         return {name: batch[name] for name in self.input_names}
 
     def __call__(self, outputs, batch, totals):
-        per_example = tf.cast(self.per_example_fn(outputs, batch), tf.float32)  # [b]
-        return tf.reduce_sum(per_example) / totals["examples"], {}
+        per_example = ops.cast(self.per_example_fn(outputs, batch), "float32")  # [b]
+        return ops.sum(per_example) / totals["examples"], {}
 
 
 class WeightedMeanLossObjective(MeanLossObjective):
@@ -175,12 +180,31 @@ class WeightedMeanLossObjective(MeanLossObjective):
         Returns:
             ``{"weight": Σ w}``.
         """
-        return {"weight": tf.reduce_sum(tf.cast(batch[self.weight_name], tf.float32))}
+        return {"weight": ops.sum(ops.cast(batch[self.weight_name], "float32"))}
 
     def __call__(self, outputs, batch, totals):
-        per_item = tf.cast(self.per_example_fn(outputs, batch), tf.float32)  # [b, ...]
-        weights = tf.cast(batch[self.weight_name], tf.float32)  # [b, ...]
-        return tf.math.divide_no_nan(tf.reduce_sum(weights * per_item), totals["weight"]), {}
+        per_item = ops.cast(self.per_example_fn(outputs, batch), "float32")  # [b, ...]
+        weights = ops.cast(batch[self.weight_name], "float32")  # [b, ...]
+        return ops.divide_no_nan(ops.sum(weights * per_item), totals["weight"]), {}
+
+
+def mean_loss_objective(per_example_fn: Callable, weight_name: Optional[str] = None,
+                        input_names: Sequence[str] = INPUT_NAMES) -> MeanLossObjective:
+    """The fine-tuning objective: the mean over the global batch of ``per_example_fn(outputs,
+    batch)`` [b], or with ``weight_name`` Σ w·ℓ / Σ w over per-item losses and the batch's
+    weights of the same shape (NER: the mean over the scored tokens).
+
+    Args:
+        per_example_fn: ``(outputs, batch) -> [b]`` (or [b, ...] with ``weight_name``).
+        weight_name: the batch feature holding the weights, or None.
+        input_names: the batch features fed to the model (the encoder's three).
+
+    Returns:
+        A ``MeanLossObjective`` or ``WeightedMeanLossObjective``.
+    """
+    if weight_name:
+        return WeightedMeanLossObjective(per_example_fn, weight_name, input_names)
+    return MeanLossObjective(per_example_fn, input_names)
 
 
 # -------------------------------------------------------------------------- pre-training
@@ -189,7 +213,7 @@ class WeightedMeanLossObjective(MeanLossObjective):
 # the model defines the names, the records follow them.
 MODEL_INPUT_NAMES = tuple(INPUT_NAMES) + tuple(PRETRAINING_INPUT_NAMES)
 
-def model_inputs(batch) -> Dict[str, tf.Tensor]:
+def model_inputs(batch) -> Dict[str, Any]:
     """The pre-training model's inputs: the 7 record features.
 
     Args:
@@ -228,16 +252,15 @@ class PretrainingObjective(Objective):
             ``{"masked_lm_weight", "examples"}`` float32 scalars.
         """
         labels = batch["next_sentence_labels"]
-        return {"masked_lm_weight": tf.reduce_sum(_flat_weights(batch)),
-                "examples": tf.cast(tf.shape(labels)[0], tf.float32)}
+        return {"masked_lm_weight": ops.sum(_flat_weights(batch)),
+                "examples": ops.cast(ops.shape(labels)[0], "float32")}
 
     def __call__(self, outputs, batch, totals):
         weights = _flat_weights(batch)  # [B*P]
-        mlm_example = tf.cast(outputs["masked_lm_example_loss"], tf.float32)  # [B*P]
-        nsp_example = tf.cast(outputs["next_sentence_example_loss"], tf.float32)  # [B]
-        mlm = tf.reduce_sum(weights * mlm_example) / (totals["masked_lm_weight"]
-                                                      + MLM_LOSS_EPSILON)
-        nsp = tf.reduce_sum(nsp_example) / totals["examples"]
+        mlm_example = ops.cast(outputs["masked_lm_example_loss"], "float32")  # [B*P]
+        nsp_example = ops.cast(outputs["next_sentence_example_loss"], "float32")  # [B]
+        mlm = ops.sum(weights * mlm_example) / (totals["masked_lm_weight"] + MLM_LOSS_EPSILON)
+        nsp = ops.sum(nsp_example) / totals["examples"]
         return mlm + nsp, head_metrics(outputs, batch)
 
     def dense_gradient(self, variable) -> bool:

@@ -140,6 +140,7 @@ def finetuning_golden() -> dict:
     from modeling.encoder import INPUT_NAMES
     from modeling.heads.classifier import per_example_classifier_loss
     from modeling.layers import embeddings
+    from modeling.training import objectives
     from modeling.training.backends.jax import steps as jax_steps
 
     folder = os.path.join(paths.GOLDEN, "finetuning_trajectory")
@@ -159,8 +160,7 @@ def finetuning_golden() -> dict:
                                           summary["num_warmup_steps"])
     optimizer.build(model.trainable_variables)
     step = jax_steps.make_train_step(
-        model, optimizer, input_names=INPUT_NAMES,
-        loss=jax_steps.mean_loss(per_example_classifier_loss),
+        model, optimizer, objectives.mean_loss_objective(per_example_classifier_loss),
         occurrence_norm=embeddings.sparse_gradient_tables(model))
     state = jax_steps.TrainState.from_model(model, optimizer)
     batches = numpy_records.batches([os.path.join(folder, summary["features"])] * steps,
@@ -194,13 +194,11 @@ def finetuning_golden() -> dict:
 def finetuning() -> dict:
     """MiniLM (its safetensors) + a classifier head on 32 MRPC training pairs (32 tokens), 4
     epochs of batch 8 with the original's optimizer: the mean loss of each epoch."""
-    from keras import ops
-
     import modeling
     from data.glue import features, processors
     from data.tokenization.wordpiece import FastFullTokenizer
-    from modeling.encoder import INPUT_NAMES
     from modeling.heads.classifier import per_example_classifier_loss
+    from modeling.training import objectives
     from modeling.training.backends.jax import steps as jax_steps
 
     minilm = os.path.join(paths.DATA, "minilm")
@@ -220,8 +218,7 @@ def finetuning() -> dict:
     optimizer = modeling.create_optimizer(5e-5, 16, 2)
     optimizer.build(model.trainable_variables)
     step = jax_steps.make_train_step(
-        model, optimizer, input_names=INPUT_NAMES,
-        loss=lambda outputs, batch: ops.mean(per_example_classifier_loss(outputs, batch)))
+        model, optimizer, objectives.mean_loss_objective(per_example_classifier_loss))
     state = jax_steps.TrainState.from_model(model, optimizer)
     epochs = []
     for _ in range(4):

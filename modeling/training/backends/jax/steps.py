@@ -5,17 +5,17 @@ local devices, and the ``job.Steps`` that runs it between ``jax-ckpt-N.npz`` che
 seed generators included) and of the optimizer's (iteration counter, slots);
 ``make_train_step(model, optimizer)`` returns a compiled ``step(state, batch) -> (state, logs)``:
 
-1. ``model.stateless_call(..., training=True)``: the outputs dict, whose ``loss_key`` entry
-   (``"total_loss"`` for ``BertPretrainingModel``: MLM + NSP, computed in the model as on
-   TensorFlow) is the loss, or a task's ``loss`` of the outputs (``mean_loss``: the mean of
-   the per-example losses, the TensorFlow trainer's objective);
+1. ``model.stateless_call(..., training=True)``, and the loss: the TensorFlow trainer's
+   ``Objective`` of the outputs (``modeling.training.objectives``: pre-training's MLM + NSP,
+   the fine-tuning tasks' mean of the per-example losses), or the model's own scalar output
+   ``loss_key`` (``"total_loss"`` for ``BertPretrainingModel``);
 2. ``jax.value_and_grad`` of it;
 3. ``optimizer.stateless_apply``: the clipping and the update rule of
    ``modeling.training.optimizers`` (``update_rules``, as on TensorFlow).
 
-``logs`` holds the loss, every other scalar output of the model (``masked_lm_loss``,
-``next_sentence_loss``, ...), ``global_norm`` (before clipping) and ``learning_rate`` (the rate
-this update used). The batch is a dict of arrays (numpy or JAX) with the model's input names.
+``logs`` holds the loss, the objective's ``(numerator, denominator)`` logs (or every other scalar
+output of the model), ``global_norm`` (before clipping) and ``learning_rate`` (the rate this
+update used). The batch is a dict of arrays (numpy or JAX) with the model's input names.
 ``TrainState.from_model``/``assign_to`` move values between the Keras variables and a state, so
 that a checkpoint or an export reads the variables.
 
@@ -54,6 +54,7 @@ from absl import logging
 from bert_common.errors import FlagError
 from modeling.training import job
 from modeling.training.backends.jax import checkpoints
+from modeling.training.objectives import Objective
 from modeling.training.optimizers import global_norm
 
 
@@ -122,26 +123,22 @@ def _register_pytree():
 
 
 def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
-                    loss_key: str = "total_loss", jit: bool = True,
-                    loss: Optional[Callable[[Mapping[str, Any], Mapping[str, Any]], Any]] = None,
-                    input_names: Optional[Sequence[str]] = None,
-                    occurrence_norm: Sequence[Any] = ()
+                    objective: Optional[Objective] = None, *, loss_key: str = "total_loss",
+                    jit: bool = True, occurrence_norm: Sequence[Any] = ()
                     ) -> Callable[[TrainState, Mapping[str, Any]],
                                   Tuple[TrainState, Dict[str, Any]]]:
     """The compiled step ``(state, batch) -> (state, logs)`` (see the module docstring).
 
     Args:
-        model: a model whose outputs dict holds the scalar loss under ``loss_key``, or any
-            model with ``loss``.
+        model: the model.
         optimizer: a ``modeling.training.optimizers`` optimizer, built on
             ``model.trainable_variables``.
-        loss_key: the output minimised (without ``loss``).
+        objective: what is minimised, a ``modeling.training.objectives.Objective`` (the
+            TensorFlow trainer's: its share of the batch, which is the global batch here, and
+            its ``(numerator, denominator)`` logs); None: the model's own scalar output
+            ``loss_key``, its other scalar outputs logged.
+        loss_key: the output minimised without an ``objective``.
         jit: compile with ``jax.jit`` (the state's buffers are donated: use the returned one).
-        loss: ``(outputs, batch) -> scalar``, the loss of a model that does not compute its
-            own (a task model: e.g. the mean of
-            ``modeling.heads.classifier.per_example_classifier_loss``).
-        input_names: the batch entries the model takes (default: the whole batch; a batch
-            with labels needs them, e.g. ``modeling.encoder.INPUT_NAMES``).
         occurrence_norm: tables whose gradient the original's clipping norm counts once per
             looked-up position (``embeddings.sparse_gradient_tables`` of a task model, whose
             word table has no other use; not a pre-training model's, whose tied output makes
@@ -171,17 +168,21 @@ def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
     tapped = [any(v is t for t in occurrence_norm) for v in model.trainable_variables]
 
     def loss_fn(trainable, non_trainable, batch, tap):
-        inputs = batch if input_names is None else {k: batch[k] for k in input_names}
+        inputs = batch if objective is None else objective.model_inputs(batch)
         with backend.occurrence_norm_tap(tapped_paths, tap):
             outputs, non_trainable = model.stateless_call(trainable, non_trainable, inputs,
                                                           training=True)
-        value = loss(outputs, batch) if loss is not None else outputs[loss_key]
-        return value, (outputs, non_trainable)
+        if objective is None:  # the loss once, as ``loss``
+            logs = {key: value for key, value in outputs.items()
+                    if hasattr(value, "shape") and value.shape == () and key != loss_key}
+            return outputs[loss_key], (logs, non_trainable)
+        value, logs = objective(outputs, batch, objective.totals(batch))
+        return value, (logs, non_trainable)
 
     grad_fn = jax.value_and_grad(loss_fn, argnums=(0, 3), has_aux=True)
 
     def step(state: TrainState, batch):
-        (value, (outputs, non_trainable)), (grads, squares) = grad_fn(
+        (value, (logs, non_trainable)), (grads, squares) = grad_fn(
             state.trainable, state.non_trainable, batch, keras.ops.zeros((), "float32"))
         if tapped_paths:  # the original's norm: the tapped tables per occurrence
             norm = keras.ops.sqrt(keras.ops.square(global_norm(
@@ -195,37 +196,10 @@ def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
         with clipping(norm) if clipping else contextlib.nullcontext():
             trainable, optimizer_values = optimizer.stateless_apply(state.optimizer, grads,
                                                                     state.trainable)
-        logs = {key: value for key, value in outputs.items()  # the loss once, as ``loss``
-                if hasattr(value, "shape") and value.shape == () and key != loss_key}
-        logs.update(loss=value, global_norm=norm, learning_rate=rate)
+        logs = dict(logs, loss=value, global_norm=norm, learning_rate=rate)
         return TrainState(trainable, non_trainable, optimizer_values), logs
 
     return jax.jit(step, donate_argnums=0) if jit else step
-
-
-def mean_loss(per_example_loss: Callable, loss_weights: Optional[str] = None) -> Callable:
-    """The fine-tuning objective of ``modeling.training.objectives`` for ``make_train_step``'s
-    ``loss``: the mean over the batch of ``per_example_loss(outputs, batch)`` [B], or with
-    ``loss_weights`` Σ w·ℓ / Σ w (0 without weight) over per-item losses and the batch's
-    weights of the same shape (NER: the mean over scored tokens).
-
-    Args:
-        per_example_loss: ``(outputs, batch) -> [B]`` (or [B, S] with ``loss_weights``).
-        loss_weights: the batch feature holding the weights, or None.
-
-    Returns:
-        ``(outputs, batch) -> scalar`` float32.
-    """
-    from keras import ops
-
-    def loss(outputs, batch):
-        values = ops.cast(per_example_loss(outputs, batch), "float32")
-        if loss_weights is None:
-            return ops.mean(values)
-        weights = ops.cast(batch[loss_weights], "float32")
-        return ops.divide_no_nan(ops.sum(weights * values), ops.sum(weights))
-
-    return loss
 
 
 def distribute(batch_size: int, flag: str = "--train_batch_size"):
@@ -341,7 +315,7 @@ class Steps:
         pending = jax.device_get(pending)  # the loop's one wait for the device
         self.step += num_steps
         self.records += num_steps * self.batch_size
-        means = {name: float(np.mean([float(r[name]) for r in pending])) for name in pending[0]
+        means = {name: _loop_mean([r[name] for r in pending]) for name in pending[0]
                  if name not in ("learning_rate", "global_norm")}
         return job.LoopOutput([float(r["loss"]) for r in pending],
                               [float(r["learning_rate"]) for r in pending],
@@ -360,3 +334,12 @@ class Steps:
         if completed and self.state is not None:
             self.state.assign_to(self.model, self.optimizer)
         self._batches = None
+
+
+def _loop_mean(values) -> float:
+    """A loop's mean of one log: Σnumerator/Σdenominator of an objective's pairs (a streaming
+    mean, as TensorFlow's steps sum them), else the mean of the steps' scalars."""
+    if isinstance(values[0], (tuple, list)):
+        denominator = sum(float(b) for _, b in values)
+        return sum(float(a) for a, _ in values) / denominator if denominator else float("nan")
+    return float(np.mean([float(v) for v in values]))
