@@ -2,7 +2,8 @@
 back, with or without TensorFlow.
 
 * ``encode_example(int64s, floats)``: a serialized ``Example`` written by hand (protobuf wire
-  format, ``data.pretraining.records``' pieces), so the feature writers need no TensorFlow;
+  format, this module's pieces: ``varint``, ``entry_header``, ...), so the feature writers
+  need no TensorFlow;
   the writer is ``bert_common.atomic.AtomicTFRecordWriters``.
 * ``FixedLen`` / a record spec (name -> ``FixedLen``): what a task's records hold, defined once
   per task. ``tf_parse_spec`` and ``decode_tf`` read it with TensorFlow (``tf.data``),
@@ -27,10 +28,95 @@ from typing import Dict, List, Mapping, Optional, Sequence, TYPE_CHECKING, Tuple
 import numpy as np
 
 from bert_common.errors import InputError
-from data.pretraining.records import entry_header, varint, varint_lanes, varint_lengths
 
 if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
     import tensorflow as tf
+
+
+# ------------------------------------------------------------------------------------------
+# Protobuf pieces (the pre-training records' encoder uses them too).
+# ------------------------------------------------------------------------------------------
+
+
+def varint(n: int) -> bytes:
+    """Canonical protobuf varint of a non-negative int.
+
+    Args:
+        n: the value (>= 0).
+
+    Returns:
+        The varint's bytes.
+    """
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def varint_lengths(values: np.ndarray) -> np.ndarray:
+    """Bytes of each non-negative value's varint (int64 input, uint8 output).
+
+    Args:
+        values: int64 values (>= 0), any shape.
+
+    Returns:
+        uint8 lengths, same shape.
+    """
+    v = values.astype(np.uint64, copy=False)
+    n = np.ones(v.shape, np.uint8)
+    for bits in (7, 14, 21, 28, 35, 42, 49, 56, 63):
+        n += v >= np.uint64(1 << bits)
+    return n
+
+
+def varint_lanes(values: np.ndarray, lanes: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Varint bytes of ``values`` [..., n] as uint8 [..., n * lanes] plus a keep-mask of the
+    same shape (True for the bytes that exist); ``lanes`` >= the longest varint.
+
+    Args:
+        values: int values [..., n] (>= 0).
+        lanes: the bytes per value.
+
+    Returns:
+        ``(bytes, keep)``, each [..., n * lanes].
+    """
+    v = values.astype(np.uint64, copy=False)
+    lengths = varint_lengths(v)
+    out = np.empty(v.shape + (lanes,), np.uint8)
+    for k in range(lanes):
+        byte = ((v >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
+        byte |= np.where(lengths > k + 1, np.uint8(0x80), np.uint8(0))
+        out[..., k] = byte
+    keep = np.arange(lanes, dtype=np.uint8) < lengths[..., None]
+    shape = v.shape[:-1] + (v.shape[-1] * lanes,)
+    return out.reshape(shape), keep.reshape(shape)
+
+
+def entry_header(name: str, is_float: bool, payload_len: int) -> bytes:
+    """The bytes of one ``Features.feature`` map entry before its packed payload.
+
+    Args:
+        name: the feature name.
+        is_float: a ``float_list`` feature (else ``int64_list``).
+        payload_len: the packed payload's length in bytes.
+
+    Returns:
+        The header bytes.
+    """
+    key = name.encode("ascii")
+    packed = (b"\x0a" + varint(payload_len)) if payload_len else b""
+    list_len = len(packed) + payload_len
+    feature = (b"\x12" if is_float else b"\x1a") + varint(list_len) + packed
+    value_len = len(feature) + payload_len
+    entry = b"\x0a" + varint(len(key)) + key + b"\x12" + varint(value_len) + feature
+    entry_len = len(entry) + payload_len
+    return b"\x0a" + varint(entry_len) + entry
+
 
 
 @dataclasses.dataclass(frozen=True)

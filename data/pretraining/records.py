@@ -7,7 +7,8 @@ A record is a serialized ``tf.train.Example`` holding the features of
 
 ``RecordEncoder.encode`` turns a batch of feature arrays into framed records at once:
 
-* protobuf wire format by hand: ``Example.features`` (field 1) holds one map entry (field 1:
+* protobuf wire format by hand (``data.tfrecord``'s pieces): ``Example.features`` (field 1)
+  holds one map entry (field 1:
   key = 1, value = 2) per feature; ``Feature.int64_list`` is field 3 and ``float_list`` field 2;
   both lists are packed (field 1). Varints are canonical (minimal). The map entries are in a
   fixed order of this module's choosing (parsers do not care; the original's order varies
@@ -32,91 +33,7 @@ import numpy as np
 from bert_common import atomic, files
 from bert_common.record_framing import _CRC, crc32c, mask_crc, rows_crc32c
 from data.pretraining import schema as pretraining_schema
-
-# ------------------------------------------------------------------------------------------
-# Protobuf pieces.
-# ------------------------------------------------------------------------------------------
-
-
-def varint(n: int) -> bytes:
-    """Canonical protobuf varint of a non-negative int.
-
-    Args:
-        n: the value (>= 0).
-
-    Returns:
-        The varint's bytes.
-    """
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def varint_lengths(values: np.ndarray) -> np.ndarray:
-    """Bytes of each non-negative value's varint (int64 input, uint8 output).
-
-    Args:
-        values: int64 values (>= 0), any shape.
-
-    Returns:
-        uint8 lengths, same shape.
-    """
-    v = values.astype(np.uint64, copy=False)
-    n = np.ones(v.shape, np.uint8)
-    for bits in (7, 14, 21, 28, 35, 42, 49, 56, 63):
-        n += v >= np.uint64(1 << bits)
-    return n
-
-
-def varint_lanes(values: np.ndarray, lanes: int) -> Tuple[np.ndarray, np.ndarray]:
-    """Varint bytes of ``values`` [..., n] as uint8 [..., n * lanes] plus a keep-mask of the
-    same shape (True for the bytes that exist); ``lanes`` >= the longest varint.
-
-    Args:
-        values: int values [..., n] (>= 0).
-        lanes: the bytes per value.
-
-    Returns:
-        ``(bytes, keep)``, each [..., n * lanes].
-    """
-    v = values.astype(np.uint64, copy=False)
-    lengths = varint_lengths(v)
-    out = np.empty(v.shape + (lanes,), np.uint8)
-    for k in range(lanes):
-        byte = ((v >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
-        byte |= np.where(lengths > k + 1, np.uint8(0x80), np.uint8(0))
-        out[..., k] = byte
-    keep = np.arange(lanes, dtype=np.uint8) < lengths[..., None]
-    shape = v.shape[:-1] + (v.shape[-1] * lanes,)
-    return out.reshape(shape), keep.reshape(shape)
-
-
-def entry_header(name: str, is_float: bool, payload_len: int) -> bytes:
-    """The bytes of one ``Features.feature`` map entry before its packed payload.
-
-    Args:
-        name: the feature name.
-        is_float: a ``float_list`` feature (else ``int64_list``).
-        payload_len: the packed payload's length in bytes.
-
-    Returns:
-        The header bytes.
-    """
-    key = name.encode("ascii")
-    packed = (b"\x0a" + varint(payload_len)) if payload_len else b""
-    list_len = len(packed) + payload_len
-    feature = (b"\x12" if is_float else b"\x1a") + varint(list_len) + packed
-    value_len = len(feature) + payload_len
-    entry = b"\x0a" + varint(len(key)) + key + b"\x12" + varint(value_len) + feature
-    entry_len = len(entry) + payload_len
-    return b"\x0a" + varint(entry_len) + entry
-
+from data.tfrecord import entry_header, varint_lanes, varint_lengths
 
 _FLOAT_ONE = np.frombuffer(np.float32(1.0).astype("<f4").tobytes(), np.uint8)
 
