@@ -118,7 +118,6 @@ def entry_header(name: str, is_float: bool, payload_len: int) -> bytes:
     return b"\x0a" + varint(entry_len) + entry
 
 
-
 @dataclasses.dataclass(frozen=True)
 class FixedLen:
     """A feature of fixed size: stored as a flat list of ``size`` values, decoded to ``shape``.
