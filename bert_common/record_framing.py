@@ -1,7 +1,7 @@
 """TFRecord framing with numpy, without TensorFlow: CRC-32C (Castagnoli) and the frame of a
 record, one at a time or a batch at once. The one definition of the framing: the pre-training
 record encoder (``data.pretraining.records``), the task record writer
-(``bert_common.atomic.AtomicTFRecordWriters``) and the numpy reader (``data.numpy_records``)
+(``bert_common.atomic.AtomicTFRecordWriters``) and the numpy reader (``data.records.numpy_reader``)
 use it.
 
 A frame is ``uint64 length | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data)``

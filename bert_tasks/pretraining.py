@@ -453,7 +453,7 @@ def _evaluate_on_jax(settings, model, paths, step: int, distribution) -> Dict[st
     metrics (``_write_eval``)."""
     import jax
 
-    from data import numpy_records
+    from data.records import numpy_reader
     from data.pretraining import schema
     from modeling.training import job, pretraining_metrics
     from modeling.training.backends.jax.steps import shard
@@ -471,7 +471,7 @@ def _evaluate_on_jax(settings, model, paths, step: int, distribution) -> Dict[st
     logging.info("***** Running evaluation on JAX *****  batch size %d, %d steps",
                  settings.eval_batch_size, settings.max_eval_steps)
     batches = (jax.device_get(metrics(trainable, non_trainable, shard(batch, distribution)))
-               for batch in numpy_records.batches(paths, settings.eval_batch_size,
+               for batch in numpy_reader.batches(paths, settings.eval_batch_size,
                                                   schema.FEATURE_NAMES))
     return _write_eval(settings, job.streaming_means(batches, settings.max_eval_steps), step,
                        chief=True)

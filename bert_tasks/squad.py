@@ -35,7 +35,7 @@ from absl import logging
 from bert_common import files
 from bert_common.errors import FlagError, InputError
 from bert_tasks.task import Context, Task, resolve_strategy
-from data import numpy_records
+from data.records import numpy_reader
 from data.squad import dataset as squad_dataset
 from data.squad import evaluate as squad_eval
 from data.squad import features as squad
@@ -171,7 +171,7 @@ def predict_raw_results(model, eval_file: str, seq_length: int, batch_size: int,
     batches = dataset(eval_file, seq_length, batch_size, False, length_aware=length_aware)
     if length_aware:
         batches = batches.map(_with_sequence_lengths)
-    total = sum(1 for _ in numpy_records.read_records(eval_file, check_crc=False))
+    total = sum(1 for _ in numpy_reader.read_records(eval_file, check_crc=False))
     if total == 0:  # e.g. questions on empty contexts only: no window to run
         return []
     out = finetuning.predict(model, batches, ["start_logits", "end_logits"], total=total,

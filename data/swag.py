@@ -32,7 +32,7 @@ from bert_common import files
 from data.glue import features as cf
 from data.glue.processors import ClassifierDataError
 from bert_common.atomic import AtomicTFRecordWriters
-from data import tfrecord
+from data.records import tf_example
 
 if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
     import tensorflow as tf
@@ -246,7 +246,7 @@ def features_to_record(features: SwagFeatures) -> bytes:
     def flat(rows):
         return [v for row in rows for v in row]
 
-    return tfrecord.encode_example({
+    return tf_example.encode_example({
         cf.INPUT_IDS: flat(features.input_ids),
         cf.INPUT_MASK: flat(features.input_mask),
         cf.SEGMENT_IDS: flat(features.segment_ids),
@@ -293,20 +293,20 @@ def write_tf_records(examples: List[SwagExample], max_seq_length: int, tokenizer
         return writer.num_written
 
 
-def record_spec(max_seq_length: int) -> tfrecord.RecordSpec:
+def record_spec(max_seq_length: int) -> tf_example.RecordSpec:
     """What the records above hold, decoded: ids/mask/segments [4, S] (stored flat, [4 * S]),
-    ``label_ids`` and ``is_real_example`` scalars (``data.tfrecord``).
+    ``label_ids`` and ``is_real_example`` scalars (``data.records.tf_example``).
 
     Args:
         max_seq_length: S, per choice.
 
     Returns:
-        Feature name -> ``data.tfrecord.FixedLen``.
+        Feature name -> ``data.records.tf_example.FixedLen``.
     """
-    spec = {name: tfrecord.FixedLen((NUM_CHOICES, max_seq_length))
+    spec = {name: tf_example.FixedLen((NUM_CHOICES, max_seq_length))
             for name in cf.MODEL_INPUT_NAMES}
-    spec[cf.LABEL_IDS] = tfrecord.FixedLen(())
-    spec[cf.IS_REAL_EXAMPLE] = tfrecord.FixedLen(())
+    spec[cf.LABEL_IDS] = tf_example.FixedLen(())
+    spec[cf.IS_REAL_EXAMPLE] = tf_example.FixedLen(())
     return spec
 
 
@@ -319,7 +319,7 @@ def name_to_features(max_seq_length: int) -> Dict[str, object]:
     Returns:
         Feature name -> ``tf.io.FixedLenFeature``.
     """
-    return tfrecord.tf_parse_spec(record_spec(max_seq_length))
+    return tf_example.tf_parse_spec(record_spec(max_seq_length))
 
 
 def parse_example(record, max_seq_length: int) -> Dict[str, object]:
@@ -332,4 +332,4 @@ def parse_example(record, max_seq_length: int) -> Dict[str, object]:
     Returns:
         Feature name -> int32 tensor.
     """
-    return tfrecord.decode_tf(record, record_spec(max_seq_length))
+    return tf_example.decode_tf(record, record_spec(max_seq_length))

@@ -86,9 +86,9 @@ def _child(code: str) -> dict:
 
 
 def _records(path):
-    from data.pretraining import records as pretraining_records
+    from data.records import numpy_reader
 
-    return [pretraining_records.decode_example(x) for x in pretraining_records.read_records(path)]
+    return [numpy_reader.decode_example(x) for x in numpy_reader.read_records(path)]
 
 
 def main() -> None:

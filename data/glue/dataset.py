@@ -22,8 +22,8 @@ Training batches are never reordered (the original's shuffle-then-batch), only t
 
 Where TensorFlow is not installed (``KERAS_BACKEND=jax``), ``make_dataset`` / ``task_dataset``
 return the same batches read with numpy (``data.glue.numpy_dataset.NumpyDataset``); for that
-the records are described by their spec (``data.tfrecord``; each task's ``record_spec``), which
-both pipelines decode, rather than by a TensorFlow ``decode`` function.
+the records are described by their spec (``data.records.tf_example``; each task's
+``record_spec``), which both pipelines decode, rather than by a TensorFlow ``decode`` function.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Callable, Dict, Optional, Sequence, TYPE_CHECKING, Union
 import numpy as np
 
 from bert_common.installed import tensorflow_installed
-from data import tfrecord
+from data.records import tf_example
 from data.glue import features as cf
 
 if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
@@ -57,7 +57,7 @@ def decode_classifier_record(record: "tf.Tensor", max_seq_length: int,
     Returns:
         Feature name -> tensor.
     """
-    return tfrecord.decode_tf(record, cf.record_spec(max_seq_length, regression))
+    return tf_example.decode_tf(record, cf.record_spec(max_seq_length, regression))
 
 
 def sequence_lengths(batch_or_example: Dict[str, tf.Tensor]) -> tf.Tensor:
@@ -113,7 +113,7 @@ def _sorted_batches(window: Dict[str, tf.Tensor], batch_size: int,
             batch_size, drop_remainder=drop_remainder)
 
 
-Decode = Union[tfrecord.RecordSpec, Callable[["tf.Tensor"], Dict[str, "tf.Tensor"]]]
+Decode = Union[tf_example.RecordSpec, Callable[["tf.Tensor"], Dict[str, "tf.Tensor"]]]
 
 
 def make_dataset(input_file: str, decode: Decode,
@@ -131,7 +131,7 @@ def make_dataset(input_file: str, decode: Decode,
 
     Args:
         input_file: a TFRecord file (or files).
-        decode: the records' spec (``data.tfrecord``: name -> ``FixedLen``), or a function
+        decode: the records' spec (``data.records.tf_example``: name -> ``FixedLen``), or a function
             serialized record -> feature dict (TensorFlow only).
         batch_size: examples per batch.
         is_training: repeat and shuffle.
@@ -155,7 +155,7 @@ def make_dataset(input_file: str, decode: Decode,
 
         if callable(decode):
             raise ValueError("without TensorFlow the records are read by their spec "
-                             "(data.tfrecord.FixedLen), not by a decode function")
+                             "(data.records.tf_example.FixedLen), not by a decode function")
         return NumpyDataset(input_file, decode, batch_size, is_training,
                             drop_remainder=drop_remainder, trim=trim,
                             sort_by_length=sort_by_length, seed=seed,
@@ -166,7 +166,7 @@ def make_dataset(input_file: str, decode: Decode,
 
     if not callable(decode):
         spec = dict(decode)
-        decode = lambda record: tfrecord.decode_tf(record, spec)  # noqa: E731
+        decode = lambda record: tf_example.decode_tf(record, spec)  # noqa: E731
     dataset = tf.data.TFRecordDataset(input_file)
     if is_training:
         dataset = dataset.repeat().shuffle(shuffle_buffer, seed=seed)

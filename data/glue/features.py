@@ -34,7 +34,7 @@ from data.glue.processors import ClassifierDataError, InputExample, InputFeature
 from bert_common.errors import InputError
 from bert_common.atomic import AtomicTFRecordWriters
 from bert_common.progress import Progress
-from data import tfrecord
+from data.records import tf_example
 
 if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
     import tensorflow as tf
@@ -243,7 +243,7 @@ def convert_examples_to_features(examples: Iterable, label_list: Sequence[str],
 
 def features_to_record(features: InputFeatures) -> bytes:
     """``InputFeatures`` -> a serialized ``tf.train.Example`` with the ``FEATURE_NAMES``
-    features (``data.tfrecord.encode_example``: no TensorFlow needed).
+    features (``data.records.tf_example.encode_example``: no TensorFlow needed).
 
     Args:
         features: the ``InputFeatures``.
@@ -256,8 +256,8 @@ def features_to_record(features: InputFeatures) -> bytes:
             IS_REAL_EXAMPLE: [int(features.is_real_example)]}
     label = {LABEL_IDS: [features.label_id]}
     if isinstance(features.label_id, float):  # regression
-        return tfrecord.encode_example(ints, label)
-    return tfrecord.encode_example({**ints, **label})
+        return tf_example.encode_example(ints, label)
+    return tf_example.encode_example({**ints, **label})
 
 
 def features_to_tf_example(features: InputFeatures) -> "tf.train.Example":
@@ -319,23 +319,23 @@ def writing_progress(output_file: str, total: int) -> Progress:
                     every_n=10000, log=True)
 
 
-def record_spec(max_seq_length: int, regression: bool = False) -> tfrecord.RecordSpec:
+def record_spec(max_seq_length: int, regression: bool = False) -> tf_example.RecordSpec:
     """What the records written above hold, decoded: ids/mask/segments [S], ``label_ids`` and
-    ``is_real_example`` scalars (``data.tfrecord``: read with or without TensorFlow).
+    ``is_real_example`` scalars (``data.records.tf_example``: read with or without TensorFlow).
 
     Args:
         max_seq_length: S.
         regression: ``label_ids`` is a float.
 
     Returns:
-        Feature name -> ``data.tfrecord.FixedLen``.
+        Feature name -> ``data.records.tf_example.FixedLen``.
     """
     return {
-        INPUT_IDS: tfrecord.FixedLen((max_seq_length,)),
-        INPUT_MASK: tfrecord.FixedLen((max_seq_length,)),
-        SEGMENT_IDS: tfrecord.FixedLen((max_seq_length,)),
-        LABEL_IDS: tfrecord.FixedLen((), is_float=regression),
-        IS_REAL_EXAMPLE: tfrecord.FixedLen(()),
+        INPUT_IDS: tf_example.FixedLen((max_seq_length,)),
+        INPUT_MASK: tf_example.FixedLen((max_seq_length,)),
+        SEGMENT_IDS: tf_example.FixedLen((max_seq_length,)),
+        LABEL_IDS: tf_example.FixedLen((), is_float=regression),
+        IS_REAL_EXAMPLE: tf_example.FixedLen(()),
     }
 
 
@@ -349,4 +349,4 @@ def name_to_features(max_seq_length: int, regression: bool = False) -> Dict[str,
     Returns:
         Feature name -> ``tf.io.FixedLenFeature``.
     """
-    return tfrecord.tf_parse_spec(record_spec(max_seq_length, regression))
+    return tf_example.tf_parse_spec(record_spec(max_seq_length, regression))

@@ -3,10 +3,10 @@ with numpy (``KERAS_BACKEND=jax`` where TensorFlow is not installed; ``make_data
 a ``NumpyDataset`` then).
 
 The same rule as the ``tf.data`` pipeline, step by step, on the records' declarative spec
-(``data.tfrecord.FixedLen``; each task's ``record_spec``):
+(``data.records.tf_example.FixedLen``; each task's ``record_spec``):
 
-* records read and checked by ``data.numpy_records`` (CRCs, named offsets), decoded by
-  ``data.tfrecord.decode_numpy`` (int32 / float32 in the spec's shapes);
+* records read and checked by ``data.records.numpy_reader`` (CRCs, named offsets), decoded by
+  ``data.records.tf_example.decode_numpy`` (int32 / float32 in the spec's shapes);
 * training: the files repeated, shuffled with a buffer of ``shuffle_buffer`` records (the
   algorithm of ``tf.data``'s shuffle, with numpy's generator: the same kind of order, not the
   same order), batched (full batches with ``drop_remainder``), trimmed;
@@ -36,7 +36,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
-from data import numpy_records, tfrecord
+from data.records import numpy_reader, tf_example
 from data.glue import features as cf
 
 
@@ -72,7 +72,7 @@ class NumpyDataset:
 
     Args:
         input_files: a TFRecord file or files.
-        spec: the records' spec (feature name -> ``data.tfrecord.FixedLen``).
+        spec: the records' spec (feature name -> ``data.records.tf_example.FixedLen``).
         batch_size: examples per batch.
         is_training: repeat and shuffle.
         drop_remainder: only full batches.
@@ -85,7 +85,7 @@ class NumpyDataset:
         sort_window_batches: with ``sort_by_length``, the batches of a window sorted together.
     """
 
-    def __init__(self, input_files: Union[str, Sequence[str]], spec: tfrecord.RecordSpec,
+    def __init__(self, input_files: Union[str, Sequence[str]], spec: tf_example.RecordSpec,
                  batch_size: int, is_training: bool, drop_remainder: bool = False,
                  trim: bool = True, sort_by_length: bool = False, seed: Optional[int] = None,
                  shuffle_buffer: int = 100, trim_multiple: int = 8,
@@ -122,8 +122,8 @@ class NumpyDataset:
     def _records(self) -> Iterator[Dict[str, np.ndarray]]:
         """Every record once, decoded, in file order."""
         for path in self.input_files:
-            for index, example in enumerate(numpy_records.examples(path)):
-                yield tfrecord.decode_numpy(example, self.spec, path, index)
+            for index, example in enumerate(numpy_reader.examples(path)):
+                yield tf_example.decode_numpy(example, self.spec, path, index)
 
     def _repeated(self) -> Iterator[Dict[str, np.ndarray]]:
         while True:

@@ -38,7 +38,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from bert_common.atomic import AtomicTFRecordWriters
 from data.glue import features as cf
 from data.ner.conll import NerDataError, Sentence, documents
-from data import tfrecord
+from data.records import tf_example
 from data.tokenization import special_tokens
 
 LABEL_WEIGHTS = "label_weights"
@@ -235,7 +235,7 @@ def window_to_record(window: NerWindow) -> bytes:
     Returns:
         The record's bytes.
     """
-    return tfrecord.encode_example({
+    return tf_example.encode_example({
         cf.INPUT_IDS: window.input_ids,
         cf.INPUT_MASK: window.input_mask,
         cf.SEGMENT_IDS: window.segment_ids,
@@ -262,17 +262,17 @@ def write_tf_records(windows: Sequence[NerWindow], output_file: str) -> int:
         return writer.num_written
 
 
-def record_spec(max_seq_length: int) -> tfrecord.RecordSpec:
+def record_spec(max_seq_length: int) -> tf_example.RecordSpec:
     """What the records above hold, decoded: int ids/mask/segments/labels [S], float weights
-    [S] (``data.tfrecord``).
+    [S] (``data.records.tf_example``).
 
     Args:
         max_seq_length: S.
 
     Returns:
-        Feature name -> ``data.tfrecord.FixedLen``.
+        Feature name -> ``data.records.tf_example.FixedLen``.
     """
-    return {name: tfrecord.FixedLen((max_seq_length,), is_float=name == LABEL_WEIGHTS)
+    return {name: tf_example.FixedLen((max_seq_length,), is_float=name == LABEL_WEIGHTS)
             for name in SEQUENCE_FEATURES}
 
 
@@ -285,7 +285,7 @@ def name_to_features(max_seq_length: int) -> Dict[str, object]:
     Returns:
         Feature name -> ``tf.io.FixedLenFeature``.
     """
-    return tfrecord.tf_parse_spec(record_spec(max_seq_length))
+    return tf_example.tf_parse_spec(record_spec(max_seq_length))
 
 
 def parse_example(record, max_seq_length: int) -> Dict[str, object]:
@@ -298,4 +298,4 @@ def parse_example(record, max_seq_length: int) -> Dict[str, object]:
     Returns:
         Feature name -> [S] tensor.
     """
-    return tfrecord.decode_tf(record, record_spec(max_seq_length))
+    return tf_example.decode_tf(record, record_spec(max_seq_length))

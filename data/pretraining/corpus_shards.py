@@ -47,8 +47,8 @@ from bert_common import atomic, files
 from bert_common import fork_safety
 from bert_common.progress import Progress
 from data.pretraining import corpus as pretraining_corpus
-from data.pretraining import records
 from data.pretraining.instances import PretrainingDataError
+from data.records import numpy_reader
 
 MANIFEST_SUFFIX = ".shards.json"
 MANIFEST_FORMAT = "bert-tf2 sharded pre-training records 1"
@@ -595,7 +595,8 @@ def destination(input_files: Sequence[str], prefix: str, num_shards: int,
     todo = [s for s in range(lo, hi) if s not in existing]
     summary.skipped = sorted(set(range(lo, hi)) & existing)
     if summary.skipped:
-        counts = [records.count_records(shard_path(prefix, s, num_shards)) for s in summary.skipped]
+        counts = [numpy_reader.count_records(shard_path(prefix, s, num_shards))
+                  for s in summary.skipped]
         summary.skipped_instances = None if None in counts else sum(counts)
     made_manifest = False
     try:

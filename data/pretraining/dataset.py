@@ -36,9 +36,9 @@ from typing import Dict, List, Optional, Sequence
 import tensorflow as tf
 
 from bert_common.errors import first_line
-from data.pretraining import records as pretraining_records
 from data.pretraining import schema as pretraining_schema
 from data.pretraining.instances import PretrainingDataError
+from data.records import numpy_reader
 
 NUM_CPU_THREADS = 4  # the original's input_fn constant
 RECORD_SHUFFLE_BUFFER = 100
@@ -88,7 +88,7 @@ def damaged_record_error(files: Sequence[str], error: Exception) -> PretrainingD
 
 def _first_example(path: str):
     try:
-        payload = pretraining_records.read_first_record(path)
+        payload = numpy_reader.read_first_record(path)
     except ValueError as e:
         raise PretrainingDataError("%s: not a readable TFRecord file (%s)" % (path, e)) from None
     if payload is None:

@@ -3,7 +3,7 @@ TensorFlow is not installed (``bert_tasks.pretraining``; with TensorFlow it read
 pipeline of ``data.pretraining.dataset``).
 
 ``batches(paths, batch_size, names, deterministic, seed, skip_records)``: every record's
-features (``data.numpy_records``), repeated epoch after epoch; in file order with
+features (``data.records.numpy_reader``), repeated epoch after epoch; in file order with
 ``deterministic``, else the files and a ``SHUFFLE_BUFFER``-record buffer shuffled per epoch from
 ``seed``; after ``skip_records`` records (a resumed run's position: the stream is re-read up to
 it, so the batches are the ones an uninterrupted run reads next).
@@ -29,7 +29,7 @@ SHUFFLE_BUFFER = 10000
 def _record_stream(paths: List[str], names, deterministic: bool, seed: int
                    ) -> Iterator[Dict[str, np.ndarray]]:
     """Every record's features, epoch after epoch (see the module docstring)."""
-    from data import numpy_records
+    from data.records import numpy_reader
 
     epoch = 0
     while True:
@@ -38,7 +38,7 @@ def _record_stream(paths: List[str], names, deterministic: bool, seed: int
         order = list(paths) if deterministic else [paths[i] for i in rng.permutation(len(paths))]
         buffer: List[Dict[str, np.ndarray]] = []
         for path in order:
-            for features in numpy_records.examples(path):
+            for features in numpy_reader.examples(path):
                 read += 1
                 try:
                     row = {n: features[n] for n in names}
@@ -74,7 +74,7 @@ def batches(paths: List[str], batch_size: int, names, deterministic: bool, seed:
     stream = _record_stream(paths, names, deterministic, seed)
     for _ in range(skip_records):
         next(stream)
-    from data import numpy_records
+    from data.records import numpy_reader
 
     while True:
-        yield numpy_records.stack_rows([next(stream) for _ in range(batch_size)])
+        yield numpy_reader.stack_rows([next(stream) for _ in range(batch_size)])

@@ -7,12 +7,11 @@ A record is a serialized ``tf.train.Example`` holding the features of
 
 ``RecordEncoder.encode`` turns a batch of feature arrays into framed records at once:
 
-* protobuf wire format by hand (``data.tfrecord``'s pieces): ``Example.features`` (field 1)
-  holds one map entry (field 1:
-  key = 1, value = 2) per feature; ``Feature.int64_list`` is field 3 and ``float_list`` field 2;
-  both lists are packed (field 1). Varints are canonical (minimal). The map entries are in a
-  fixed order of this module's choosing (parsers do not care; the original's order varies
-  from run to run), so compare *parsed* records, never bytes;
+* protobuf wire format by hand (``data.records.tf_example``'s pieces): ``Example.features`` (field
+  1) holds one map entry (field 1: key = 1, value = 2) per feature; ``Feature.int64_list`` is field
+  3 and ``float_list`` field 2; both lists are packed (field 1). Varints are canonical (minimal).
+  The map entries are in a fixed order of this module's choosing (parsers do not care; the
+  original's order varies from run to run), so compare *parsed* records, never bytes;
 * the records of a batch are laid out right-aligned in one 2-D byte array, which makes every
   byte's distance to its record's end a function of its column; CRC-32C being linear over
   GF(2), each record's CRC is then one table gather per byte and an XOR-reduction per row
@@ -25,15 +24,14 @@ through here, so the wire format has one definition.
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from bert_common import atomic, files
-from bert_common.record_framing import _CRC, crc32c, mask_crc, rows_crc32c
+from bert_common.record_framing import _CRC, mask_crc, rows_crc32c
 from data.pretraining import schema as pretraining_schema
-from data.tfrecord import entry_header, varint_lanes, varint_lengths
+from data.records.tf_example import entry_header, varint_lanes, varint_lengths
 
 _FLOAT_ONE = np.frombuffer(np.float32(1.0).astype("<f4").tobytes(), np.uint8)
 
@@ -400,94 +398,3 @@ def write_feature_dicts(dicts: Iterable[Mapping[str, Sequence]], max_seq_length:
             flush()
     flush()
     return store.write(output_files)
-
-
-def read_records(path: str) -> List[bytes]:
-    """The record payloads of a TFRecord file, CRCs checked (for tests and tools; the streaming
-    reader is ``data.numpy_records.read_records``).
-
-    Args:
-        path: a TFRecord file (local or URL).
-
-    Returns:
-        The payloads, in order.
-
-    Raises:
-        ValueError: a truncated record or a bad CRC.
-    """
-    from data import numpy_records
-
-    return list(numpy_records.read_records(path))
-
-
-def read_first_record(path: str) -> Optional[bytes]:
-    """The payload of ``path``'s first record (None for an empty file), CRCs checked, with
-    two small reads (a check of thousands of files, on an object store too). ValueError
-    ("truncated record at 0" / "corrupted record at 0", TensorFlow's words) otherwise.
-
-    Args:
-        path: a TFRecord file (local or URL).
-
-    Returns:
-        The first payload, or None.
-
-    Raises:
-        ValueError: a truncated or corrupted first record.
-    """
-    with files.open(path, "rb") as f:
-        header = f.read(12)
-        if not header:
-            return None
-        if len(header) < 12:
-            raise ValueError("truncated record at 0")
-        if int.from_bytes(header[8:], "little") != mask_crc(crc32c(header[:8])):
-            raise ValueError("corrupted record at 0")
-        length = int.from_bytes(header[:8], "little")
-        body = f.read(length + 4)
-    if len(body) < length + 4:
-        raise ValueError("truncated record at 0")
-    if int.from_bytes(body[length:], "little") != mask_crc(crc32c(body[:length])):
-        raise ValueError("corrupted record at 0")
-    return body[:length]
-
-
-def count_records(path: str) -> Optional[int]:
-    """Records in a local TFRecord file, from its length headers alone (None on an object
-    store, where each seek is a request).
-
-    Args:
-        path: a TFRecord file.
-
-    Returns:
-        The number of records, or None for a URL.
-    """
-    if files.is_url(path):
-        return None
-    count = 0
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        position = 0
-        while position < size:
-            header = f.read(8)
-            if len(header) < 8:
-                break
-            position += 16 + int.from_bytes(header, "little")
-            f.seek(position)
-            count += 1
-    return count
-
-
-def decode_example(data: bytes) -> Dict[str, list]:
-    """A serialized ``tf.train.Example`` of int64/float lists -> name -> list of values
-    (plain protobuf decoding, without TensorFlow; for tests and tools).
-
-    Args:
-        data: the serialized ``tf.train.Example``.
-
-    Returns:
-        Feature name -> list of ints or floats.
-    """
-    from data import numpy_records
-
-    return {name: values.tolist()
-            for name, values in numpy_records.parse_example(data).items()}

@@ -33,7 +33,7 @@ from bert_common import atomic, files
 from data.tokenization import special_tokens
 from bert_common.errors import InputError
 from bert_common.progress import Progress
-from data import tfrecord
+from data.records import tf_example
 from data.squad import schema as squad_schema
 from data.squad.postprocess import (  # noqa: F401  (public names of the original)
     RawResult,
@@ -583,7 +583,7 @@ class FeatureWriter(atomic.AtomicWriter):
             features[squad_schema.START_POSITIONS] = [feature.start_position]
             features[squad_schema.END_POSITIONS] = [feature.end_position]
             features[squad_schema.IS_IMPOSSIBLE] = [1 if feature.is_impossible else 0]
-        self._writer.write(tfrecord.encode_example(features))
+        self._writer.write(tf_example.encode_example(features))
 
     def close(self) -> None:
         """Finishes the file (renames it into place)."""

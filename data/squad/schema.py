@@ -26,7 +26,7 @@ from typing import Dict, TYPE_CHECKING
 
 if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
     import tensorflow as tf
-    from data import tfrecord
+    from data.records import tf_example
 
 UNIQUE_IDS = "unique_ids"
 INPUT_IDS = "input_ids"
@@ -44,10 +44,10 @@ TRAIN_ONLY_FEATURES = (START_POSITIONS, END_POSITIONS, IS_IMPOSSIBLE)
 
 
 def record_spec(seq_length: int, is_training: bool,
-                with_is_impossible: bool = False) -> "tfrecord.RecordSpec":
-    """What a SQuAD record holds, decoded (``data.tfrecord``: read with or without TensorFlow):
-    ``unique_ids`` [], the sequence features [S]; training adds the two positions [] (and
-    ``is_impossible`` if asked), as the original ``input_fn_builder`` does.
+                with_is_impossible: bool = False) -> "tf_example.RecordSpec":
+    """What a SQuAD record holds, decoded (``data.records.tf_example``: read with or without
+    TensorFlow): ``unique_ids`` [], the sequence features [S]; training adds the two positions []
+    (and ``is_impossible`` if asked), as the original ``input_fn_builder`` does.
 
     Args:
         seq_length: S.
@@ -55,18 +55,18 @@ def record_spec(seq_length: int, is_training: bool,
         with_is_impossible: also add ``is_impossible`` (training only).
 
     Returns:
-        Feature name -> ``data.tfrecord.FixedLen``.
+        Feature name -> ``data.records.tf_example.FixedLen``.
     """
-    from data import tfrecord
+    from data.records import tf_example
 
-    spec = {UNIQUE_IDS: tfrecord.FixedLen(())}
+    spec = {UNIQUE_IDS: tf_example.FixedLen(())}
     for name in SEQUENCE_FEATURES:
-        spec[name] = tfrecord.FixedLen((seq_length,))
+        spec[name] = tf_example.FixedLen((seq_length,))
     if is_training:
-        spec[START_POSITIONS] = tfrecord.FixedLen(())
-        spec[END_POSITIONS] = tfrecord.FixedLen(())
+        spec[START_POSITIONS] = tf_example.FixedLen(())
+        spec[END_POSITIONS] = tf_example.FixedLen(())
         if with_is_impossible:
-            spec[IS_IMPOSSIBLE] = tfrecord.FixedLen(())
+            spec[IS_IMPOSSIBLE] = tf_example.FixedLen(())
     return spec
 
 
@@ -82,9 +82,9 @@ def feature_spec(seq_length: int, is_training: bool,
     Returns:
         Feature name -> ``tf.io.FixedLenFeature``.
     """
-    from data import tfrecord
+    from data.records import tf_example
 
-    return tfrecord.tf_parse_spec(record_spec(seq_length, is_training, with_is_impossible))
+    return tf_example.tf_parse_spec(record_spec(seq_length, is_training, with_is_impossible))
 
 
 def decode_record(record, spec: Dict) -> Dict:

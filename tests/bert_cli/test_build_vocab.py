@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from bert_cli import build_vocab, create_pretraining_data, run_pretraining
-from data.pretraining import records as pretraining_records
+from data.records import numpy_reader
 from data.tokenization.wordpiece import (BasicTokenizer, FastFullTokenizer, FullTokenizer,
                                          load_vocab)
 from tests import paths
@@ -171,8 +171,8 @@ def test_create_pretraining_data_and_run_pretraining_on_it(tmp_path):
         "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=1",
         "--show_progress=false"])
     assert run.code == 0, run.stderr
-    examples = [pretraining_records.decode_example(x)
-                for x in pretraining_records.read_records(records)]
+    examples = [numpy_reader.decode_example(x)
+                for x in list(numpy_reader.read_records(records))]
     assert len(examples) > 200
     ids = np.array([e["input_ids"] for e in examples])
     assert ids.max() < size and (ids[:, 0] == 101).all() and (ids == 102).any()  # [CLS], [SEP]

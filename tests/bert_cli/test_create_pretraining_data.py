@@ -14,9 +14,9 @@ import pytest
 from absl import flags
 
 from bert_cli import create_pretraining_data as cli
-from data.pretraining import records as pretraining_records
 from data.pretraining import schema as pretraining_schema
 from data.tokenization import vocab_builder
+from data.records import numpy_reader
 from tests import paths
 
 ROOT = paths.ROOT
@@ -88,9 +88,9 @@ def test_several_outputs_get_records_round_robin(tmp_path, capsys):
     outs = [str(tmp_path / ("part%d.tfrecord" % i)) for i in range(3)]
     code, err = _run(_golden_flags(",".join(outs), "False") + ["--show_progress=false"], capsys)
     assert code == 0 and err == ""
-    single = pretraining_records.read_records(one)
-    parts = [pretraining_records.read_records(p) for p in outs]
-    decode = pretraining_records.decode_example
+    single = list(numpy_reader.read_records(one))
+    parts = [list(numpy_reader.read_records(p)) for p in outs]
+    decode = numpy_reader.decode_example
     for i, part in enumerate(parts):
         assert [decode(x) for x in part] == [decode(x) for x in single[i::3]]
 
@@ -104,20 +104,20 @@ def test_num_workers_split_the_corpus_reproducibly(tmp_path, capsys):
     assert _run(base + ["--output_file=%s" % out], capsys)[0] == 0
     names = sorted(os.listdir(tmp_path))
     assert names == ["w-00000-of-00002.tfrecord", "w-00001-of-00002.tfrecord"]
-    first = [pretraining_records.read_records(str(tmp_path / n)) for n in names]
+    first = [list(numpy_reader.read_records(str(tmp_path / n))) for n in names]
     assert all(len(x) > 50 for x in first)
     again = str(tmp_path / "again")
     os.mkdir(again)
     outs = ",".join(os.path.join(again, n) for n in ("a.tfrecord", "b.tfrecord"))
     assert _run(base + ["--output_file=%s" % outs], capsys)[0] == 0
-    second = [pretraining_records.read_records(os.path.join(again, n))
+    second = [list(numpy_reader.read_records(os.path.join(again, n)))
               for n in ("a.tfrecord", "b.tfrecord")]
     assert first == second
     single = str(tmp_path / "single.tfrecord")
     assert _run([a for a in base if a != "--num_workers=2"] + ["--output_file=%s" % single],
                 capsys)[0] == 0
-    assert sum(len(x) for x in first) != len(pretraining_records.read_records(single)) or \
-        first[0] != pretraining_records.read_records(single)[:len(first[0])]
+    assert sum(len(x) for x in first) != len(list(numpy_reader.read_records(single))) or \
+        first[0] != list(numpy_reader.read_records(single))[:len(first[0])]
     code, err = _run(base + ["--output_file=%s,%s,%s" % (out, out + "2", out + "3")], capsys)
     assert code == 1 and "--num_workers=2 needs 1 or 2" in err
 
@@ -134,8 +134,8 @@ def test_small_vocab_without_unused_tokens(tmp_path, capsys):
     assert code == 0, err
     with open(vocab, encoding="utf-8") as f:
         size = len(f.read().split("\n")) - 1
-    records = [pretraining_records.decode_example(x)
-               for x in pretraining_records.read_records(out)]
+    records = [numpy_reader.decode_example(x)
+               for x in list(numpy_reader.read_records(out))]
     assert len(records) > 10
     ids = np.array([r["input_ids"] for r in records])
     assert ids.max() < size and (ids[:, 0] == 2).all()  # [CLS] is line 2 of this vocab
@@ -199,8 +199,8 @@ def test_no_multi_sentence_document_warns_and_pairs_randomly(tmp_path, capsys):
                       "--show_progress=false"], capsys)
     assert code == 0
     assert "warning: no document has two sentences" in err
-    records = [pretraining_records.decode_example(x)
-               for x in pretraining_records.read_records(out)]
+    records = [numpy_reader.decode_example(x)
+               for x in list(numpy_reader.read_records(out))]
     assert len(records) == 12 and all(r["next_sentence_labels"] == [1] for r in records)
 
 

@@ -23,8 +23,8 @@ import pytest
 
 from bert_cli import create_pretraining_data as cli
 from data.pretraining import corpus as pretraining_corpus
-from data.pretraining import records as pretraining_records
 from data.pretraining import corpus_shards
+from data.records import numpy_reader
 from tests import paths
 from tests.support.tools import run_tool
 
@@ -91,7 +91,7 @@ def reference(tmp_path_factory):
     assert summary["wrote"] == str(SHARDS) and summary["names"] == "00000-00007"
     assert summary["documents"] == "158" and summary["skipped"] is None
     shards = _shard_bytes(prefix)
-    assert int(summary["instances"]) == sum(pretraining_records.count_records(
+    assert int(summary["instances"]) == sum(numpy_reader.count_records(
         corpus_shards.shard_path(prefix, s, SHARDS)) for s in range(SHARDS)) > 5000
     assert all(shards) and len(set(shards)) == SHARDS
     return {"prefix": prefix, "shards": shards, "instances": int(summary["instances"]),
@@ -236,7 +236,7 @@ def test_sigkill_mid_run_then_rerun_ends_with_the_uninterrupted_bytes(tmp_path):
     assert int(summary["skipped"]) == len(at_kill)
     assert int(summary["wrote"]) == num_shards - len(at_kill)
     assert int(summary["skipped_instances"]) == sum(
-        pretraining_records.count_records(str(out / name)) for name in at_kill)
+        numpy_reader.count_records(str(out / name)) for name in at_kill)
     assert _shard_bytes(prefix, num_shards) == _shard_bytes(str(ref / "records"), num_shards)
     assert _read(corpus_shards.manifest_path(prefix)) == _read(
         corpus_shards.manifest_path(str(ref / "records")))
@@ -316,7 +316,7 @@ def _stats(files):
         "short": (real < 128 * 0.9).astype(float),
     }
     for i in range(0, len(records), max(1, len(records) // 200)):
-        decoded = pretraining_records.decode_example(records[i])
+        decoded = numpy_reader.decode_example(records[i])
         assert decoded["next_sentence_labels"] == [stats["random_next"][i]]
         assert sum(decoded["input_mask"]) == real[i] and set(decoded["input_mask"]) <= {0, 1}
         assert sum(decoded["masked_lm_weights"]) == stats["masked"][i]

@@ -90,7 +90,7 @@ def goldens() -> dict:
 
 def trajectory() -> dict:
     import modeling
-    from data import numpy_records
+    from data.records import numpy_reader
     from data.pretraining import schema
     from modeling.checkpoints import tf1
     from modeling.training.backends.jax import steps as jax_steps
@@ -107,7 +107,7 @@ def trajectory() -> dict:
     state = jax_steps.TrainState.from_model(model, optimizer)
     records = os.path.join(traj_dir, "seq64_seed12345_dupe1.tfrecord")
     logs = []
-    for index, batch in enumerate(numpy_records.batches([records], 8, schema.FEATURE_NAMES)):
+    for index, batch in enumerate(numpy_reader.batches([records], 8, schema.FEATURE_NAMES)):
         if index == 40:
             break
         state, step_logs = step(state, batch)
@@ -135,7 +135,7 @@ def finetuning_golden() -> dict:
     occurrence as the original's: losses and norms of every step, parameters at the
     snapshots."""
     import modeling
-    from data import numpy_records
+    from data.records import numpy_reader
     from modeling.checkpoints import tf1
     from modeling.encoder import INPUT_NAMES
     from modeling.heads.classifier import per_example_classifier_loss
@@ -163,7 +163,7 @@ def finetuning_golden() -> dict:
         model, optimizer, objectives.mean_loss_objective(per_example_classifier_loss),
         occurrence_norm=embeddings.sparse_gradient_tables(model))
     state = jax_steps.TrainState.from_model(model, optimizer)
-    batches = numpy_records.batches([os.path.join(folder, summary["features"])] * steps,
+    batches = numpy_reader.batches([os.path.join(folder, summary["features"])] * steps,
                                     summary["batch_size"], list(INPUT_NAMES) + ["label_ids"])
     logs, params = [], {}
     for number, batch in zip(range(1, steps + 1), batches):

@@ -1,5 +1,5 @@
 """``tf.train.Feature`` helpers for tests that build a ``tf.train.Example`` themselves (the
-library writes records with ``data.tfrecord.encode_example``, without TensorFlow)."""
+library writes records with ``data.records.tf_example.encode_example``, without TensorFlow)."""
 
 from __future__ import annotations
 

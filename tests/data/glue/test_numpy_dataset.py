@@ -17,7 +17,8 @@ import data.glue.dataset
 import data.squad.dataset
 from bert_common.errors import InputError
 from bert_tasks import ner as ner_task
-from data import numpy_records, swag, tfrecord
+from data import swag
+from data.records import numpy_reader, tf_example
 from data.glue import dataset as glue_dataset
 from data.glue import features as cf
 from data.glue import numpy_dataset
@@ -217,7 +218,7 @@ def test_squad_eval_batches_equal_tf_data(monkeypatch, length_aware):
 def test_unshuffled_training_equals_tf_data_across_epochs(records, name, spec, batch_size):
     """shuffle_buffer=1 shuffles nothing: three epochs' worth of full, trimmed batches (the
     file repeating mid-batch) equal tf.data's."""
-    count = sum(1 for _ in numpy_records.read_records(records[name]))
+    count = sum(1 for _ in numpy_reader.read_records(records[name]))
     n = 3 * count // batch_size
     ours, theirs = _both(records[name], spec, batch_size, True, n=n, drop_remainder=True,
                          trim=True, shuffle_buffer=1, seed=7)
@@ -316,14 +317,14 @@ def test_damaged_record_names_the_file(records, tmp_path):
     """A byte flipped in the middle of record 5's data: iterating raises RecordError naming
     the file (eval and training alike)."""
     raw = bytearray(open(records["mrpc"], "rb").read())
-    lengths = [len(r) for r in numpy_records.read_records(records["mrpc"])]
+    lengths = [len(r) for r in numpy_reader.read_records(records["mrpc"])]
     offset = sum(16 + n for n in lengths[:5]) + 12 + lengths[5] // 2
     raw[offset] ^= 0x40
     damaged = tmp_path / "damaged.tf_record"
     damaged.write_bytes(bytes(raw))
     for is_training in (False, True):
         dataset = NumpyDataset(str(damaged), cf.record_spec(S), 8, is_training)
-        with pytest.raises(numpy_records.RecordError) as raised:
+        with pytest.raises(numpy_reader.RecordError) as raised:
             _np_batches(dataset, 3)
         assert str(damaged) in str(raised.value)
 
@@ -331,7 +332,7 @@ def test_damaged_record_names_the_file(records, tmp_path):
 def test_records_of_another_spec_name_file_and_record(records):
     """Classifier records read with another spec (a missing feature, a float label, another
     length): InputError naming the file and the record."""
-    for spec, what in [({**cf.record_spec(S), "label_weights": tfrecord.FixedLen((S,), True)},
+    for spec, what in [({**cf.record_spec(S), "label_weights": tf_example.FixedLen((S,), True)},
                         "no feature label_weights"),
                        (ner_features.record_spec(S), "label_ids has 1 int64 values, expected 128"),
                        (cf.record_spec(S, True), "feature label_ids has 1 int64 values"),

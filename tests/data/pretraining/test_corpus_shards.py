@@ -21,10 +21,10 @@ from bert_common import atomic
 from data.pretraining import corpus as pretraining_corpus
 from data.pretraining import instances_fast
 from data.pretraining import instances as pretraining
-from data.pretraining import records as pretraining_records
 from data.pretraining import corpus_shards
 from data.pretraining.instances import PretrainingDataError
 from data.tokenization.wordpiece import FastFullTokenizer
+from data.records import numpy_reader
 from tests import paths
 
 DERIVED = os.path.join(paths.DATA, "pretrain", "derived_pretrain_corpus.txt")
@@ -116,15 +116,15 @@ def test_count_records_equals_read_records(tmp_path, tokenizer):
     path = str(tmp_path / "x.tfrecord")
     written = instances_fast.write_records(corpus, vocab, [path], helper=False, **SETTINGS)
     assert written > 100
-    assert pretraining_records.count_records(path) == len(pretraining_records.read_records(path)) == written
+    assert numpy_reader.count_records(path) == len(list(numpy_reader.read_records(path))) == written
     empty = _write(tmp_path / "empty.tfrecord", b"")
-    assert pretraining_records.count_records(empty) == 0
+    assert numpy_reader.count_records(empty) == 0
     with open(path, "rb") as f:
         data = f.read()
     length = int.from_bytes(data[:8], "little")
     one = _write(tmp_path / "one.tfrecord", data[:16 + length])
-    assert pretraining_records.count_records(one) == 1 == len(pretraining_records.read_records(one))
-    assert pretraining_records.count_records("gs://bucket/x-00000-of-00001") is None
+    assert numpy_reader.count_records(one) == 1 == len(list(numpy_reader.read_records(one)))
+    assert numpy_reader.count_records("gs://bucket/x-00000-of-00001") is None
 
 
 # ------------------------------------------------------------------------------------------
@@ -242,7 +242,7 @@ def test_each_shard_is_the_generator_over_its_own_documents(corpus, num_shards, 
     assert got == want
     total = pretraining_corpus.read_corpus([corpus], tokenizer).num_documents
     assert summary.documents == total and sorted(summary.written) == list(range(num_shards))
-    assert summary.instances == sum(pretraining_records.count_records(
+    assert summary.instances == sum(numpy_reader.count_records(
         corpus_shards.shard_path(prefix, s, num_shards)) for s in range(num_shards))
     if corpus == TRAJECTORY:  # 6 documents in 8 shards: some shards are empty, valid files
         assert b"" in got and summary.instances > 100

@@ -14,7 +14,7 @@ import pytest
 from bert_common import record_framing
 from data.pretraining import dataset as pd
 from data.pretraining import corpus_shards
-from data.pretraining import records as pretraining_records
+from data.records import numpy_reader
 from tests import paths
 
 PRE = os.path.join(paths.GOLDEN, "pretraining_data")
@@ -24,7 +24,7 @@ FILES = 2000
 
 
 def _record(path):
-    return record_framing.frame_record(pretraining_records.read_records(path)[0])
+    return record_framing.frame_record(list(numpy_reader.read_records(path))[0])
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,11 @@ from bert_common import record_framing
 from data.pretraining import instances as pretraining
 from data.pretraining import corpus as pretraining_corpus
 from data.pretraining import instances_fast
-from data.pretraining import records as pretraining_records
 from data.tokenization import special_tokens
 from data.pretraining.corpus import Corpus
 from data.pretraining.rng import WordStream
 from data.tokenization.wordpiece import FastFullTokenizer, VocabError
+from data.records import numpy_reader
 from tests import paths
 
 GOLDEN_SETS = [
@@ -65,7 +65,7 @@ def _fast_records(corpus, vocab, seq, preds, dupe, wwm, seed=12345, prob=0.15, s
         n = int.from_bytes(framed[:8], "little")
         data = framed[12:12 + n]
         assert record_framing.frame_record(data) == framed  # both CRCs
-        out.append(pretraining_records.decode_example(data))
+        out.append(numpy_reader.decode_example(data))
     return out
 
 

@@ -9,6 +9,7 @@ import pytest
 from bert_common import record_framing
 from data.pretraining import records as R
 from data.pretraining import schema as pretraining_schema
+from data.records import numpy_reader
 
 
 def _random_batch(rng, b, s, p, vocab=30522):
@@ -53,7 +54,7 @@ def test_encoder_records_decode_to_the_features(s, p, vocab):
         n = int.from_bytes(framed[:8], "little")
         data = framed[12:12 + n]
         assert record_framing.frame_record(data) == framed
-        assert R.decode_example(data) == _expected(*batch, r)
+        assert numpy_reader.decode_example(data) == _expected(*batch, r)
 
 
 def test_tensorflow_reads_and_parses_the_records(tmp_path):
@@ -95,7 +96,7 @@ def test_encode_features_rejects_non_instance_layouts():
             "next_sentence_labels": [[0]]}
     buf, starts, ends = encoder.encode_features(good)
     framed = buf[starts[0]:ends[0]].tobytes()
-    assert R.decode_example(framed[12:-4]) == {k: v[0] for k, v in good.items()}
+    assert numpy_reader.decode_example(framed[12:-4]) == {k: v[0] for k, v in good.items()}
     bad = dict(good, input_mask=[[1, 0, 1, 1, 1, 0]])
     with pytest.raises(ValueError, match="input_mask"):
         encoder.encode_features(bad)
@@ -114,8 +115,8 @@ def test_write_is_round_robin_in_the_given_order_and_atomic(tmp_path):
     order = list(np.random.default_rng(2).permutation(12))
     outs = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
     assert store.write(outs, order) == 12
-    got_a = [R.decode_example(x) for x in R.read_records(outs[0])]
-    got_b = [R.decode_example(x) for x in R.read_records(outs[1])]
+    got_a = [numpy_reader.decode_example(x) for x in list(numpy_reader.read_records(outs[0]))]
+    got_b = [numpy_reader.decode_example(x) for x in list(numpy_reader.read_records(outs[1]))]
     assert got_a == [want[i] for i in order[0::2]]
     assert got_b == [want[i] for i in order[1::2]]
     assert sorted(os.listdir(tmp_path)) == ["a.tfrecord", "b.tfrecord"]
@@ -127,9 +128,9 @@ def test_write_is_round_robin_in_the_given_order_and_atomic(tmp_path):
 def test_read_records_detects_corruption(tmp_path):
     path = tmp_path / "x.tfrecord"
     path.write_bytes(record_framing.frame_record(b"abc") + record_framing.frame_record(b"defg"))
-    assert R.read_records(str(path)) == [b"abc", b"defg"]
+    assert list(numpy_reader.read_records(str(path))) == [b"abc", b"defg"]
     data = bytearray(path.read_bytes())
     data[13] ^= 0xFF
     path.write_bytes(bytes(data))
     with pytest.raises(ValueError, match="bad data CRC"):
-        R.read_records(str(path))
+        list(numpy_reader.read_records(str(path)))

@@ -7,14 +7,14 @@ back, with or without TensorFlow.
   the writer is ``bert_common.atomic.AtomicTFRecordWriters``.
 * ``FixedLen`` / a record spec (name -> ``FixedLen``): what a task's records hold, defined once
   per task. ``tf_parse_spec`` and ``decode_tf`` read it with TensorFlow (``tf.data``),
-  ``decode_numpy`` without (``data.numpy_records``' parsed dicts); both give int32 for int64
+  ``decode_numpy`` without (``data.records.numpy_reader``' parsed dicts); both give int32 for int64
   lists (the models take int32), float32 for float lists, in the spec's shape.
 
 Example::
 
     spec = {"input_ids": FixedLen((4,)), "label_ids": FixedLen(())}
     record = encode_example({"input_ids": [101, 7, 102, 0], "label_ids": [1]})
-    decode_numpy(numpy_records.parse_example(record), spec, "x.tf_record", 0)
+    decode_numpy(numpy_reader.parse_example(record), spec, "x.tf_record", 0)
     # {"input_ids": array([101, 7, 102, 0], int32), "label_ids": array(1, int32)}
 """
 
@@ -239,7 +239,7 @@ def decode_tf(record, spec: RecordSpec) -> Dict[str, "tf.Tensor"]:
 
 def decode_numpy(example: Mapping[str, np.ndarray], spec: RecordSpec, path: str,
                  index: int) -> Dict[str, np.ndarray]:
-    """``decode_tf`` without TensorFlow, on ``data.numpy_records.parse_example``'s dict.
+    """``decode_tf`` without TensorFlow, on ``data.records.numpy_reader.parse_example``'s dict.
 
     Args:
         example: feature name -> int64 or float32 [n].

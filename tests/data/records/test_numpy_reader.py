@@ -1,6 +1,6 @@
-"""data/numpy_records.py, the TensorFlow-free TFRecord/Example reader of the JAX path, against
-TensorFlow's own parser: the pre-training records and the original's classifier features read
-to the same values, whatever the block sizes; damaged and truncated files named with the
+"""data/records/numpy_reader.py, the TensorFlow-free TFRecord/Example reader of the JAX path,
+against TensorFlow's own parser: the pre-training records and the original's classifier features
+read to the same values, whatever the block sizes; damaged and truncated files named with the
 record's byte offset."""
 
 import os
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data import numpy_records
+from data.records import numpy_reader
 from data.pretraining import schema
 from tests import paths
 
@@ -35,9 +35,9 @@ def _tensorflow_examples(path):
 @pytest.mark.parametrize("path", [PRETRAINING, CLASSIFIER])
 @pytest.mark.parametrize("block_records, block_bytes", [(256, 1 << 22), (3, 100), (256, 2000)])
 def test_examples_equal_tensorflows_parse(monkeypatch, path, block_records, block_bytes):
-    monkeypatch.setattr(numpy_records, "BLOCK_RECORDS", block_records)
-    monkeypatch.setattr(numpy_records, "BLOCK_BYTES", block_bytes)
-    ours = list(numpy_records.examples(path))
+    monkeypatch.setattr(numpy_reader, "BLOCK_RECORDS", block_records)
+    monkeypatch.setattr(numpy_reader, "BLOCK_BYTES", block_bytes)
+    ours = list(numpy_reader.examples(path))
     theirs = _tensorflow_examples(path)
     assert len(ours) == len(theirs) > 50
     for mine, want in zip(ours, theirs):
@@ -45,14 +45,14 @@ def test_examples_equal_tensorflows_parse(monkeypatch, path, block_records, bloc
         for key, value in want.items():
             assert mine[key].dtype == value.dtype, key
             np.testing.assert_array_equal(mine[key], value, err_msg=key)
-    assert [numpy_records.parse_example(r) for r in numpy_records.read_records(path)][3].keys() \
+    assert [numpy_reader.parse_example(r) for r in numpy_reader.read_records(path)][3].keys() \
         == ours[3].keys()
 
 
 def test_batches_equal_the_tensorflow_pipeline_in_file_order():
     from data.pretraining import dataset as pd
 
-    ours = list(numpy_records.batches([PRETRAINING], 32, schema.FEATURE_NAMES))
+    ours = list(numpy_reader.batches([PRETRAINING], 32, schema.FEATURE_NAMES))
     theirs = pd.pretraining_dataset([PRETRAINING], 64, 10, 32, is_training=False)
     for mine, want in zip(ours, theirs.take(len(ours))):
         for name in schema.FEATURE_NAMES:
@@ -80,9 +80,9 @@ def test_damaged_and_truncated_files_name_the_record(tmp_path):
     for name, (content, message) in cases.items():
         path = tmp_path / name
         path.write_bytes(content)
-        with pytest.raises(numpy_records.RecordError, match=message):
-            list(numpy_records.read_records(str(path)))
-    assert len(list(numpy_records.read_records(str(tmp_path / "data"), check_crc=False))) > 2
+        with pytest.raises(numpy_reader.RecordError, match=message):
+            list(numpy_reader.read_records(str(path)))
+    assert len(list(numpy_reader.read_records(str(tmp_path / "data"), check_crc=False))) > 2
 
 
 def test_edge_values_of_an_example():
@@ -94,7 +94,7 @@ def test_edge_values_of_an_example():
         "weight": tf.train.Feature(float_list=tf.train.FloatList(value=[1.5])),
         "text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"x"]))})
     ).SerializeToString()
-    for row in [numpy_records.parse_example(record)] + numpy_records.parse_examples([record] * 3):
+    for row in [numpy_reader.parse_example(record)] + numpy_reader.parse_examples([record] * 3):
         assert sorted(row) == ["empty", "ids", "weight"]
         assert row["empty"].dtype == np.int64 and row["empty"].size == 0
         np.testing.assert_array_equal(row["ids"], [-1, 2 ** 40, 0])

@@ -1,4 +1,4 @@
-"""data/tfrecord.py: the ``tf.train.Feature`` helpers of the data generators' TFRecords;
+"""data/records/tf_example.py: the ``tf.train.Feature`` helpers of the data generators' TFRecords;
 ``encode_example`` (a ``tf.train.Example`` serialized by hand) against TensorFlow's protobuf;
 ``decode_numpy`` against ``decode_tf`` on the same record (values, int32/float32, shapes); and
 ``decode_numpy``'s errors, which name the file and the record."""
@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 
 from bert_common.errors import InputError
-from data import numpy_records
-from data.tfrecord import FixedLen, decode_numpy, decode_tf, encode_example, tf_parse_spec
+from data.records import numpy_reader
+from data.records.tf_example import FixedLen, decode_numpy, decode_tf, encode_example, tf_parse_spec
 from tests.support.features import float_feature, int64_feature
 
 
@@ -81,7 +81,7 @@ FLOAT_VALUES = {"score": [0.25], "weights": [1.0, 0.0, -2.5]}
 
 def test_decode_numpy_equals_decode_tf():
     record = encode_example(VALUES, FLOAT_VALUES)
-    ours = decode_numpy(numpy_records.parse_example(record), SPEC, "x.tf_record", 0)
+    ours = decode_numpy(numpy_reader.parse_example(record), SPEC, "x.tf_record", 0)
     theirs = {k: v.numpy() for k, v in decode_tf(tf.constant(record), SPEC).items()}
     assert set(ours) == set(theirs) == set(SPEC)
     for name in SPEC:
@@ -112,7 +112,7 @@ def test_tf_parse_spec_flat_lists_and_scalars():
      "feature weights has 3 int64 values, expected 3 float"),
 ])
 def test_decode_numpy_errors_name_file_and_record(values, floats, expected):
-    example = numpy_records.parse_example(encode_example(values, floats))
+    example = numpy_reader.parse_example(encode_example(values, floats))
     with pytest.raises(InputError) as raised:
         decode_numpy(example, SPEC, "/data/dev.tf_record", 7)
     message = str(raised.value)
