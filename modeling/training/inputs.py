@@ -9,7 +9,7 @@ dropped).
   buffers included) is saved beside each checkpoint, as TensorFlow's trainer saves it in its
   own: nothing is re-read.
 
-TensorFlow's trainer keeps its iterator inside its ``model.ckpt-N`` (``trainer.Trainer``).
+TensorFlow's trainer keeps its iterator inside its ``model.ckpt-N`` (``backends.tensorflow.steps.Trainer``).
 
 Example::
 

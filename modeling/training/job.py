@@ -61,9 +61,11 @@ class TrainerConfig:
         model_dir: the checkpoint, summary and step-log folder.
         num_train_steps: the global step to train to.
         steps_per_loop: the most steps one host loop runs.
-        save_checkpoints_steps: a checkpoint every this many steps (and at the end).
+        save_checkpoints_steps: a checkpoint every this many steps (and at the end; 0: at the
+            end only).
         num_accumulation_steps: micro-batches per replica batch (k >= 1), one update.
-        keep_checkpoint_max: checkpoints kept in ``model_dir``.
+        keep_checkpoint_max: checkpoints kept in ``model_dir`` (TensorFlow's; JAX's ``Steps``
+            take the folder and the number kept as arguments of their own).
         use_xla: XLA-compile the step (or its forward/backward; see ``execution``).
         fuse_optimizer: XLA-fuse gradient clipping and the update.
         fused_kernels: trace the layers with the fused training kernels.
@@ -174,13 +176,19 @@ def loop_steps(step: int, config: TrainerConfig, seconds_per_step: Optional[floa
     Returns:
         An int >= 1.
     """
-    next_save = ((step // config.save_checkpoints_steps) + 1) * config.save_checkpoints_steps
+    every = _save_every(config)
+    next_save = ((step // every) + 1) * every
     num_steps = min(config.steps_per_loop, next_save - step, config.num_train_steps - step)
     if seconds_per_step is None:
         return num_steps
     if not seconds_per_step:
         return 1
     return max(1, min(num_steps, int(config.progress_every_s / seconds_per_step)))
+
+
+def _save_every(config: TrainerConfig) -> int:
+    """Steps between checkpoints (``save_checkpoints_steps``; 0: the end only)."""
+    return config.save_checkpoints_steps or max(config.num_train_steps, 1)
 
 
 def train(steps: Steps, config: TrainerConfig) -> TrainResult:
@@ -236,7 +244,7 @@ def train(steps: Steps, config: TrainerConfig) -> TrainResult:
                 if config.step_log:
                     step_log.append(log_path, step - num_steps + 1, out.losses,
                                     out.learning_rates, out.global_norms)
-            if step % config.save_checkpoints_steps == 0 or step >= config.num_train_steps:
+            if step % _save_every(config) == 0 or step >= config.num_train_steps:
                 path = steps.save()
                 if steps.is_chief and config.progress:
                     print("Saved checkpoint for step %d: %s" % (step, path), file=sys.stderr,

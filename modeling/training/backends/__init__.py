@@ -7,7 +7,8 @@ backend is written once above them (``modeling.training.job``: the loop;
   ``tf.IndexedSlices`` clipping, loss scaling, the fused CPU update), ``steps.py`` (host loops
   of the compiled step under a ``tf.distribute`` strategy, gradient accumulation, the
   ``model.ckpt-N`` store with the tf.data iterator's state), ``execution.py`` (how the step
-  runs: XLA, the fused kernels, the fused optimizer, decided once).
+  runs: XLA, the fused kernels, the fused optimizer, decided once), ``predict.py`` (the traced
+  forward).
 * ``jax``: JAX, and any other Keras backend (``keras.ops``): ``optimizer.py`` (Keras' own update
   path, the optimizer settings it refuses), ``settings.py`` (the one table of the TensorFlow-only
   flags refused), ``steps.py`` (the compiled step, the devices, the job's steps),
@@ -15,7 +16,8 @@ backend is written once above them (``modeling.training.job``: the loop;
 
 Each backend's ``optimizer`` gives the same names: ``MATH`` (the array namespace of
 ``update_rules``), ``check_optimizer``, ``apply_gradients``, ``cpu_kernel_applies``; each
-``predict``: ``predict(model, dataset, output_names, total, strategy, label)``.
+``predict``: ``predict(model, dataset, output_names, total, strategy, label)``,
+``encoder_layers(model, layer_indexes, inference_dtype)``, ``resolve_strategy(strategy)``.
 
 Example::
 

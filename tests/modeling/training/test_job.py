@@ -134,3 +134,10 @@ def test_collect_predictions_concatenates_parts_in_order_padding_tokens():
     assert out["ids"].tolist() == [0, 1, 2, 3]
     assert out["logits"].shape == (4, 5) and out["logits"][0].tolist() == [1, 1, 1, 0, 0]
     assert out["logits"][3].tolist() == [2.0] * 5
+
+
+def test_save_checkpoints_steps_0_saves_at_the_end_only(tmp_path):
+    steps = _Steps()
+    config = job.TrainerConfig(str(tmp_path), 10, steps_per_loop=4, save_checkpoints_steps=0)
+    assert job.train(steps, config).global_step == 10
+    assert steps.loops == [4, 4, 2] and steps.saved == [10]

@@ -293,6 +293,7 @@ class Steps:
         own = checkpoints.checkpoints_in(self.output_dir)
         checkpoints.remove_orphan_input_states(self.output_dir, [path for _, path in own])
         resumed = own[-1][1] if own else None
+        self.step = self.records = 0
         if resumed:
             self.step, self.records = checkpoints.restore_checkpoint(resumed, self.model,
                                                                      self.optimizer)

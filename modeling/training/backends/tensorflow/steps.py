@@ -14,8 +14,8 @@ denominator)}`` logs; the loop adds ``loss``.
 
     with strategy.scope():
         model = ...; optimizer = optimizers.create_optimizer(...)
-    loop = trainer.Trainer(model, optimizer, objective, strategy,
-                           job.TrainerConfig(model_dir, num_train_steps))
+    loop = steps.Trainer(model, optimizer, objective, strategy,
+                         job.TrainerConfig(model_dir, num_train_steps))
     if loop.restore() == 0 and init_checkpoint: load weights ...
     result = loop.train(dataset)   # dataset: global batches, drop_remainder, repeated
 
@@ -53,7 +53,8 @@ denominator)}`` logs; the loop adds ``loss``.
   ``model_dir``, the others into a temporary folder that is deleted. Summaries, the step log and
   results: chief only.
 
-The eval loop is ``modeling.training.evaluation.evaluate``.
+The eval step is ``modeling.training.evaluation.evaluate`` (its loop, ``job.streaming_means``,
+every backend's).
 """
 
 from __future__ import annotations
@@ -627,8 +628,8 @@ class _Steps:
         self._global_batch: Optional[int] = None
 
     def restore(self) -> int:
-        self._iterator, step = self.trainer.open_input(self.dataset)
-        return step
+        self._iterator, _ = self.trainer.open_input(self.dataset)
+        return self.trainer.global_step  # the optimizer's count, checkpoint or not
 
     def run(self, num_steps: int) -> job.LoopOutput:
         sums, losses, norms, lrs = self.trainer._run_loop(self._iterator, num_steps)
