@@ -24,8 +24,11 @@ Pipeline options come as one string (``--beam_options``), e.g.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shlex
+import shutil
+import tempfile
 from typing import Dict, List, Sequence, Tuple
 
 from data.pretraining import corpus_shards
@@ -140,6 +143,21 @@ def pipeline_options(options: str):
     return PipelineOptions(args)
 
 
+@contextlib.contextmanager
+def _local_temp_folder():
+    """The process's temporary files in a folder of this run's, removed after it: Beam's local
+    job server (the multi-process local runner) makes a ``beam-temp*`` folder in the system's
+    temporary folder and leaves it behind (it is removed only when the server is stopped)."""
+    folder = tempfile.mkdtemp(prefix="bert-beam-")
+    before = tempfile.tempdir
+    tempfile.tempdir = folder
+    try:
+        yield
+    finally:
+        tempfile.tempdir = before
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def run_beam(input_files: Sequence[str], prefix: str, num_shards: int,
              shard_range: Tuple[int, int], vocab_file: str, do_lower_case: bool,
              settings: Dict, options: str, parts: int = 1) -> corpus_shards.ShardedSummary:
@@ -175,8 +193,9 @@ def run_beam(input_files: Sequence[str], prefix: str, num_shards: int,
         pipeline = beam.Pipeline(options=opts)
         build_pipeline(pipeline, runs, todo, prefix, num_shards, settings, vocab_file,
                        do_lower_case)
-        result = pipeline.run()
-        result.wait_until_finish()
+        with _local_temp_folder():
+            result = pipeline.run()
+            result.wait_until_finish()
         counters = {c.key.metric.name: c.committed if c.committed is not None else c.attempted
                     for c in result.metrics().query(
                         MetricsFilter().with_namespace(_NAMESPACE))["counters"]}

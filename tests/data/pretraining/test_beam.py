@@ -1,7 +1,8 @@
 """The sharded records as an Apache Beam pipeline (data/pretraining/beam.py), on Beam's local
 runner in its multi-process mode with 2 workers (no network, no runner binary): the same bytes
 as the process pool, locally and from gs:// text to gs:// records (the loopback GCS); complete
-shards skipped; an empty corpus leaves nothing; a missing Beam is one line."""
+shards skipped; nothing left in the temporary folder; an empty corpus leaves nothing; a missing
+Beam is one line."""
 
 from __future__ import annotations
 
@@ -52,15 +53,20 @@ def pool_output(tmp_path_factory):
     return _shard_bytes(_read_local, prefix)
 
 
-def test_beam_writes_the_pools_bytes_and_skips_complete_shards(pool_output, tmp_path):
+def test_beam_writes_the_pools_bytes_and_skips_complete_shards(pool_output, tmp_path,
+                                                                tmp_path_factory):
     prefix = str(tmp_path / "records")
+    # The runs' temporary folder: Beam's local job server leaves a beam-temp* folder there
+    # unless the tool removes it.
+    env = dict(os.environ, TMPDIR=str(tmp_path_factory.mktemp("system_tmp")))
     code, err = _tool(["--input_file=%s" % CORPUS, "--output_file=%s" % prefix,
-                       "--beam_options=%s" % LOCAL_BEAM, "--shard_range=0:2"])
+                       "--beam_options=%s" % LOCAL_BEAM, "--shard_range=0:2"], env=env)
     assert code == 0, err
     assert "wrote 2 shards (00000-00001)" in err.splitlines()[-1]
     code, err = _tool(["--input_file=%s" % CORPUS, "--output_file=%s" % prefix,
-                       "--beam_options=%s" % LOCAL_BEAM])
+                       "--beam_options=%s" % LOCAL_BEAM], env=env)
     assert code == 0, err
+    assert os.listdir(env["TMPDIR"]) == []  # nothing left in the temporary folder
     last = err.splitlines()[-1]
     assert "wrote 4 shards (00002-00005)" in last and "skipped 2 complete (00000-00001)" in last
     assert _shard_bytes(_read_local, prefix) == pool_output
