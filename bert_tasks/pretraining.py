@@ -383,7 +383,8 @@ def _pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
     from data.pretraining.corpus_shards import input_files
 
     paths = input_files(settings.input_file)
-    if tensorflow_installed():
+    with_tf = tensorflow_installed()  # tf.data reads the input (else numpy)
+    if with_tf:
         # The TensorFlow path's check of the files' first records against the flags (one
         # rule; it reads them with TensorFlow). Without TensorFlow an empty input stops the
         # run when the stream finds no record.
@@ -409,7 +410,7 @@ def _pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
         load_init_checkpoint(model, settings.init_checkpoint)
     step = 0
     if settings.do_train:
-        step = _train_on_jax(settings, model, optimizer, paths, distribution,
+        step = _train_on_jax(settings, model, optimizer, paths, distribution, with_tf,
                              schema.FEATURE_NAMES)
         export_for_finetuning(model, settings, step)
     elif own:
@@ -419,11 +420,12 @@ def _pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
     return None
 
 
-def _train_on_jax(settings, model, optimizer, paths, distribution, names) -> int:
+def _train_on_jax(settings, model, optimizer, paths, distribution, with_tf: bool,
+                  names) -> int:
     from modeling.training import inputs, job, objectives
     from modeling.training.backends.jax import steps
 
-    if tensorflow_installed():
+    if with_tf:
         # The TensorFlow path's pipeline (parallel reading and parsing, the same batches):
         # its iterator state is checkpointed, so a resumed run reads nothing twice.
         from data.pretraining import dataset as pd
