@@ -19,6 +19,11 @@ A successful run of a tool with ``--output_dir`` ends by writing ``run_outputs.j
 (``mark_outputs``): what this run wrote, and the result files beside them that an earlier run
 left (named in a warning too), so that old scores are never taken for new ones. A run that
 fails after some of its results were put in place writes it too, with its error line.
+
+A tool's process keeps its scratch files in a folder of its own under the system's temp folder
+(``private_temp_folder``), removed on every way out: TensorFlow's autograph writes a module file
+per traced function there and the GCS file system stages each upload there, and both are left
+behind by an exit that skips Python's teardown.
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ import datetime
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 from typing import Any, Callable, List, Optional, Sequence
 
 from absl import app, flags, logging
@@ -64,6 +71,7 @@ def fail_at_once(tool: str, message: Any) -> None:
     print("%s: error: %s" % (tool, message), file=sys.stderr, flush=True)
     sys.stdout.flush()
     logging.flush()
+    remove_private_temp_folder()
     os._exit(EXIT_BAD_INPUT)
 
 
@@ -328,6 +336,7 @@ def start(define_flags: Callable[[flags.FlagValues], None],
     for name in required:
         flags.mark_flag_as_required(name)
     _list_in_help(flags.FLAGS)
+    private_temp_folder()
     try:
         app.run(main)
     except SystemExit as e:
@@ -337,6 +346,41 @@ def start(define_flags: Callable[[flags.FlagValues], None],
         if e.code in (None, 0) and skips_teardown(os.environ):
             exit_without_teardown(0)
         raise
+    finally:
+        remove_private_temp_folder()
+
+
+_TEMP_FOLDER: List[Any] = []  # (the process's own temp folder, TMPDIR before it), once made
+
+
+def private_temp_folder() -> str:
+    """Makes a folder of this process's own under the system's temp folder and points
+    ``tempfile`` and ``TMPDIR`` (read by TensorFlow's C++ side, e.g. the GCS file system's upload
+    staging) at it, so that ``remove_private_temp_folder`` takes every scratch file of the run
+    with it. A second call returns the same folder.
+
+    Returns:
+        The folder's path.
+    """
+    if not _TEMP_FOLDER:
+        folder = tempfile.mkdtemp(prefix="bert-%s-" % os.path.basename(sys.argv[0] or "tool"))
+        _TEMP_FOLDER.append((folder, os.environ.get("TMPDIR")))
+        tempfile.tempdir = folder
+        os.environ["TMPDIR"] = folder
+    return _TEMP_FOLDER[0][0]
+
+
+def remove_private_temp_folder() -> None:
+    """Removes the folder of ``private_temp_folder`` with what is in it (nothing when none was
+    made); ``tempfile`` and ``TMPDIR`` are then as before."""
+    while _TEMP_FOLDER:
+        folder, before = _TEMP_FOLDER.pop()
+        shutil.rmtree(folder, ignore_errors=True)
+        tempfile.tempdir = None
+        if before is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before
 
 
 def skips_teardown(env: Any) -> bool:
@@ -374,6 +418,7 @@ def exit_without_teardown(code: int) -> None:
     import logging as std_logging
 
     std_logging.shutdown()
+    remove_private_temp_folder()
     os._exit(code)
 
 
@@ -382,4 +427,4 @@ _HELP_FLAGS = frozenset(("--help", "-help", "-h", "-?", "--helpshort", "--helpfu
 
 
 __all__ = ["EXIT_BAD_INPUT", "FlagError", "InputError", "exit_without_teardown", "fail",
-           "run_main", "skips_teardown", "start", "warn"]
+           "private_temp_folder", "remove_private_temp_folder", "run_main", "skips_teardown", "start", "warn"]

@@ -244,7 +244,7 @@ def test_tensorflow_words_are_left_out_of_the_error_line():
 
 
 _TOOL = """
-import atexit, sys
+import atexit, os, subprocess, sys, tempfile
 from absl import flags
 from bert_cli import runner
 
@@ -252,8 +252,23 @@ atexit.register(lambda: print("teardown ran"))
 
 def define_flags(flag_values):
     flags.DEFINE_integer("code", 0, "exit status of main", flag_values=flag_values)
+    flags.DEFINE_bool("trace", False, "trace a tf.function (autograph)", flag_values=flag_values)
 
 def main(argv):
+    # scratch files as autograph (tempfile, removed by an atexit handler) and TensorFlow's C++
+    # side (TMPDIR) make them
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write("x = 1")
+    subprocess.run(["sh", "-c", 'echo x > "$TMPDIR/staged_upload"'], check=True)
+    if flags.FLAGS.trace:
+        import tensorflow as tf
+
+        @tf.function
+        def double(x):
+            if x > 0:  # autograph turns this into a tf.cond: its module file is written
+                return x * 2
+            return x
+        print(int(double(tf.constant(2))))
     sys.stdout.write("x" * 100000)  # a block left in the buffer, no newline
     sys.stderr.write("done")
     return flags.FLAGS.code
@@ -278,13 +293,37 @@ def test_a_successful_run_ends_without_the_interpreters_teardown(tmp_path, env, 
 
     script = tmp_path / "tool.py"
     script.write_text(_TOOL)
+    temp = tmp_path / "temp"
+    temp.mkdir()
     proc = subprocess.run([sys.executable, str(script), "--code=%d" % code], cwd=str(tmp_path),
-                          env=dict(os.environ, PYTHONPATH=paths.PYTHONPATH, **env),
+                          env=dict(os.environ, PYTHONPATH=paths.PYTHONPATH, TMPDIR=str(temp),
+                                   **env),
                           capture_output=True, text=True, timeout=120)
-    assert proc.returncode == code
+    assert proc.returncode == code, proc.stderr[-2000:]
     assert proc.stdout.startswith("x" * 100000)
     assert proc.stderr.startswith("done")
     assert ("teardown ran" in proc.stdout) == teardown
+    assert os.listdir(temp) == []  # the run's scratch files went with it, on every way out
+
+
+def test_autograph_module_files_go_with_the_run(tmp_path):
+    """TensorFlow's autograph writes a module file per converted function to the temp folder
+    and removes it in an atexit handler, which the exit of ``start`` skips: the files are in the
+    process's own temp folder, removed with it."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "tool.py"
+    script.write_text(_TOOL)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    proc = subprocess.run([sys.executable, str(script), "--trace"], cwd=str(tmp_path),
+                          env=dict(os.environ, PYTHONPATH=paths.PYTHONPATH, TMPDIR=str(temp),
+                                   TF_CPP_MIN_LOG_LEVEL="3"),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("4\n")
+    assert os.listdir(temp) == []
 
 
 def test_skips_teardown_reads_tf_config():

@@ -1,6 +1,5 @@
 """modeling/kernels/gelu_dense.py: the fused training path of gelu(x @ kernel + bias)."""
 
-import tempfile
 
 import numpy as np
 import pytest
@@ -105,12 +104,12 @@ def test_bert_dense_takes_the_fused_path_only_when_training_inside_the_context()
     assert switch.kernels_of(layer) == switch.OP_BY_OP  # the layer's own value again after
 
 
-def test_trainer_with_fused_kernels_follows_the_op_by_op_trajectory():
+def test_trainer_with_fused_kernels_follows_the_op_by_op_trajectory(tmp_path):
     """4 pre-training updates of a tiny BERT (dropout 0): the fused GELU path gives the op-by-op
     path's losses and weights up to float32 rounding."""
     results = {}
     for fused in (False, True):
-        trainer = tiny_pretraining_trainer(tempfile.mkdtemp(), fused)
+        trainer = tiny_pretraining_trainer(str(tmp_path / str(fused)), fused)
         losses = trainer.run_steps(trainer.make_iterator(pretraining_batches()), 4)
         results[fused] = losses, [v.numpy() for v in trainer.model.trainable_variables]
     noise.allclose("gelu_dense/trainer losses", results[True][0], results[False][0], 1e-5, 0.0)
@@ -123,10 +122,10 @@ def test_trainer_with_fused_kernels_follows_the_op_by_op_trajectory():
 
 
 @pytest.mark.bf16_matmul
-def test_fused_kernels_under_mixed_bfloat16_give_the_same_gradients():
+def test_fused_kernels_under_mixed_bfloat16_give_the_same_gradients(tmp_path):
     """bf16 activations: the fused path's gradients equal the op-by-op path's to bf16 rounding
     (relative norm of the difference per variable)."""
-    trainer = tiny_pretraining_trainer(tempfile.mkdtemp(), False, "mixed_bfloat16")
+    trainer = tiny_pretraining_trainer(str(tmp_path), False, "mixed_bfloat16")
     batch = next(iter(pretraining_batches()))
     totals = trainer.objective.totals(batch)
 
