@@ -354,16 +354,20 @@ _TEMP_FOLDER: List[Any] = []  # (the process's own temp folder, TMPDIR before it
 
 
 def private_temp_folder() -> str:
-    """Makes a folder of this process's own under the system's temp folder and points
-    ``tempfile`` and ``TMPDIR`` (read by TensorFlow's C++ side, e.g. the GCS file system's upload
-    staging) at it, so that ``remove_private_temp_folder`` takes every scratch file of the run
-    with it. A second call returns the same folder.
+    """Makes a folder of this process's own in the system's temp folder and points ``tempfile``
+    and ``TMPDIR`` (read by TensorFlow's C++ side, e.g. the GCS file system's upload staging) at
+    it, so that ``remove_private_temp_folder`` takes every scratch file of the run with it. It is
+    named as ``bert_common.atomic``'s temporaries (``.bert-tmp.<host>-<pid>.<random>.tmp``): the
+    one a killed run left, with what is in it, goes when the next tool starts. A second call
+    returns the same folder.
 
     Returns:
         The folder's path.
     """
     if not _TEMP_FOLDER:
-        folder = tempfile.mkdtemp(prefix="bert-%s-" % os.path.basename(sys.argv[0] or "tool"))
+        from bert_common import atomic
+
+        folder = atomic.staging_dir(os.path.join(tempfile.gettempdir(), "bert-tmp"))
         _TEMP_FOLDER.append((folder, os.environ.get("TMPDIR")))
         tempfile.tempdir = folder
         os.environ["TMPDIR"] = folder

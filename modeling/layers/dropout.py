@@ -18,8 +18,9 @@ seed and so dropped the same units of different examples, a correlation that nei
 replica nor the original (one TPU program per core, each with its own random stream) has. One
 replica keeps Keras' own draw, bit for bit.
 
-On a backend other than TensorFlow the layer is ``keras.layers.Dropout`` (no fused kernel, no
-``tf.distribute`` replica context).
+On a backend other than TensorFlow the layer is ``keras.layers.Dropout``: the kernels' switch
+stays off there, and there is no ``tf.distribute`` replica context
+(``modeling.backend.replica_in_sync`` is None).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class Dropout(keras.layers.Dropout):
         import tensorflow as tf
 
         seed = self.seed_generator.next()
-        replica = _replica_in_sync()
+        replica = backend.replica_in_sync()
         if replica is not None:
             seed = tf.random.experimental.stateless_fold_in(tf.cast(seed, tf.int64), replica)
         return seed
@@ -65,14 +66,12 @@ class Dropout(keras.layers.Dropout):
         Returns:
             inputs' shape and dtype.
         """
-        if not backend.TENSORFLOW:
-            return super().call(inputs, training=training)
-        import tensorflow as tf
-
         if training and self.fused_kernel_applies(inputs.dtype):
             from modeling.kernels import cpu_ops
             return cpu_ops.dropout(inputs, self.rate, self.next_seed())
-        if training and 0.0 < self.rate < 1.0 and _replica_in_sync() is not None:
+        if training and 0.0 < self.rate < 1.0 and backend.replica_in_sync() is not None:
+            import tensorflow as tf  # replicas in sync: a tf.distribute strategy
+
             shape = tf.shape(inputs) if self.noise_shape is None else [
                 tf.shape(inputs)[i] if d is None else d for i, d in enumerate(self.noise_shape)]
             return tf.nn.experimental.stateless_dropout(inputs, rate=self.rate,
@@ -80,12 +79,3 @@ class Dropout(keras.layers.Dropout):
                                                         seed=self.next_seed())
         return super().call(inputs, training=training)
 
-
-def _replica_in_sync():
-    """This replica's index when several replicas are in sync, else None (TensorFlow)."""
-    import tensorflow as tf
-
-    context = tf.distribute.get_replica_context()
-    if context is None or context.num_replicas_in_sync <= 1:
-        return None
-    return context.replica_id_in_sync_group

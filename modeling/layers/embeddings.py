@@ -102,7 +102,9 @@ class WordEmbedding(keras.layers.Layer):
         table = backend.read(self.embeddings.value)  # [V, H] float32
         tap = backend.tapped(self.embeddings.path)
         if tap is not None:  # JAX: the original's norm of this gradient (backends.jax.steps)
-            rows = backend.take_rows_tapped(table, ids, tap)  # [B, S, H] float32
+            from modeling.backend.jax import take_rows_tapped
+
+            rows = take_rows_tapped(table, ids, tap)  # [B, S, H] float32
         else:
             rows = backend.take_rows(table, ids)  # [B, S, H] float32
         return ops.cast(rows, self.compute_dtype)

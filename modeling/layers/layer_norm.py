@@ -56,15 +56,19 @@ class BertLayerNorm(keras.layers.Layer):
         # returns the compute dtype: only where the two are the same. A training step needs
         # float32 gamma/beta (the kernel's gradients are float32); a forward pass reads
         # bfloat16 ones (a bfloat16-policy model) in float32, as the formula below does.
-        if not backend.TENSORFLOW or x.dtype != self.compute_dtype:
+        # The kernels' switch is set by TensorFlow's steps only (modeling.kernels.switch): off
+        # on every other backend.
+        if x.dtype != self.compute_dtype:
             return False
         kernels = switch.kernels_of(self)
         if training:
             enabled = self.gamma.dtype == "float32" and kernels.training
         else:
             enabled = kernels.inference
+        if not enabled:
+            return False
         from modeling.kernels import cpu_ops
-        return enabled and cpu_ops.usable(x.dtype)  # usable() last: it builds the library
+        return cpu_ops.usable(x.dtype)  # last: it builds the library
 
     def call(self, x, training=None):
         """Args:

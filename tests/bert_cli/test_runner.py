@@ -306,6 +306,29 @@ def test_a_successful_run_ends_without_the_interpreters_teardown(tmp_path, env, 
     assert os.listdir(temp) == []  # the run's scratch files went with it, on every way out
 
 
+def test_the_temp_folder_a_killed_run_left_goes_when_the_next_tool_starts(tmp_path):
+    """A run killed with SIGKILL leaves its temp folder; the next tool's start removes it (its
+    writer is dead), not one of a live process."""
+    import subprocess
+    import sys
+
+    from bert_common import atomic
+    from tests.support.tools import dead_pid
+
+    script = tmp_path / "tool.py"
+    script.write_text(_TOOL)
+    temp = tmp_path / "temp"
+    killed = temp / (".bert-tmp.%s-%d.abc.tmp" % (atomic._HOST, dead_pid()))
+    live = temp / (".bert-tmp.%s-%d.abc.tmp" % (atomic._HOST, os.getpid()))
+    for folder in (killed, live):
+        (folder / ".bert-shards.x.tmp").mkdir(parents=True)
+    proc = subprocess.run([sys.executable, str(script)], cwd=str(tmp_path),
+                          env=dict(os.environ, PYTHONPATH=paths.PYTHONPATH, TMPDIR=str(temp)),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert os.listdir(temp) == [live.name]
+
+
 def test_autograph_module_files_go_with_the_run(tmp_path):
     """TensorFlow's autograph writes a module file per converted function to the temp folder
     and removes it in an atexit handler, which the exit of ``start`` skips: the files are in the

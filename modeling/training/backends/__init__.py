@@ -27,7 +27,6 @@ Example::
 
 from __future__ import annotations
 
-import importlib
 import types
 
 from modeling import backend as _model_backend
@@ -41,7 +40,7 @@ def current(part: str) -> types.ModuleType:
             the backend's package (``"steps"``).
 
     Returns:
-        ``modeling.training.backends.<tensorflow or jax>.<part>``.
+        ``modeling.training.backends.<tensorflow or jax>.<part>`` (``modeling.backend.NAME``:
+        the one choice).
     """
-    name = "tensorflow" if _model_backend.TENSORFLOW else "jax"
-    return importlib.import_module("%s.%s.%s" % (__name__, name, part))
+    return _model_backend.module_of(__name__, part)

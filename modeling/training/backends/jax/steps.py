@@ -143,8 +143,8 @@ def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
             looked-up position (``embeddings.sparse_gradient_tables`` of a task model, whose
             word table has no other use; not a pre-training model's, whose tied output makes
             it dense): the global norm that clips and is logged is then the original's
-            (``backend.occurrence_norm_tap``), where JAX's own gradient sums a repeated id's
-            rows first.
+            (``modeling.backend.jax.occurrence_norm_tap``), where JAX's own gradient sums a
+            repeated id's rows first.
 
     Returns:
         The step function (``KERAS_BACKEND=jax``: this module is the JAX backend's).
@@ -156,14 +156,14 @@ def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
     iterations_index = next(i for i, v in enumerate(optimizer.variables)
                             if v is optimizer.iterations)
 
-    from modeling import backend
+    from modeling.backend import jax as jax_ops
 
     tapped_paths = [v.path for v in occurrence_norm]
     tapped = [any(v is t for t in occurrence_norm) for v in model.trainable_variables]
 
     def loss_fn(trainable, non_trainable, batch, tap):
         inputs = batch if objective is None else objective.model_inputs(batch)
-        with backend.occurrence_norm_tap(tapped_paths, tap):
+        with jax_ops.occurrence_norm_tap(tapped_paths, tap):
             outputs, non_trainable = model.stateless_call(trainable, non_trainable, inputs,
                                                           training=True)
         if objective is None:  # the loss once, as ``loss``
