@@ -211,7 +211,7 @@ def test_mirrored_dropout_per_replica_kill_9_then_resume_is_exact(tmp_path):
     def args(out):
         return trajectory_args(out, "--do_train", "--iterations_per_loop=5",
                                "--save_checkpoints_steps=5", "--strategy=mirrored",
-                               "--num_cpu_devices=2", "--num_train_steps=20",
+                               "--num_cpu_devices=2", "--num_train_steps=10",
                                "--bert_config_file=%s" % config_path)
 
     whole = subprocess.Popen([sys.executable, SCRIPT] + args(tmp_path / "whole"),
@@ -223,7 +223,7 @@ def test_mirrored_dropout_per_replica_kill_9_then_resume_is_exact(tmp_path):
     _, err = whole.communicate(timeout=540)
     assert whole.returncode == 0, err[-3000:]
     latest = tf.train.latest_checkpoint(str(tmp_path / "killed"))
-    assert 5 <= int(latest.rsplit("-", 1)[-1]) < 20  # it did not finish
+    assert 5 <= int(latest.rsplit("-", 1)[-1]) < 10  # it did not finish
     names = tf.train.load_checkpoint(latest).get_variable_to_shape_map()
     assert any(name.startswith("iterator/") for name in names), sorted(names)[:10]
     proc = subprocess.run([sys.executable, SCRIPT] + args(tmp_path / "killed"), cwd=paths.ROOT,
@@ -237,4 +237,4 @@ def test_mirrored_dropout_per_replica_kill_9_then_resume_is_exact(tmp_path):
         np.testing.assert_array_equal(resumed[name], value, err_msg=name)
     losses = [r["loss"] for r in step_log.read_step_log(str(tmp_path / "whole"))]
     assert [r["loss"] for r in step_log.read_step_log(str(tmp_path / "killed"))] == losses
-    assert len(losses) == 20
+    assert len(losses) == 10
