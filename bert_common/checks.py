@@ -54,6 +54,22 @@ MIN_SEQ_LENGTH = 3
 _SHORTEST_SEQUENCES = {3: "[CLS] a [SEP]", 5: "[CLS] A [SEP] B [SEP]"}
 
 
+def check_seq_length(max_seq_length: int, max_position_embeddings: int) -> None:
+    """The original's check of ``--max_seq_length`` against the model's positions (every tool
+    that builds a model from ``--bert_config_file``).
+
+    Args:
+        max_seq_length: the flag's value.
+        max_position_embeddings: the config's.
+
+    Raises:
+        FlagError: the sequences are longer than the model's positions.
+    """
+    if max_seq_length > max_position_embeddings:
+        raise FlagError("Cannot use sequence length %d because the BERT model was only trained "
+                        "up to sequence length %d" % (max_seq_length, max_position_embeddings))
+
+
 def _interval(low, low_in, high, high_in) -> str:
     if high is None:
         return "a positive number" if (low == 0 and not low_in) else "a number >= %g" % low

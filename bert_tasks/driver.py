@@ -160,11 +160,7 @@ def check_settings(task: Task, ctx: Context) -> None:
         raise FlagError("At least one of %s must be %s." % (listed,
                                                            "True" if flags_only else "set"))
     task.check(ctx)
-    if settings.max_seq_length > ctx.bert_config.max_position_embeddings:
-        raise FlagError(
-            "Cannot use sequence length %d because the BERT model was only trained up to "
-            "sequence length %d" % (settings.max_seq_length,
-                                    ctx.bert_config.max_position_embeddings))
+    checks.check_seq_length(settings.max_seq_length, ctx.bert_config.max_position_embeddings)
     if getattr(settings, "export_dir", None):
         from bert_tasks.exports import saved_model
 

@@ -293,9 +293,7 @@ def _setup(settings):
     from modeling.training.backends.tensorflow import execution
 
     config = BertConfig.from_json_file(settings.bert_config_file)
-    _require(settings.max_seq_length <= config.max_position_embeddings,
-             "Cannot use sequence length %d because the BERT model was only trained up to "
-             "sequence length %d" % (settings.max_seq_length, config.max_position_embeddings))
+    checks.check_seq_length(settings.max_seq_length, config.max_position_embeddings)
     precision = strategies.set_precision(settings.mixed_precision)
     if settings.num_cpu_devices > 1:
         strategies.split_cpu(settings.num_cpu_devices)
@@ -376,10 +374,7 @@ def _pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
     check_settings(settings)
     check_jax_settings(settings)
     config = modeling.BertConfig.from_json_file(settings.bert_config_file)
-    if settings.max_seq_length > config.max_position_embeddings:
-        raise FlagError("Cannot use sequence length %d because the BERT model was only trained "
-                        "up to sequence length %d" % (settings.max_seq_length,
-                                                      config.max_position_embeddings))
+    checks.check_seq_length(settings.max_seq_length, config.max_position_embeddings)
     from data.pretraining.corpus_shards import input_files
 
     paths = input_files(settings.input_file)

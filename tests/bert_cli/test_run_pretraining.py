@@ -332,6 +332,9 @@ def test_bad_input_is_stopped_before_training(tmp_path):
         run_pretraining.run(parse_flags(trajectory_args(tmp_path)))
     with pytest.raises(FlagError, match="--num_train_steps=0"):
         run("--num_train_steps=0")
+    with pytest.raises(FlagError, match="Cannot use sequence length 128 because the BERT "
+                                        "model was only trained up to sequence length 64"):
+        run("--max_seq_length=128")
     # Nothing was trained, nothing written.
     assert not any(name.startswith("ckpt") for name in os.listdir(tmp_path / "out"))
 
