@@ -76,7 +76,6 @@ from absl import logging
 
 from bert_common import checks, files
 from bert_common.errors import FlagError
-from bert_common.installed import tensorflow_installed
 from bert_tasks.task import Context, Task
 
 # The special tokens every fine-tuning task's features use ([UNK]: load_vocab checks it).
@@ -436,18 +435,11 @@ class _OnJax:
         (``ctx.strategy`` stays None)."""
         import keras
 
+        from modeling.training import inputs
         from modeling.training.backends.jax import steps
 
         settings = ctx.settings
-        with_tf = tensorflow_installed()  # tf.data feeds the input
-        if with_tf:
-            import tensorflow as tf
-
-            for kind in ("GPU", "TPU"):
-                try:
-                    tf.config.set_visible_devices([], kind)
-                except (RuntimeError, ValueError):  # initialised already, or no such device
-                    pass
+        with_tf = inputs.tensorflow_for_input() is not None  # tf.data feeds the input
         keras.config.set_dtype_policy("mixed_bfloat16" if settings.mixed_precision == "bf16"
                                       else "float32")
         logging.info("KERAS_BACKEND=jax: devices %s; input read with %s", steps.device_names(),

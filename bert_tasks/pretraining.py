@@ -378,7 +378,9 @@ def _pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
     from data.pretraining.corpus_shards import input_files
 
     paths = input_files(settings.input_file)
-    with_tf = tensorflow_installed()  # tf.data reads the input (else numpy)
+    from modeling.training import inputs
+
+    with_tf = inputs.tensorflow_for_input() is not None  # tf.data reads the input (else numpy)
     if with_tf:
         # The TensorFlow path's check of the files' first records against the flags (one
         # rule; it reads them with TensorFlow). Without TensorFlow an empty input stops the

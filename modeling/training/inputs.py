@@ -11,6 +11,9 @@ dropped).
 
 TensorFlow's trainer keeps its iterator inside its ``model.ckpt-N`` (``backends.tensorflow.steps.Trainer``).
 
+Which of the two a JAX job uses is one rule, ``tensorflow_for_input``: ``tf.data`` where
+TensorFlow is installed (kept off the accelerators, which are JAX's), else numpy.
+
 Example::
 
     data = ReReadInput(lambda records: my_batches(skip=records))
@@ -23,6 +26,30 @@ from typing import Callable, Iterator, Optional
 
 from bert_common import files as fs
 from bert_common.errors import InputError
+from bert_common.installed import tensorflow_installed
+
+
+def tensorflow_for_input():
+    """TensorFlow, where it is installed, to read a JAX job's input with ``tf.data``
+    (``TFDataInput``: its iterator state is checkpointed, so a resumed run reads nothing
+    twice), with the GPUs and TPUs hidden from it: they are JAX's, and TensorFlow would take
+    their memory as its runtime starts. None where it is not installed (``ReReadInput`` and the
+    numpy readers). The one rule of every JAX job, pre-training and fine-tuning; call it before
+    TensorFlow runs an op.
+
+    Returns:
+        The ``tensorflow`` module, or None.
+    """
+    if not tensorflow_installed():
+        return None
+    import tensorflow as tf
+
+    for kind in ("GPU", "TPU"):
+        try:
+            tf.config.set_visible_devices([], kind)
+        except (RuntimeError, ValueError):  # initialised already, or no such device
+            pass
+    return tf
 
 
 class ReReadInput:
