@@ -1,17 +1,16 @@
-"""The training input of the JAX steps, behind one contract: ``open(checkpoint, records)`` (the
-batches from the position of the checkpoint resumed from), ``save(checkpoint)`` (its state
-beside a checkpoint being written, before it), ``remove(checkpoint)`` (with a checkpoint
-dropped).
+"""The training input behind one contract, on every backend: ``open(checkpoint, records)`` (the
+batches from the position of the checkpoint resumed from), ``save(checkpoint)`` (its state with
+a checkpoint being written), ``remove(checkpoint)`` (with a checkpoint dropped).
 
-* ``ReReadInput``: numpy batches (no TensorFlow); the position is the checkpoint's record count,
-  re-read on resume.
-* ``TFDataInput``: a ``tf.data`` pipeline read as numpy batches; its iterator state (shuffle
-  buffers included) is saved beside each checkpoint, as TensorFlow's trainer saves it in its
-  own: nothing is re-read.
+* ``ReReadInput`` (JAX): numpy batches (no TensorFlow); the position is the checkpoint's record
+  count, re-read on resume.
+* ``TFDataInput`` (JAX): a ``tf.data`` pipeline read as numpy batches; its iterator state
+  (shuffle buffers included) is saved beside each checkpoint: nothing is re-read.
+* ``backends.tensorflow.steps.IteratorInput`` (TensorFlow): each host's ``tf.data`` iterator
+  over its replicas' batches, its state inside ``model.ckpt-N`` (one host) or beside it (one per
+  worker); on a TPU the batches consumed are skipped.
 
-TensorFlow's trainer keeps its iterator inside its ``model.ckpt-N`` (``backends.tensorflow.steps.Trainer``).
-
-Which of the two a JAX job uses is one rule, ``tensorflow_for_input``: ``tf.data`` where
+Which of the first two a JAX job uses is one rule, ``tensorflow_for_input``: ``tf.data`` where
 TensorFlow is installed (kept off the accelerators, which are JAX's), else numpy.
 
 Example::

@@ -196,7 +196,7 @@ class Trainer:
         self._rng = RngState.of(model)  # the dropout seeds, saved with the weights (or None)
         self._checkpoint = None
         self._manager = None
-        self._input_manager = None  # multi-worker: this worker's iterator states
+        self._input: Optional[IteratorInput] = None  # the input being trained on
         self._write_dir = None
         self._loop_fn = None
         # How the step runs, decided when the loop is first built (``decide_execution``).
@@ -207,26 +207,12 @@ class Trainer:
     def global_step(self) -> int:
         return int(self.optimizer.iterations.numpy())
 
-    def _input_state_dir(self) -> str:
-        """Multi-worker: where this worker's iterator states go (``model_dir`` is shared by
-        the workers, which all restore the chief's checkpoint from it)."""
-        workers = strategies.num_workers(self.strategy)
-        return os.path.join(self.config.model_dir, INPUT_STATE_DIR, "worker-%d-of-%d" % (
-            strategies.worker_index(self.strategy), workers))
-
-    def _make_checkpoint(self, iterator=None) -> None:
+    def _make_checkpoint(self, input_objects=None) -> None:
+        """The checkpoint and its manager: model, optimizer, data position, dropout seeds and
+        what the input keeps inside the checkpoint (``IteratorInput.checkpoint_objects``)."""
         objects = {"model": self.model, "optimizer": self.optimizer,
                    "batches_consumed": self._batches_consumed}
-        self._input_manager = None
-        if iterator is not None and strategies.is_multi_worker(self.strategy):
-            # Each worker's iterator is its own: a checkpoint of it per worker, beside the
-            # (chief's) model checkpoint, same step numbers.
-            self._input_manager = tf.train.CheckpointManager(
-                tf.train.Checkpoint(iterator=iterator), self._input_state_dir(),
-                max_to_keep=self.config.keep_checkpoint_max, checkpoint_name="input",
-                step_counter=self.optimizer.iterations)
-        elif iterator is not None:
-            objects["iterator"] = iterator
+        objects.update(input_objects or {})
         if self._rng is not None:
             objects["rng"] = self._rng
         self._checkpoint = tf.train.Checkpoint(**objects)
@@ -310,8 +296,8 @@ class Trainer:
         try:
             atomic.fault_point("checkpoint", prefix)
             path = self._manager.save(checkpoint_number=self.optimizer.iterations)
-            if self._input_manager is not None:
-                self._input_manager.save(checkpoint_number=self.optimizer.iterations)
+            if self._input is not None:
+                self._input.save(path)
         except BaseException:
             if self.is_chief:
                 self._remove_partial_saves()  # the earlier checkpoints stay as they were
@@ -553,9 +539,10 @@ class Trainer:
         return job.train(_Steps(self, dataset), self.config)
 
     def open_input(self, dataset: Union[tf.data.Dataset, DatasetFn]):
-        """Restores the latest checkpoint with the input's position: the saved iterator state
-        if there is one this strategy can use, else the global batches consumed so far are
-        skipped. Returns ``(iterator, global step)``.
+        """Restores the latest checkpoint, then opens the input at its position
+        (``IteratorInput.open``: the saved iterator state if there is one this strategy can
+        use, else the global batches consumed so far skipped). Returns ``(iterator, global
+        step)``.
 
         Args:
             dataset: as ``train``'s.
@@ -569,37 +556,12 @@ class Trainer:
         if self.is_chief:
             files.makedirs(self.config.model_dir)
         path = self.latest_checkpoint()
-        reader = checkpoint_reader(path) if path else None
-        worker_state = None  # multi-worker: this worker's iterator state at that step
-        if self._can_save_iterator() and strategies.is_multi_worker(self.strategy):
-            worker_state = path and os.path.join(self._input_state_dir(), "input-%s"
-                                                 % path.rsplit("-", 1)[-1])
-            saved = reader is None or files.exists(worker_state + ".index")
-        else:
-            saved = self._can_save_iterator() and (reader is None or any(
-                name.startswith("iterator/") for name in reader.get_variable_to_shape_map()))
-        consumed = 0
-        if reader is not None and not saved:
-            try:
-                consumed = int(reader.get_tensor("batches_consumed/.ATTRIBUTES/VARIABLE_VALUE"))
-            except (IndexError, tf.errors.DataLossError) as e:
-                raise _damaged(path, e) from None
-        iterator = self._distributed_iterator(dataset, consumed)
-        if worker_state and saved:
-            start_step = self.restore()
-            try:
-                tf.train.Checkpoint(iterator=iterator).restore(worker_state).assert_consumed()
-            except (AssertionError, ValueError, tf.errors.OpError) as e:
-                raise InputError("%s: cannot restore this worker's input position (%s)"
-                                 % (worker_state, first_line(e)[:200])) from None
-            logging.info("Restored this worker's input position from %s", worker_state)
-        elif consumed:
-            logging.info("No input position saved in %s: skipping the %d global batches "
-                         "consumed (a cost that grows with the steps done)", path, consumed)
-            start_step = self.restore()
-        else:
-            start_step = self.restore(iterator if saved else None)
-        self._make_checkpoint(iterator if self._can_save_iterator() else None)
+        self._input = IteratorInput(self, dataset)
+        start_step = self.restore()
+        consumed = int(self._batches_consumed.numpy()) if path else 0
+        records = consumed * self._input.global_batch() if consumed else 0
+        iterator = self._input.open(path, records)
+        self._make_checkpoint(self._input.checkpoint_objects())
         return iterator, start_step
 
     def release_input(self) -> None:
@@ -610,10 +572,134 @@ class Trainer:
         is not woken), in a process that runs on. A failure here (the checkpoint folder gone
         unreachable) must not replace the run's own result or error: the trainer is then left
         without a checkpoint to save to."""
+        if self._input is not None:
+            self._input.close()
+            self._input = None
         try:
             self._make_checkpoint(None)
         except Exception:  # noqa: BLE001 - see above
-            self._checkpoint = self._manager = self._input_manager = None
+            self._checkpoint = self._manager = None
+
+
+class IteratorInput:
+    """TensorFlow's training input, behind the contract of ``modeling.training.inputs``
+    (``open`` at a checkpoint's position, ``save`` with a checkpoint, ``remove``): this host's
+    iterator over its replicas' batches (``Trainer._distributed_iterator``), whose state lives
+
+    * on one host, inside the model checkpoint (``checkpoint_objects``: ``iterator/...``);
+    * under MultiWorker, where each worker's differs, beside it:
+      ``model_dir/input_state/worker-<i>-of-<n>/input-<step>`` (its own manager, which keeps as
+      many as the model's);
+    * nowhere on a TPU: there, and from a checkpoint without a state this strategy can use
+      (another worker count, an older run), the global batches consumed are skipped.
+
+    Args:
+        trainer: the ``Trainer`` whose strategy, folder and step counter it follows.
+        dataset: global batches, or a ``DatasetFn`` (``Trainer.train``'s).
+    """
+
+    def __init__(self, trainer: Trainer, dataset: Union[tf.data.Dataset, DatasetFn]):
+        self.trainer = trainer
+        self.dataset = dataset
+        self.iterator = None
+        self.saves_state = trainer._can_save_iterator()
+        self.per_worker = self.saves_state and strategies.is_multi_worker(trainer.strategy)
+        self._manager = None  # multi-worker: this worker's iterator states
+        self._global_batch: Optional[int] = None
+
+    def global_batch(self) -> int:
+        """The records of one global batch (one optimizer update)."""
+        if self._global_batch is None:
+            self._global_batch = self.trainer._global_batch(self.dataset)
+        return self._global_batch
+
+    def _state_dir(self) -> str:
+        """Multi-worker: where this worker's iterator states go (``model_dir`` is shared by
+        the workers, which all restore the chief's checkpoint from it)."""
+        strategy = self.trainer.strategy
+        return os.path.join(self.trainer.config.model_dir, INPUT_STATE_DIR, "worker-%d-of-%d" % (
+            strategies.worker_index(strategy), strategies.num_workers(strategy)))
+
+    def _saved_state(self, checkpoint: Optional[str]) -> Optional[str]:
+        """Where ``checkpoint``'s input state for this strategy is (the checkpoint itself, or
+        this worker's file), or None where it has none."""
+        if checkpoint is None or not self.saves_state:
+            return None
+        if self.per_worker:
+            state = os.path.join(self._state_dir(), "input-%s" % checkpoint.rsplit("-", 1)[-1])
+            return state if files.exists(state + ".index") else None
+        try:
+            names = checkpoint_reader(checkpoint).get_variable_to_shape_map()
+        except (IndexError, tf.errors.DataLossError) as e:
+            raise _damaged(checkpoint, e) from None
+        return checkpoint if any(name.startswith("iterator/") for name in names) else None
+
+    def open(self, checkpoint: Optional[str], records: int):
+        """The iterator at ``checkpoint``'s position: its saved state, else the ``records`` read
+        before it skipped (as global batches).
+
+        Args:
+            checkpoint: the checkpoint resumed from, or None (from the start).
+            records: the records read before it.
+
+        Returns:
+            The iterator (restored; the loop's argument).
+
+        Raises:
+            InputError: a saved state that cannot be restored.
+        """
+        state = self._saved_state(checkpoint)
+        skip = records // self.global_batch() if records and state is None else 0
+        self.iterator = self.trainer._distributed_iterator(self.dataset, skip)
+        if state is not None:
+            try:
+                status = tf.train.Checkpoint(iterator=self.iterator).restore(state)
+                status.assert_existing_objects_matched()
+            except (AssertionError, ValueError, tf.errors.OpError) as e:
+                raise InputError("%s: cannot restore %s input position (%s)" % (
+                    state, "this worker's" if self.per_worker else "the",
+                    first_line(e)[:200])) from None
+            status.expect_partial()  # the model's own objects, restored by the trainer
+            if self.per_worker:
+                logging.info("Restored this worker's input position from %s", state)
+        elif skip:
+            logging.info("No input position saved in %s: skipping the %d global batches "
+                         "consumed (a cost that grows with the steps done)", checkpoint, skip)
+        if self.per_worker:
+            self._manager = tf.train.CheckpointManager(
+                tf.train.Checkpoint(iterator=self.iterator), self._state_dir(),
+                max_to_keep=self.trainer.config.keep_checkpoint_max, checkpoint_name="input",
+                step_counter=self.trainer.optimizer.iterations)
+        return self.iterator
+
+    def checkpoint_objects(self) -> dict:
+        """What goes into the model checkpoint: the iterator on one host, else nothing."""
+        if self.saves_state and not self.per_worker:
+            return {"iterator": self.iterator}
+        return {}
+
+    def save(self, checkpoint: str) -> None:
+        """Multi-worker: this worker's iterator state for ``checkpoint`` (same step number);
+        elsewhere nothing (inside the checkpoint, or none).
+
+        Args:
+            checkpoint: the checkpoint just written.
+        """
+        del checkpoint  # the step counter names it
+        if self._manager is not None:
+            self._manager.save(checkpoint_number=self.trainer.optimizer.iterations)
+
+    def remove(self, checkpoint: str) -> None:
+        """Nothing: the states beside checkpoints are kept as many as the checkpoints, by their
+        manager.
+
+        Args:
+            checkpoint: a checkpoint being dropped.
+        """
+
+    def close(self) -> None:
+        """Drops the iterator and its manager (``Trainer.release_input``)."""
+        self.iterator = self._manager = None
 
 
 class _Steps:

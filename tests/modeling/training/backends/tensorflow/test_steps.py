@@ -241,6 +241,32 @@ def _dropout_model(seed=1):
     return keras.Model(inputs, keras.layers.Dense(2, name="out")(Dropout(0.1)(hidden)))
 
 
+def test_resume_without_an_input_state_skips_the_batches_consumed(tmp_path, monkeypatch,
+                                                                  caplog):
+    """Where the input's state is not saved (a TPU's per-host input; a checkpoint of another
+    worker count or an older run), the resumed run skips the global batches consumed: the same
+    bits as an uninterrupted run on a deterministic pipeline."""
+    import logging
+
+    from modeling.training.backends.tensorflow import steps
+
+    full = _trainer(tmp_path / "full", 6)
+    full.train(_dataset())
+    monkeypatch.setattr(steps.Trainer, "_can_save_iterator", lambda self: False)
+    part_dir = tmp_path / "part"
+    _trainer(part_dir, 6).train(_dataset())
+    names = tf.train.load_checkpoint(str(part_dir / "ckpt-3")).get_variable_to_shape_map()
+    assert not any(name.startswith("iterator/") for name in names)
+    _forget_checkpoints_after(part_dir, 3)
+    resumed = _trainer(part_dir, 6, model=_model(seed=99))
+    with caplog.at_level(logging.INFO):
+        result = resumed.train(_dataset())
+    assert len(result.step_losses) == 3
+    assert "skipping the 3 global batches consumed" in caplog.text
+    for a, b in zip(_weights(full), _weights(resumed)):
+        np.testing.assert_array_equal(a, b)
+
+
 def _forget_checkpoints_after(model_dir, step, prefix="ckpt"):
     """As if the run was killed right after its step-``step`` checkpoint."""
     for name in os.listdir(model_dir):
