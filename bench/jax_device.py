@@ -258,7 +258,7 @@ def hf_peers(batch: int, steps: int, seq: int = 128, preds: int = 20) -> None:
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
         run = torch.compile(model) if mode == "compile" else model
 
-        def one():
+        def one(run=run, model=model, optimizer=optimizer):  # this mode's, bound now
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 loss = run(**inputs).loss
             loss.backward()
