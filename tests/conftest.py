@@ -2,7 +2,6 @@
 
 import gc
 import os
-import shutil
 import sys
 import tempfile
 
@@ -25,31 +24,23 @@ from tests.support.gcs_loopback import gcs  # noqa: E402,F401  (one loopback GCS
 
 def pytest_configure(config):
     """The suite's processes (the xdist workers and every tool they start) keep their scratch
-    files in one folder of the suite's, removed at its end: a tool killed with SIGKILL by a test
-    leaves its own temp folder (``bert_cli.runner.private_temp_folder``) behind, and TensorFlow
-    its autograph files. pytest's ``tmp_path`` folders stay where they were (kept for a look
-    after a failure)."""
+    files in one folder of the suite's, removed at its end (the tools' own rule,
+    ``bert_cli.runner.private_temp_folder``): a tool killed with SIGKILL by a test leaves its
+    temp folder behind, and TensorFlow its autograph files. pytest's ``tmp_path`` folders stay
+    where they were (kept for a look after a failure)."""
     if "PYTEST_XDIST_WORKER" in os.environ:
         return  # a worker: the controller's folder is already its TMPDIR
+    from bert_cli import runner
+
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
-    folder = tempfile.mkdtemp(prefix="bert-tests-")
-    config.stash[_SCRATCH] = (folder, os.environ.get("TMPDIR"))
-    os.environ["TMPDIR"] = tempfile.tempdir = folder
+    runner.private_temp_folder()
 
 
 def pytest_unconfigure(config):
-    folder, before = config.stash.get(_SCRATCH, (None, None))
-    if folder is None:
-        return
-    shutil.rmtree(folder, ignore_errors=True)
-    tempfile.tempdir = None
-    if before is None:
-        os.environ.pop("TMPDIR", None)
-    else:
-        os.environ["TMPDIR"] = before
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        from bert_cli import runner
 
-
-_SCRATCH = pytest.StashKey()
+        runner.remove_private_temp_folder()
 
 
 @pytest.fixture(scope="session")
