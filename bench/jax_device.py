@@ -279,7 +279,7 @@ def hf_peers(batch: int, steps: int, seq: int = 128, preds: int = 20) -> None:
                                                              / (time.perf_counter() - start), 1),
                warmup_s=round(warm, 1), torch=torch.__version__,
                transformers=transformers.__version__)
-        del model, optimizer, run
+        del model, optimizer, run, one  # ``one`` holds them too
         torch.cuda.empty_cache()
 
 

@@ -346,41 +346,61 @@ def start(define_flags: Callable[[flags.FlagValues], None],
         if e.code in (None, 0) and skips_teardown(os.environ):
             exit_without_teardown(0)
         raise
-    finally:
-        remove_private_temp_folder()
 
 
-_TEMP_FOLDER: List[Any] = []  # (the process's own temp folder, TMPDIR before it), once made
+# (the process's own temp folder, tempfile.tempdir and TMPDIR before it), once made
+_TEMP_FOLDER: List[Any] = []
 
 
-def private_temp_folder() -> str:
+# The longest system temp folder that keeps a forkserver's socket inside the tool's folder under
+# the 107 bytes of an AF_UNIX path: it adds "/.bert-tmp.<host>-<pid>.<8>.tmp" (at most 38) and
+# multiprocessing's "/pymp-<8>/listener-<8>" (32).
+MAX_TEMP_BASE = 37
+
+
+def private_temp_folder() -> Optional[str]:
     """Makes a folder of this process's own in the system's temp folder and points ``tempfile``
     and ``TMPDIR`` (read by TensorFlow's C++ side, e.g. the GCS file system's upload staging) at
-    it, so that ``remove_private_temp_folder`` takes every scratch file of the run with it. It is
-    named as ``bert_common.atomic``'s temporaries (``.bert-tmp.<host>-<pid>.<random>.tmp``): the
-    one a killed run left, with what is in it, goes when the next tool starts. A second call
-    returns the same folder.
+    it, so that ``remove_private_temp_folder`` takes every scratch file of the run with it: at
+    exit (after multiprocessing has removed its own temp folder in it), or before an exit that
+    skips the exit handlers (``exit_without_teardown``, ``fail_at_once``). It is named as
+    ``bert_common.atomic``'s temporaries (``.bert-tmp.<host>-<pid>.<random>.tmp``): the one a
+    killed run left, with what is in it, goes when the next tool starts. Nothing changes where
+    the system's temp folder's path is longer than ``MAX_TEMP_BASE`` (a forkserver's socket
+    would not fit in it; macOS's ``TMPDIR``) or no folder can be made (a full or read-only
+    disk). A second call returns the same folder.
 
     Returns:
-        The folder's path.
+        The folder's path, or None.
     """
     if not _TEMP_FOLDER:
+        from multiprocessing import util as mp_util
+
         from bert_common import atomic
 
-        folder = atomic.staging_dir(os.path.join(tempfile.gettempdir(), "bert-tmp"))
-        _TEMP_FOLDER.append((folder, os.environ.get("TMPDIR")))
+        base = tempfile.gettempdir()
+        if len(base) > MAX_TEMP_BASE:
+            return None
+        try:
+            folder = atomic.staging_dir(os.path.join(base, "bert-tmp"))
+        except OSError:
+            return None  # the run's own writes will say what is wrong, in one line
+        _TEMP_FOLDER.append((folder, tempfile.tempdir, os.environ.get("TMPDIR")))
         tempfile.tempdir = folder
         os.environ["TMPDIR"] = folder
-    return _TEMP_FOLDER[0][0]
+        # Run by multiprocessing's exit handler after its finalizers of higher priority: its
+        # own temp folder's (-100), which it removes without ignoring errors.
+        mp_util.Finalize(None, remove_private_temp_folder, exitpriority=-200)
+    return _TEMP_FOLDER[0][0] if _TEMP_FOLDER else None
 
 
 def remove_private_temp_folder() -> None:
     """Removes the folder of ``private_temp_folder`` with what is in it (nothing when none was
     made); ``tempfile`` and ``TMPDIR`` are then as before."""
     while _TEMP_FOLDER:
-        folder, before = _TEMP_FOLDER.pop()
+        folder, tempdir, before = _TEMP_FOLDER.pop()
         shutil.rmtree(folder, ignore_errors=True)
-        tempfile.tempdir = None
+        tempfile.tempdir = tempdir
         if before is None:
             os.environ.pop("TMPDIR", None)
         else:

@@ -93,7 +93,20 @@ def inject_faults(hook: Callable[[str, str], None]) -> Iterator[None]:
 # temporaries of a run still writing. ``TEMP_RE`` matches the names of this module's
 # temporaries (``base``: the output's name; ``host``; ``pid``):
 # ``bert_tasks.exports.saved_model`` allows them in a TF Serving base path, whose versions it stages with ``staging_dir``.
-_HOST = hashlib.sha1(socket.gethostname().encode("utf-8")).hexdigest()[:6]
+def _host_tag() -> str:
+    """The host name and this process's PID namespace (``/proc/self/ns/pid``), hashed: a
+    container that shares the host name and a folder (a pod's, a ``--network host`` one) but
+    has its own process ids gets another tag, so its live temporaries are never taken for a
+    killed process's by a pid that is free only here."""
+    try:
+        namespace = str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        namespace = ""
+    return hashlib.sha1(("%s/%s" % (socket.gethostname(), namespace)).encode("utf-8")
+                        ).hexdigest()[:6]
+
+
+_HOST = _host_tag()
 TEMP_RE = re.compile(r"^\.(?P<base>.+)\.(?P<host>[0-9a-f]{6})-(?P<pid>\d+)\.[^./]+\.tmp$")
 
 

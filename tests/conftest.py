@@ -24,7 +24,7 @@ from tests.support.gcs_loopback import gcs  # noqa: E402,F401  (one loopback GCS
 
 def pytest_configure(config):
     """The suite's processes (the xdist workers and every tool they start) keep their scratch
-    files in one folder of the suite's, removed at its end (the tools' own rule,
+    files in one folder of the suite's, removed at its exit (the tools' own rule,
     ``bert_cli.runner.private_temp_folder``): a tool killed with SIGKILL by a test leaves its
     temp folder behind, and TensorFlow its autograph files. pytest's ``tmp_path`` folders stay
     where they were (kept for a look after a failure)."""
@@ -34,13 +34,6 @@ def pytest_configure(config):
 
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
     runner.private_temp_folder()
-
-
-def pytest_unconfigure(config):
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        from bert_cli import runner
-
-        runner.remove_private_temp_folder()
 
 
 @pytest.fixture(scope="session")

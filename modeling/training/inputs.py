@@ -42,12 +42,17 @@ def tensorflow_for_input():
     if not tensorflow_installed():
         return None
     import tensorflow as tf
+    from absl import logging
 
     for kind in ("GPU", "TPU"):
         try:
             tf.config.set_visible_devices([], kind)
-        except (RuntimeError, ValueError):  # initialised already, or no such device
+        except ValueError:  # no such device type
             pass
+        except RuntimeError as e:  # TensorFlow's runtime started already
+            if tf.config.list_physical_devices(kind):
+                logging.warning("TensorFlow started before the input was set up: its %ss stay "
+                                "visible to it beside JAX (%s)", kind, e)
     return tf
 
 

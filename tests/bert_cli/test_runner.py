@@ -2,6 +2,7 @@
 the results an earlier run left beside them; ``BERT_TRACEBACK=1`` keeps tracebacks."""
 
 import json
+import pathlib
 import os
 
 import pytest
@@ -243,6 +244,20 @@ def test_tensorflow_words_are_left_out_of_the_error_line():
     assert _user_words("--output_dir=/x is not writable") == "--output_dir=/x is not writable"
 
 
+@pytest.fixture
+def short_temp():
+    """A system temp folder short enough for a tool's own one (``runner.MAX_TEMP_BASE``): right
+    under the suite's temp root, not in a ``tmp_path``."""
+    import shutil
+    import tempfile
+
+    root = os.environ.get("PYTEST_DEBUG_TEMPROOT") or tempfile.gettempdir()
+    folder = tempfile.mkdtemp(prefix="t", dir=root)
+    assert len(folder) <= runner.MAX_TEMP_BASE, folder
+    yield pathlib.Path(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 _TOOL = """
 import atexit, os, subprocess, sys, tempfile
 from absl import flags
@@ -253,6 +268,8 @@ atexit.register(lambda: print("teardown ran"))
 def define_flags(flag_values):
     flags.DEFINE_integer("code", 0, "exit status of main", flag_values=flag_values)
     flags.DEFINE_bool("trace", False, "trace a tf.function (autograph)", flag_values=flag_values)
+    flags.DEFINE_bool("forkserver", False, "start a forkserver pool (its pymp-* temp folder)",
+                      flag_values=flag_values)
 
 def main(argv):
     # scratch files as autograph (tempfile, removed by an atexit handler) and TensorFlow's C++
@@ -260,6 +277,10 @@ def main(argv):
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write("x = 1")
     subprocess.run(["sh", "-c", 'echo x > "$TMPDIR/staged_upload"'], check=True)
+    if flags.FLAGS.forkserver:
+        import multiprocessing
+        with multiprocessing.get_context("forkserver").Pool(1) as pool:
+            assert pool.map(abs, [-1]) == [1]
     if flags.FLAGS.trace:
         import tensorflow as tf
 
@@ -273,18 +294,23 @@ def main(argv):
     sys.stderr.write("done")
     return flags.FLAGS.code
 
-runner.start(define_flags, main)
+if __name__ == "__main__":  # a forkserver's worker imports this module again
+    runner.start(define_flags, main)
 """
 
 
-@pytest.mark.parametrize("env,code,teardown", [
-    ({}, 0, False),
-    ({}, 3, True),  # a failed run keeps Python's exit (its handlers may report)
-    ({"BERT_SLOW_EXIT": "1"}, 0, True),
+@pytest.mark.parametrize("env,code,teardown,extra", [
+    ({}, 0, False, []),
+    ({}, 3, True, []),  # a failed run keeps Python's exit (its handlers may report)
+    ({"BERT_SLOW_EXIT": "1"}, 0, True, []),
     ({"TF_CONFIG": json.dumps({"cluster": {"worker": ["a:1", "b:2"]},
-                               "task": {"type": "worker", "index": 1}})}, 0, True),
+                               "task": {"type": "worker", "index": 1}})}, 0, True, []),
+    # multiprocessing removes its forkserver's temp folder (in the tool's) at exit itself
+    ({}, 3, True, ["--forkserver"]),
+    ({}, 0, False, ["--forkserver"]),
 ])
-def test_a_successful_run_ends_without_the_interpreters_teardown(tmp_path, env, code, teardown):
+def test_a_successful_run_ends_without_the_interpreters_teardown(tmp_path, short_temp, env, code,
+                                                                 teardown, extra):
     """``start``: exit status 0 skips the teardown (atexit handlers: not run), with every byte
     written to stdout and stderr flushed; a failure, a multi-worker cluster, or
     ``BERT_SLOW_EXIT=1`` exits as usual."""
@@ -293,20 +319,20 @@ def test_a_successful_run_ends_without_the_interpreters_teardown(tmp_path, env, 
 
     script = tmp_path / "tool.py"
     script.write_text(_TOOL)
-    temp = tmp_path / "temp"
-    temp.mkdir()
-    proc = subprocess.run([sys.executable, str(script), "--code=%d" % code], cwd=str(tmp_path),
+    temp = short_temp
+    proc = subprocess.run([sys.executable, str(script), "--code=%d" % code] + extra,
+                          cwd=str(tmp_path),
                           env=dict(os.environ, PYTHONPATH=paths.PYTHONPATH, TMPDIR=str(temp),
                                    **env),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == code, proc.stderr[-2000:]
     assert proc.stdout.startswith("x" * 100000)
-    assert proc.stderr.startswith("done")
+    assert proc.stderr.startswith("done") and "Traceback" not in proc.stderr, proc.stderr
     assert ("teardown ran" in proc.stdout) == teardown
     assert os.listdir(temp) == []  # the run's scratch files went with it, on every way out
 
 
-def test_the_temp_folder_a_killed_run_left_goes_when_the_next_tool_starts(tmp_path):
+def test_the_temp_folder_a_killed_run_left_goes_when_the_next_tool_starts(tmp_path, short_temp):
     """A run killed with SIGKILL leaves its temp folder; the next tool's start removes it (its
     writer is dead), not one of a live process."""
     import subprocess
@@ -317,7 +343,7 @@ def test_the_temp_folder_a_killed_run_left_goes_when_the_next_tool_starts(tmp_pa
 
     script = tmp_path / "tool.py"
     script.write_text(_TOOL)
-    temp = tmp_path / "temp"
+    temp = short_temp
     killed = temp / (".bert-tmp.%s-%d.abc.tmp" % (atomic._HOST, dead_pid()))
     live = temp / (".bert-tmp.%s-%d.abc.tmp" % (atomic._HOST, os.getpid()))
     for folder in (killed, live):
@@ -329,7 +355,26 @@ def test_the_temp_folder_a_killed_run_left_goes_when_the_next_tool_starts(tmp_pa
     assert os.listdir(temp) == [live.name]
 
 
-def test_autograph_module_files_go_with_the_run(tmp_path):
+def test_a_long_system_temp_folder_is_left_as_it_is(tmp_path, short_temp):
+    """Where the system's temp folder is too long for a forkserver's socket inside a folder of
+    the tool's own, the tool makes none: its multiprocessing pool starts."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "tool.py"
+    script.write_text(_TOOL)
+    temp = short_temp / ("x" * 30)  # still short enough for multiprocessing's own socket
+    temp.mkdir()
+    assert len(str(temp)) > runner.MAX_TEMP_BASE
+    proc = subprocess.run([sys.executable, str(script), "--forkserver"], cwd=str(tmp_path),
+                          env=dict(os.environ, PYTHONPATH=paths.PYTHONPATH, TMPDIR=str(temp)),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "staged_upload" in os.listdir(temp)  # no folder of its own: written here
+    assert not [name for name in os.listdir(temp) if name.startswith(".bert-tmp.")]
+
+
+def test_autograph_module_files_go_with_the_run(tmp_path, short_temp):
     """TensorFlow's autograph writes a module file per converted function to the temp folder
     and removes it in an atexit handler, which the exit of ``start`` skips: the files are in the
     process's own temp folder, removed with it."""
@@ -338,8 +383,7 @@ def test_autograph_module_files_go_with_the_run(tmp_path):
 
     script = tmp_path / "tool.py"
     script.write_text(_TOOL)
-    temp = tmp_path / "temp"
-    temp.mkdir()
+    temp = short_temp
     proc = subprocess.run([sys.executable, str(script), "--trace"], cwd=str(tmp_path),
                           env=dict(os.environ, PYTHONPATH=paths.PYTHONPATH, TMPDIR=str(temp),
                                    TF_CPP_MIN_LOG_LEVEL="3"),

@@ -249,8 +249,9 @@ class Trainer:
 
     def restore(self, iterator=None) -> int:
         """Restores the newest checkpoint in ``model_dir`` (model, optimizer, data position,
-        the dropout seeds, and the iterator state when ``iterator`` is given); returns the
-        global step (0 when there is none: nothing is changed).
+        the dropout seeds, and the iterator state when ``iterator`` is given: ``train`` restores
+        its input's through ``IteratorInput.open`` instead); returns the global step (0 when
+        there is none: nothing is changed).
 
         Args:
             iterator: the input iterator whose state to restore too, or None.
@@ -286,7 +287,8 @@ class Trainer:
             raise InputError("%s: cannot resume from this checkpoint, it does not fit the model "
                              "(%s); train into another folder or remove it"
                              % (path, first_line(e)[:200])) from None
-        status.expect_partial()  # e.g. an iterator state that this strategy cannot use
+        status.expect_partial()  # the input's state (IteratorInput restores it), or one this
+        # strategy cannot use
         logging.info("Restored %s (global step %d)", path, self.global_step)
         return self.global_step
 
@@ -559,8 +561,7 @@ class Trainer:
         self._input = IteratorInput(self, dataset)
         start_step = self.restore()
         consumed = int(self._batches_consumed.numpy()) if path else 0
-        records = consumed * self._input.global_batch() if consumed else 0
-        iterator = self._input.open(path, records)
+        iterator = self._input.open(path, batches=consumed)
         self._make_checkpoint(self._input.checkpoint_objects())
         return iterator, start_step
 
@@ -634,32 +635,46 @@ class IteratorInput:
             raise _damaged(checkpoint, e) from None
         return checkpoint if any(name.startswith("iterator/") for name in names) else None
 
-    def open(self, checkpoint: Optional[str], records: int):
-        """The iterator at ``checkpoint``'s position: its saved state, else the ``records`` read
-        before it skipped (as global batches).
+    def open(self, checkpoint: Optional[str], records: int = 0,
+             batches: Optional[int] = None):
+        """The iterator at ``checkpoint``'s position: its saved state, else the global batches
+        read before it skipped (``batches``, which the trainer counts; else ``records`` in
+        global batches).
 
         Args:
             checkpoint: the checkpoint resumed from, or None (from the start).
-            records: the records read before it.
+            records: the records read before it (where ``batches`` is not given).
+            batches: the global batches read before it.
 
         Returns:
             The iterator (restored; the loop's argument).
 
         Raises:
-            InputError: a saved state that cannot be restored.
+            InputError: a saved state that cannot be restored, or ``records`` to skip in
+                batches of no static size.
         """
         state = self._saved_state(checkpoint)
-        skip = records // self.global_batch() if records and state is None else 0
+        skip = 0
+        if state is None and batches is not None:
+            skip = batches
+        elif state is None and records:
+            if not self.global_batch():
+                raise InputError("%s: no input state saved, and the batches have no static "
+                                 "size to skip %d records by" % (checkpoint, records))
+            skip = records // self.global_batch()
         self.iterator = self.trainer._distributed_iterator(self.dataset, skip)
         if state is not None:
             try:
                 status = tf.train.Checkpoint(iterator=self.iterator).restore(state)
-                status.assert_existing_objects_matched()
+                if self.per_worker:  # a file of this worker's iterator only
+                    status.assert_consumed()
+                else:  # the model checkpoint: the trainer restores the rest
+                    status.assert_existing_objects_matched()
             except (AssertionError, ValueError, tf.errors.OpError) as e:
                 raise InputError("%s: cannot restore %s input position (%s)" % (
                     state, "this worker's" if self.per_worker else "the",
                     first_line(e)[:200])) from None
-            status.expect_partial()  # the model's own objects, restored by the trainer
+            status.expect_partial()
             if self.per_worker:
                 logging.info("Restored this worker's input position from %s", state)
         elif skip:
