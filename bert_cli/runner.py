@@ -450,5 +450,6 @@ _HELP_FLAGS = frozenset(("--help", "-help", "-h", "-?", "--helpshort", "--helpfu
                          "--helpxml"))
 
 
-__all__ = ["EXIT_BAD_INPUT", "FlagError", "InputError", "exit_without_teardown", "fail",
-           "private_temp_folder", "remove_private_temp_folder", "run_main", "skips_teardown", "start", "warn"]
+__all__ = ["EXIT_BAD_INPUT", "FlagError", "InputError", "MAX_TEMP_BASE", "exit_without_teardown",
+           "fail", "private_temp_folder", "remove_private_temp_folder", "run_main",
+           "skips_teardown", "start", "warn"]

@@ -88,11 +88,6 @@ def inject_faults(hook: Callable[[str, str], None]) -> Iterator[None]:
 
 # ---------------------------------------------------------------- temporaries and leftovers
 
-# Which machine and process made a temporary: ``<host hash>-<pid>`` in its name, so a later run
-# can tell the leftovers of a killed process (same host, pid no longer running) from the
-# temporaries of a run still writing. ``TEMP_RE`` matches the names of this module's
-# temporaries (``base``: the output's name; ``host``; ``pid``):
-# ``bert_tasks.exports.saved_model`` allows them in a TF Serving base path, whose versions it stages with ``staging_dir``.
 def _host_tag() -> str:
     """The host name and this process's PID namespace (``/proc/self/ns/pid``), hashed: a
     container that shares the host name and a folder (a pod's, a ``--network host`` one) but
@@ -106,6 +101,12 @@ def _host_tag() -> str:
                         ).hexdigest()[:6]
 
 
+# Which machine and process made a temporary: ``<host tag>-<pid>`` in its name, so a later run
+# can tell the leftovers of a killed process (same host and PID namespace, pid no longer
+# running) from the temporaries of a run still writing. ``TEMP_RE`` matches the names of this
+# module's temporaries (``base``: the output's name; ``host``; ``pid``):
+# ``bert_tasks.exports.saved_model`` allows them in a TF Serving base path, whose versions it
+# stages with ``staging_dir``.
 _HOST = _host_tag()
 TEMP_RE = re.compile(r"^\.(?P<base>.+)\.(?P<host>[0-9a-f]{6})-(?P<pid>\d+)\.[^./]+\.tmp$")
 

@@ -267,6 +267,24 @@ def test_resume_without_an_input_state_skips_the_batches_consumed(tmp_path, monk
         np.testing.assert_array_equal(a, b)
 
 
+def test_iterator_input_skips_records_by_the_global_batch(tmp_path):
+    """``IteratorInput.open`` by the input contract's record count (no saved state): whole
+    global batches skipped; batches of no static size cannot be skipped by records."""
+    from bert_common.errors import InputError
+    from modeling.training.backends.tensorflow.steps import IteratorInput
+
+    trainer = _trainer(tmp_path, 4)
+    first = next(IteratorInput(trainer, _dataset()).open(None, records=0))
+    third = next(IteratorInput(trainer, _dataset()).open(None, records=16))
+    np.testing.assert_array_equal(third["x"], _data()["x"][16:24])
+    assert not np.array_equal(first["x"], third["x"])
+    ragged = tf.data.Dataset.from_tensor_slices(_data()).repeat().batch(8)  # no static size
+    data = IteratorInput(trainer, ragged)
+    data.saves_state = False  # as on a TPU: the checkpoint holds no input state to read
+    with pytest.raises(InputError, match="no static size"):
+        data.open(str(tmp_path / "ckpt-2"), records=16)
+
+
 def _forget_checkpoints_after(model_dir, step, prefix="ckpt"):
     """As if the run was killed right after its step-``step`` checkpoint."""
     for name in os.listdir(model_dir):
