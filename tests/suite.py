@@ -1,4 +1,5 @@
-"""``make test``: the whole suite, then the numeric golden tests once more under the AVX2 caps.
+"""``make test``: the whole suite, and beside it the numeric golden tests once more under the
+AVX2 caps (at the lowest CPU priority: ``main``).
 
 Users' CPUs differ in the instructions they have, and oneDNN, Eigen and XLA pick other kernels
 (other sums, other roundings) on an AVX2-only CPU than on an AVX-512/AMX one. So that a bound fit
@@ -33,6 +34,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -94,10 +96,21 @@ def emulates_avx2(env: Mapping[str, str], flags: Set[str]) -> bool:
     return capped_below_avx512(env) and "avx512f" in flags and onednn_on
 
 
-def _start(args: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "pytest"] + list(args), cwd=ROOT,
-                            env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1)
+# Starts pytest at the lowest CPU priority (Linux's SCHED_IDLE: it runs only on a core that
+# nothing else wants; elsewhere nice 19), then replaces itself with pytest: no preexec_fn, which
+# is not safe beside the thread that reads the other run's output.
+_IDLE = ("import os, sys\n"
+         "try:\n"
+         "    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
+         "except (AttributeError, OSError):\n"
+         "    os.nice(19)\n"
+         "os.execv(sys.executable, [sys.executable, '-m', 'pytest'] + sys.argv[1:])\n")
+
+
+def _start(args: Sequence[str], env: Mapping[str, str], idle: bool = False) -> subprocess.Popen:
+    command = [sys.executable] + (["-c", _IDLE] if idle else ["-m", "pytest"]) + list(args)
+    return subprocess.Popen(command, cwd=ROOT, env=dict(env), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, bufsize=1)
 
 
 def _counts(line: str, counts: Dict[str, int]) -> Dict[str, int]:
@@ -108,16 +121,25 @@ def _counts(line: str, counts: Dict[str, int]) -> Dict[str, int]:
     return counts
 
 
-def _pytest(args: Sequence[str], env: Mapping[str, str], what: str) -> Tuple[int, Dict[str, int]]:
-    """Runs pytest (its output passed through); (exit status, counts of its summary line)."""
-    print("\n===== %s: pytest %s" % (what, " ".join(args)), flush=True)
-    proc = _start(args, env)
+def _header(what: str, args: Sequence[str]) -> str:
+    return "\n===== %s: pytest %s\n" % (what, " ".join(args))
+
+
+def _pytest(args: Sequence[str], env: Mapping[str, str], what: str,
+            out: Optional[List[str]] = None) -> Tuple[int, Dict[str, int]]:
+    """Runs pytest; (exit status, counts of its summary line). Its output is passed through,
+    or, with ``out``, kept there (the header first) and the run started at the lowest priority
+    (``_IDLE``)."""
+    write = sys.stdout.write if out is None else out.append
+    write(_header(what, args))
+    proc = _start(args, env, idle=out is not None)
     counts: Dict[str, int] = {}
     assert proc.stdout is not None
     for line in proc.stdout:
-        sys.stdout.write(line)
+        write(line)
+        if out is None:
+            sys.stdout.flush()
         counts = _counts(line, counts)
-    sys.stdout.flush()
     return proc.wait(), counts
 
 
@@ -160,16 +182,39 @@ def plan(env: Mapping[str, str], flags: Set[str], workers: str,
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Runs ``plan``'s pytest runs, one after the other; prints the closing line; returns the
-    exit status. (Run beside the suite instead, the AVX2 pass made it slower: three pytest
-    processes on two cores starve the multi-worker and two-device tests, whose processes wait
-    for each other.)"""
+    """Runs ``plan``'s pytest runs; prints the closing line; returns the exit status.
+
+    The first run (the suite) runs in the foreground, its output passed through. The others
+    (the AVX2 pass) start beside it at the lowest CPU priority (``_IDLE``): they take only the
+    cores the suite leaves idle (its processes' waits, its workers' ends), and run at full
+    speed once it is done; their output follows the suite's. (At the same priority, a third
+    pytest on two cores starved the multi-worker and two-device tests, whose processes wait
+    for each other: 778 s against 640 s.) With ``TEST_WORKERS=0`` they run one after the
+    other."""
     extra = list(sys.argv[1:] if argv is None else argv)
     workers = os.environ.get("TEST_WORKERS", "2")
+    runs = plan(os.environ, cpu_flags(), workers, extra)
+    beside = runs[1:] if workers != "0" else []
+    kept: List[List[str]] = [[] for _ in beside]
+    results: Dict[int, Tuple[int, Dict[str, int]]] = {}
+
+    def run(index: int, out: Optional[List[str]] = None) -> None:
+        what, args, env = runs[index]
+        results[index] = _pytest(args, env, what, out=out)
+
+    threads = [threading.Thread(target=run, args=(i + 1, kept[i])) for i in range(len(beside))]
+    for thread in threads:
+        thread.start()
+    for index in range(len(runs) - len(beside)):
+        run(index)
+    for thread, lines in zip(threads, kept):
+        thread.join()
+        sys.stdout.write("".join(lines))
+    sys.stdout.flush()
     totals = {"passed": 0, "failed": 0, "skipped": 0, "error": 0}
     status = 0
-    for what, args, env in plan(os.environ, cpu_flags(), workers, extra):
-        code, counts = _pytest(args, env, what)
+    for index, (what, _, _) in enumerate(runs):
+        code, counts = results[index]
         for kind in totals:
             totals[kind] += counts.get(kind, 0)
         if code != 0:

@@ -49,6 +49,43 @@ def test_a_suite_already_capped_is_not_run_again():
     assert not suite.emulates_avx2({"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}, AVX512)
 
 
+_IDLE_CHECK = """
+import os
+import sys
+
+
+def test_priority():
+    policy = os.sched_getscheduler(0) if hasattr(os, "sched_getscheduler") else None
+    assert policy == getattr(os, "SCHED_IDLE", None) or os.nice(0) == 19, policy
+    print("BESIDE " + os.environ["WHICH"])
+
+
+def test_exit():
+    assert os.environ["WHICH"] != "fail"
+"""
+
+
+def test_the_runs_after_the_first_go_beside_it_at_the_lowest_priority(monkeypatch, tmp_path,
+                                                                      capsys):
+    """main(): the first run in the foreground; the others at once beside it, at the lowest
+    CPU priority, their output printed after its own, in the plan's order; every run's counts
+    in the closing line and a failed one in the exit status."""
+    (tmp_path / "test_beside.py").write_text(_IDLE_CHECK)
+    (tmp_path / "test_front.py").write_text("def test_front():\n    print('FRONT')\n")
+    env = dict(os.environ, PYTHONPATH=suite.ROOT)
+    common = ["-q", "-s", "-p", "no:cacheprovider", "--rootdir", str(tmp_path)]
+    monkeypatch.setattr(suite, "plan", lambda *args: [
+        ("front", common + [str(tmp_path / "test_front.py")], env),
+        ("second", common + [str(tmp_path / "test_beside.py")], dict(env, WHICH="second")),
+        ("third", common + [str(tmp_path / "test_beside.py")], dict(env, WHICH="fail"))])
+    assert suite.main([]) == 1
+    out = capsys.readouterr().out
+    assert out.index("FRONT") < out.index("===== second") < out.index("BESIDE second") \
+        < out.index("===== third") < out.index("BESIDE fail"), out
+    assert "===== third: pytest exited 1" in out
+    assert out.rstrip().endswith("suite: 4 passed, 1 failed, 0 skipped"), out
+
+
 def test_every_avx2_file_exists_and_holds_recorded_bounds():
     import os
 

@@ -24,13 +24,15 @@ NO_TENSORFLOW = os.path.join(paths.ROOT, "tests", "support", "no_tensorflow")
 
 
 def _run(tmp_path_factory, checks, block_tensorflow=False):
-    # (the session's JAX compilation cache: what the suite's other JAX processes compiled)
+    # (the session's JAX compilation cache: what the suite's other JAX processes compiled; a
+    # long timeout: in make test's AVX2 pass this file runs beside the suite at the lowest CPU
+    # priority, and its process may wait for a core for most of the suite's time)
     env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu",
                **compilation_cache_env(tmp_path_factory))
     if block_tensorflow:
         env["PYTHONPATH"] = os.pathsep.join([NO_TENSORFLOW, paths.ROOT])
     proc = subprocess.run([sys.executable, "-m", "tests.modeling.jax_checks"] + list(checks),
-                          cwd=paths.ROOT, env=env, capture_output=True, text=True, timeout=600)
+                          cwd=paths.ROOT, env=env, capture_output=True, text=True, timeout=1800)
     results = {}
     for line in proc.stdout.splitlines():
         if line.startswith("JAX_CHECK "):
