@@ -6,6 +6,8 @@ Every training or inference tool defines them with::
     cli_flags.define_distribution_flags(flag_values)  # --strategy --use_tpu --tpu_name --tpu_zone
                                                       # --gcp_project --master --num_tpu_cores
                                                       # --num_gpus --all_reduce_alg
+                                                      # --coordinator_address --num_processes
+                                                      # --process_id --initialization_timeout
     cli_flags.define_precision_flags(flag_values)     # --mixed_precision=bf16|fp16 --use_xla
                                                       # --xla_optimizer --xla_kernels
     cli_flags.define_checkpoint_flags(flag_values)    # --save_checkpoints_steps
@@ -96,6 +98,18 @@ def define_distribution_flags(flag_values: FlagValues = flags.FLAGS) -> None:
            "(0 = all).")
     define(flag_values, "enum", "all_reduce_alg", "auto", "--strategy=multi_worker: "
            "collective implementation.", enum_values=["auto", "ring", "nccl"])
+    # KERAS_BACKEND=jax: several processes (modeling/training/backends/jax/cluster.py), named
+    # as jax.distributed.initialize's arguments
+    define(flag_values, "string", "coordinator_address", None, "KERAS_BACKEND=jax, several "
+           "processes: HOST:PORT of process 0, where it serves the coordinator (the same for "
+           "every process). Unset: the cluster JAX detects (SLURM, Cloud TPU), else one "
+           "process.")
+    define(flag_values, "integer", "num_processes", None, "KERAS_BACKEND=jax: the processes "
+           "of the run (with --coordinator_address).")
+    define(flag_values, "integer", "process_id", None, "KERAS_BACKEND=jax: this process's "
+           "index, 0 to --num_processes - 1 (with --coordinator_address).")
+    define(flag_values, "integer", "initialization_timeout", 300, "KERAS_BACKEND=jax, several "
+           "processes: seconds to wait for all of them to join.")
 
 
 def define_precision_flags(flag_values: FlagValues = flags.FLAGS) -> None:

@@ -120,6 +120,7 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
     from bert_common import atomic, files
 
     keep_traceback = os.environ.get("BERT_TRACEBACK", "") not in ("", "0")
+    errors.FATAL_HANDLER[0] = lambda message: fail_at_once(tool, message)
     output_dir = flag_values["output_dir"].value if "output_dir" in flag_values else None
     chief = _is_chief_process(flag_values)
     made_output_dir = bool(output_dir) and chief and not _exists(output_dir)
@@ -129,12 +130,15 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
             result = run(flag_values)
     except Exception as e:  # noqa: BLE001
         missing = _missing_tensorflow(e)
+        peer = _jax_peer_failure(e)
         one_line = (isinstance(e, (InputError, OSError)) or errors.is_tf_error(e)
-                    or missing is not None)
+                    or missing is not None or peer is not None)
         if keep_traceback or not one_line:
             raise  # a bug: the traceback is what its report needs
         if missing is not None:
             message = missing
+        elif peer is not None:
+            message = peer
         else:
             message = str(e) if isinstance(e, (InputError, OSError)) else errors.reason(e)
         # Its notes belong on the line: e.g. where a previous output is kept that a failed
@@ -257,8 +261,10 @@ def mark_outputs(tool: str, output_dir: str, written: Sequence[str],
 def _is_chief_process(flag_values: flags.FlagValues) -> bool:
     """False for the workers of a ``--strategy=multi_worker`` cluster other than its chief
     (``TF_CONFIG``: task ``chief``, else ``worker`` 0 of a cluster without one, as
-    ``MultiWorkerMirroredStrategy`` picks it); they do not mark outputs. Other strategies
-    ignore ``TF_CONFIG``."""
+    ``MultiWorkerMirroredStrategy`` picks it) and for JAX's processes other than
+    ``--process_id=0``; they do not mark outputs. Other strategies ignore ``TF_CONFIG``."""
+    if "process_id" in flag_values and flag_values["process_id"].value is not None:
+        return flag_values["process_id"].value == 0  # JAX's processes: process 0 writes
     if "strategy" not in flag_values or flag_values["strategy"].value != "multi_worker":
         return True
     from bert_common.cluster import is_chief_task
@@ -273,7 +279,10 @@ def _is_chief_process(flag_values: flags.FlagValues) -> bool:
 
 def _in_a_cluster(flag_values: flags.FlagValues) -> bool:
     """Whether this process is one of several workers (``--strategy=multi_worker`` with a
-    ``TF_CONFIG`` cluster of more than one task)."""
+    ``TF_CONFIG`` cluster of more than one task, or a JAX cluster it joined)."""
+    jax_cluster = sys.modules.get("modeling.training.backends.jax.cluster")
+    if jax_cluster is not None and jax_cluster.joined() > 1:
+        return True
     if "strategy" not in flag_values or flag_values["strategy"].value != "multi_worker":
         return False
     try:
@@ -281,6 +290,13 @@ def _in_a_cluster(flag_values: flags.FlagValues) -> bool:
         return sum(len(tasks) for tasks in cluster.values()) > 1
     except (ValueError, TypeError, AttributeError):
         return False
+
+
+def _jax_peer_failure(e: BaseException) -> Optional[str]:
+    """The one line for ``e`` if it is a JAX cluster's runtime error (a peer's connection
+    closed in a collective), else None."""
+    jax_cluster = sys.modules.get("modeling.training.backends.jax.cluster")
+    return None if jax_cluster is None else jax_cluster.peer_failure(e)
 
 
 def _exists(path: str) -> bool:
@@ -432,7 +448,12 @@ def exit_without_teardown(code: int) -> None:
     """Ends the process with ``code`` once its output streams and logs are flushed, skipping the
     interpreter's teardown: the tool's outputs are written and closed when its ``main`` returns
     (files through ``bert_common.atomic``, summaries flushed), and tearing down thousands of
-    TensorFlow modules and objects cost a second or more of CPU after every run."""
+    TensorFlow modules and objects cost a second or more of CPU after every run. A process of
+    a JAX cluster first leaves it with the others (``cluster.leave``): Python's exit handlers
+    would have."""
+    jax_cluster = sys.modules.get("modeling.training.backends.jax.cluster")
+    if jax_cluster is not None and code == 0:
+        jax_cluster.leave()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

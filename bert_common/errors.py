@@ -26,6 +26,30 @@ class FlagError(InputError):
     same name, for the fine-tuning driver's settings)."""
 
 
+# How ``fatal`` ends the process: the tools' runner sets its own (bert_cli.runner), which
+# names the tool and removes its temporary folder first.
+FATAL_HANDLER = [None]
+
+
+def fatal(message: str) -> None:
+    """Ends the process at once (no exit handlers) with one line ``<program>: error:
+    <message>`` and status ``EXIT_BAD_INPUT``: for failures found outside the main thread's
+    flow, e.g. a JAX cluster whose peer died (modeling/training/backends/jax/cluster.py),
+    where the runtime would otherwise abort the process with its stack traces. The tools'
+    runner sets ``FATAL_HANDLER`` to its own.
+
+    Args:
+        message: what failed.
+    """
+    import os
+
+    if FATAL_HANDLER[0] is not None:
+        FATAL_HANDLER[0](message)
+    print("%s: error: %s" % (os.path.basename(sys.argv[0] or "python"), message),
+          file=sys.stderr, flush=True)
+    os._exit(EXIT_BAD_INPUT)
+
+
 def first_line(error: BaseException, text: "str | None" = None) -> str:
     """The first non-empty line of ``text`` (default: the error's message), or the error's
     type name when there is none: what a one-line report quotes of an exception.

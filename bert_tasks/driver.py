@@ -436,9 +436,12 @@ class _OnJax:
         import keras
 
         from modeling.training import inputs
-        from modeling.training.backends.jax import steps
+        from modeling.training.backends.jax import cluster, steps
 
         settings = ctx.settings
+        if cluster.start(settings) > 1:  # before any other JAX call
+            raise FlagError("--num_processes: several JAX processes train run_pretraining.py "
+                            "only, so far (fine-tuning runs in one process)")
         with_tf = inputs.tensorflow_for_input() is not None  # tf.data feeds the input
         keras.config.set_dtype_policy("mixed_bfloat16" if settings.mixed_precision == "bf16"
                                       else "float32")

@@ -368,11 +368,12 @@ def _pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
 
     import modeling
     from data.pretraining import schema
-    from modeling.training.backends.jax import checkpoints, steps
+    from modeling.training.backends.jax import checkpoints, cluster, steps
     from modeling.training.backends.jax.settings import check_settings as check_jax_settings
 
     check_settings(settings)
     check_jax_settings(settings)
+    cluster.start(settings)  # before any other JAX call
     config = modeling.BertConfig.from_json_file(settings.bert_config_file)
     checks.check_seq_length(settings.max_seq_length, config.max_position_embeddings)
     from data.pretraining.corpus_shards import input_files
@@ -409,7 +410,8 @@ def _pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
     if settings.do_train:
         step = _train_on_jax(settings, model, optimizer, paths, distribution, with_tf,
                              schema.FEATURE_NAMES)
-        export_for_finetuning(model, settings, step)
+        if cluster.is_writer():
+            export_for_finetuning(model, settings, step)
     elif own:
         step = checkpoints.restore_newest_model(settings.output_dir, model)[1]
     if settings.do_eval:
@@ -455,6 +457,7 @@ def _evaluate_on_jax(settings, model, paths, step: int, distribution) -> Dict[st
     from data.records import numpy_reader
     from data.pretraining import schema
     from modeling.training import job, pretraining_metrics
+    from modeling.training.backends.jax import cluster
     from modeling.training.backends.jax.steps import shard
 
     trainable = [v.value for v in model.trainable_variables]
@@ -473,7 +476,7 @@ def _evaluate_on_jax(settings, model, paths, step: int, distribution) -> Dict[st
                for batch in numpy_reader.batches(paths, settings.eval_batch_size,
                                                   schema.FEATURE_NAMES))
     return _write_eval(settings, job.streaming_means(batches, settings.max_eval_steps), step,
-                       chief=True)
+                       chief=cluster.is_writer())
 
 
 def _write_eval(settings, means: Dict[str, float], global_step: int,

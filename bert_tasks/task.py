@@ -94,6 +94,10 @@ class FinetuningSettings:
     num_tpu_cores: int = 0
     num_gpus: int = 0
     all_reduce_alg: str = "auto"
+    coordinator_address: Optional[str] = None
+    num_processes: Optional[int] = None
+    process_id: Optional[int] = None
+    initialization_timeout: int = 300
     mixed_precision: Optional[str] = None
     use_xla: bool = False
     xla_optimizer: bool = True

@@ -114,6 +114,11 @@ def strategy_from_settings(settings: Any) -> tf.distribute.Strategy:
         found = getattr(settings, name, None)
         return default if found is None else found
 
+    for flag in ("coordinator_address", "num_processes", "process_id"):
+        if value(flag) is not None:
+            raise DistributionError(
+                "--%s: JAX's processes (KERAS_BACKEND=jax); on TensorFlow several hosts train "
+                "with --strategy=multi_worker (TF_CONFIG) or --strategy=tpu" % flag)
     name = "tpu" if value("use_tpu", False) else value("strategy", "default")
     return make_strategy(name, tpu_name=value("tpu_name"), tpu_zone=value("tpu_zone"),
                          gcp_project=value("gcp_project"), master=value("master"),

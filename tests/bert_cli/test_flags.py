@@ -28,6 +28,13 @@ def test_distribution_flags_and_errors(monkeypatch):
     values(["prog", "--strategy=default"])
     assert strategies.strategy_from_settings(values) is tf.distribute.get_strategy()
     assert strategies.is_chief(tf.distribute.get_strategy())
+    # JAX's process flags: refused on TensorFlow, naming its own ways to several hosts
+    values.unparse_flags()
+    values(["prog", "--num_processes=2"])
+    with pytest.raises(strategies.DistributionError,
+                       match="--num_processes: JAX's processes .* --strategy=multi_worker"):
+        strategies.strategy_from_settings(values)
+    values.unparse_flags()
     # The TPU path needs hardware: without a TPU name or a TPU VM it stops with one line.
     with pytest.raises(strategies.DistributionError, match="--tpu_name"):
         strategies.make_strategy("tpu")

@@ -11,8 +11,10 @@ rerun after the kill would be), the empty input and the uninterrupted run share 
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -57,7 +59,14 @@ def runs(tmp_path_factory, jax_env):
         ("empty_input", tool, [a if not a.startswith("--input_file=") else
                                "--input_file=%s" % (tmp / "empty.tfrecord")
                                for a in trajectory_args(tmp / "empty_out", *ARGS)]),
-        ("whole", tool, trajectory_args(tmp / "whole", *ARGS, "--do_eval"))], tmp, jax_env)
+        ("whole", tool, trajectory_args(tmp / "whole", *ARGS, "--do_eval")),
+        # bad cluster flags: one line each, before anything is written
+        ("process_id_out_of_range", tool, trajectory_args(
+            tmp / "bad_id", *ARGS, "--coordinator_address=127.0.0.1:1", "--num_processes=2",
+            "--process_id=2")),
+        ("processes_without_coordinator", tool, trajectory_args(
+            tmp / "bad_flags", *ARGS, "--num_processes=2", "--process_id=0"))],
+        tmp, jax_env)
     return {"folder": tmp, "killed_lines": lines, **results}
 
 
@@ -185,3 +194,124 @@ def test_the_numpy_input_resumes_at_its_position(deterministic):
                                 whole[skip_batches:]):
             for name in schema.FEATURE_NAMES:
                 np.testing.assert_array_equal(ours[name], theirs[name])
+
+
+# --------------------------------------------------------------------- several processes
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _processes(output_dir, port, count, env, logs, *extra, ids=None):
+    """``count`` processes of the trajectory run joined at 127.0.0.1:``port``, each with one
+    CPU device; stderr to ``logs``-<id>.log."""
+    procs = []
+    for index in (range(count) if ids is None else ids):
+        log = open("%s-%d.log" % (logs, index), "w")
+        procs.append((subprocess.Popen(
+            _command(output_dir, "--coordinator_address=127.0.0.1:%d" % port,
+                     "--num_processes=%d" % count, "--process_id=%d" % index, *extra),
+            cwd=paths.ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log), log))
+    return procs
+
+
+def _one_device(jax_env):
+    return dict(jax_env, XLA_FLAGS="--xla_force_host_platform_device_count=1")
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory, jax_env):
+    """Two processes of one CPU device each (gloo on 127.0.0.1) on the trajectory run: process
+    1 killed with SIGKILL after the first checkpoint, process 0 left to find out (its exit
+    code, seconds to exit, stderr); then both started again. Their folder and logs."""
+    tmp = tmp_path_factory.mktemp("jax_processes")
+    out, env = tmp / "out", _one_device(jax_env)
+    first = _processes(out, _free_port(), 2, env, tmp / "first")
+    deadline = time.monotonic() + 400
+    while not (out / "jax-ckpt-10.npz").exists() and time.monotonic() < deadline:
+        assert all(p.poll() is None for p, _ in first), (tmp / "first-0.log").read_text()[-3000:]
+        time.sleep(0.05)
+    first[1][0].kill()
+    killed = time.monotonic()
+    try:
+        code = first[0][0].wait(timeout=180)
+    except subprocess.TimeoutExpired:
+        first[0][0].kill()
+        code = "still running after 180 s"
+    seconds = time.monotonic() - killed
+    for proc, log in first:
+        proc.wait()
+        log.close()
+    again = _processes(out, _free_port(), 2, env, tmp / "again")
+    codes = [proc.wait(timeout=400) for proc, _ in again]
+    for _, log in again:
+        log.close()
+    return {"out": out, "survivor": (code, seconds, (tmp / "first-0.log").read_text()),
+            "codes": codes, "logs": [(tmp / ("again-%d.log" % i)).read_text() for i in (0, 1)]}
+
+
+def test_a_process_that_dies_stops_the_other_with_one_line(two_processes):
+    """SIGKILL of process 1 mid-run: process 0 exits 1 within 2 minutes, with one error line."""
+    code, seconds, stderr = two_processes["survivor"]
+    assert code == 1, (code, stderr[-3000:])
+    assert seconds < 120, seconds
+    errors = [l for l in stderr.splitlines() if l.startswith("run_pretraining.py: error:")]
+    assert len(errors) == 1, stderr[-3000:]
+
+
+def test_two_processes_resume_to_the_bits_of_one_process_with_two_devices(two_processes,
+                                                                          uninterrupted):
+    """Both processes started again after the kill: they resume from process 0's newest
+    checkpoint and end with the bits of one process on two devices (the uninterrupted run,
+    whose global batches they share; it matches the original's trajectory): the step log,
+    every value of the last checkpoint (optimizer and dropout seeds included) and the
+    export. Only process 0 wrote."""
+    out = two_processes["out"]
+    assert two_processes["codes"] == [0, 0], two_processes["logs"][0][-3000:] + \
+        two_processes["logs"][1][-3000:]
+    assert "process 0 of 2, 2 devices in all" in two_processes["logs"][0]
+    assert "Resuming from" in two_processes["logs"][1]
+    assert "Saved checkpoint" not in two_processes["logs"][1]  # process 0 writes
+    assert _steps(out) == _steps(uninterrupted)
+    ours, theirs = np.load(out / "jax-ckpt-40.npz"), np.load(uninterrupted / "jax-ckpt-40.npz")
+    assert sorted(ours.files) == sorted(theirs.files)
+    for name in theirs.files:
+        np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
+    whole, resumed = _export(uninterrupted), _export(out)
+    for name, value in whole.items():
+        np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+
+
+def test_bad_cluster_flags_are_one_line_and_write_nothing(runs):
+    for name, words in (("process_id_out_of_range", "--process_id=2: out of range"),
+                        ("processes_without_coordinator", "go together")):
+        run = runs[name]
+        errors = [l for l in run["stderr"].splitlines() if "error:" in l]
+        assert run["code"] == 1 and len(errors) == 1 and words in errors[0], run["stderr"]
+    assert not (runs["folder"] / "bad_id").exists()
+    assert not (runs["folder"] / "bad_flags").exists()
+
+
+def test_processes_that_do_not_make_the_cluster_stop_with_one_line(jax_env, tmp_path):
+    """A coordinator nobody serves (process 1 alone), and two processes that disagree on
+    --num_processes: each exits 1 with one line after --initialization_timeout; nothing
+    written."""
+    env = dict(_one_device(jax_env), PYTHONPATH=os.pathsep.join(
+        [os.path.join(paths.ROOT, "tests", "support", "no_tensorflow"), paths.ROOT]))
+    out = tmp_path / "out"
+    port = _free_port()
+    alone = _processes(out, _free_port(), 2, env, tmp_path / "alone",
+                       "--initialization_timeout=5", ids=[1])
+    disagree = (_processes(out, port, 3, env, tmp_path / "three", "--initialization_timeout=5",
+                           ids=[0])
+                + _processes(out, port, 2, env, tmp_path / "two", "--initialization_timeout=5",
+                             ids=[1]))
+    for (proc, log), name in zip(alone + disagree, ("alone-1", "three-0", "two-1")):
+        code = proc.wait(timeout=120)
+        log.close()
+        stderr = (tmp_path / ("%s.log" % name)).read_text()
+        errors = [l for l in stderr.splitlines() if "error:" in l]
+        assert code == 1 and len(errors) == 1, (name, stderr[-3000:])
+        assert "--initialization_timeout=5" in errors[0], errors[0]
+    assert not out.exists()

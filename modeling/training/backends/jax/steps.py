@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import sys
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -53,7 +54,7 @@ from absl import logging
 
 from bert_common.errors import FlagError
 from modeling.training import job
-from modeling.training.backends.jax import checkpoints
+from modeling.training.backends.jax import checkpoints, cluster
 from modeling.training.objectives import Objective
 from modeling.training.optimizers import global_norm
 
@@ -197,8 +198,9 @@ def make_train_step(model: keras.Model, optimizer: keras.optimizers.Optimizer,
 
 
 def distribute(batch_size: int, flag: str = "--train_batch_size"):
-    """``keras.distribution.DataParallel`` over the local devices when there are several, set
-    as Keras' distribution (before the model is built), else None.
+    """``keras.distribution.DataParallel`` over every device of the run (every process's:
+    ``cluster``) when there are several, set as Keras' distribution (before the model is
+    built), else None.
 
     Args:
         batch_size: the global batch, split evenly over the devices.
@@ -213,41 +215,54 @@ def distribute(batch_size: int, flag: str = "--train_batch_size"):
     import jax
     import keras
 
-    devices = jax.local_devices()
+    devices = jax.devices()
     if len(devices) <= 1:
         return None
     if batch_size % len(devices):
-        raise FlagError("%s=%d is not divisible by the %d local devices"
-                        % (flag, batch_size, len(devices)))
+        raise FlagError("%s=%d is not divisible by the %d devices%s"
+                        % (flag, batch_size, len(devices),
+                           " of the %d processes" % jax.process_count()
+                           if jax.process_count() > 1 else ""))
     distribution = keras.distribution.DataParallel(devices=devices)
     keras.distribution.set_distribution(distribution)
     return distribution
 
 
 def device_names() -> str:
-    """The local devices, for the log (``cpu:0, cpu:1``)."""
+    """This process's devices, for the log (``cpu:0, cpu:1``; with the process among
+    several)."""
     import jax
 
-    return ", ".join(str(d) for d in jax.local_devices())
+    names = ", ".join(str(d) for d in jax.local_devices())
+    if jax.process_count() > 1:
+        names += " (process %d of %d, %d devices in all)" % (
+            jax.process_index(), jax.process_count(), jax.device_count())
+    return names
 
 
 def shard(batch: Mapping[str, np.ndarray], distribution) -> Mapping[str, Any]:
-    """``batch`` placed split over the devices along its first axis (as is without them).
+    """A global batch placed split over the devices along its first axis (as is without
+    them); among several processes, each places its own rows (``cluster.local_rows``).
 
     Args:
-        batch: name -> array [B, ...].
+        batch: name -> array [B, ...], the global batch.
         distribution: ``distribute``'s result (None: as is).
     """
     import jax
 
     if distribution is None:
         return batch
+    several = jax.process_count() > 1
+    rows = cluster.local_rows(batch) if several else batch
 
-    def place(value):
-        layout = distribution.get_data_layout(np.shape(value))  # batch axis split, per rank
-        return jax.device_put(value, getattr(layout, "backend_layout", layout))
+    def place(value, shape):
+        layout = distribution.get_data_layout(shape)  # batch axis split, per rank
+        sharding = getattr(layout, "backend_layout", layout)
+        if several:
+            return jax.make_array_from_process_local_data(sharding, np.asarray(value), shape)
+        return jax.device_put(value, sharding)
 
-    return {name: place(value) for name, value in batch.items()}
+    return {name: place(value, np.shape(batch[name])) for name, value in rows.items()}
 
 
 class Steps:
@@ -266,8 +281,16 @@ class Steps:
         distribution: ``distribute``'s result.
     """
 
-    is_chief = True
-    timed = True
+    @property
+    def is_chief(self) -> bool:
+        """Process 0 writes the step log, summaries and progress (``cluster.is_writer``)."""
+        return cluster.is_writer()
+
+    @property
+    def timed(self) -> bool:
+        """Loop lengths by this process's clock in one process only: several take the same
+        fixed lengths (``job.loop_steps``), so that they save at the same steps."""
+        return cluster.process_count() == 1
 
     def __init__(self, model, optimizer, step_fn: Callable, data, *, output_dir: str,
                  batch_size: int, keep_checkpoint_max: int, distribution=None):
@@ -285,7 +308,8 @@ class Steps:
 
     def restore(self) -> int:
         own = checkpoints.checkpoints_in(self.output_dir)
-        checkpoints.remove_orphan_input_states(self.output_dir, [path for _, path in own])
+        if self.is_chief:
+            checkpoints.remove_orphan_input_states(self.output_dir, [path for _, path in own])
         resumed = own[-1][1] if own else None
         self.step = self.records = 0
         if resumed:
@@ -320,6 +344,8 @@ class Steps:
         return self.batch_size
 
     def save(self) -> str:
+        if not self.is_chief:  # the state is the same in every process: process 0 writes it
+            return os.path.join(self.output_dir, "jax-ckpt-%d.npz" % self.step)
         return checkpoints.save_checkpoint(self.output_dir, self.state, self.model,
                                            self.optimizer, self.step, self.records,
                                            self.keep_checkpoint_max, self.data)
