@@ -72,7 +72,8 @@ def test_the_runs_after_the_first_go_beside_it_at_the_lowest_priority(monkeypatc
     in the closing line and a failed one in the exit status."""
     (tmp_path / "test_beside.py").write_text(_IDLE_CHECK)
     (tmp_path / "test_front.py").write_text("def test_front():\n    print('FRONT')\n")
-    env = dict(os.environ, PYTHONPATH=suite.ROOT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = suite.ROOT
     common = ["-q", "-s", "-p", "no:cacheprovider", "--rootdir", str(tmp_path)]
     monkeypatch.setattr(suite, "plan", lambda *args: [
         ("front", common + [str(tmp_path / "test_front.py")], env),
