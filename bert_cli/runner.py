@@ -36,6 +36,7 @@ import re
 import shutil
 import sys
 import tempfile
+import traceback
 from typing import Any, Callable, List, Optional, Sequence
 
 from absl import app, flags, logging
@@ -134,6 +135,11 @@ def run_main(tool: str, run: Callable[[flags.FlagValues], Any], flag_values: fla
         one_line = (isinstance(e, (InputError, OSError)) or errors.is_tf_error(e)
                     or missing is not None or peer is not None)
         if keep_traceback or not one_line:
+            if _in_a_cluster(flag_values):
+                # a bug, in one process of a cluster: its traceback, then out at once (at a
+                # normal exit it would wait for the peers, which wait for it)
+                traceback.print_exc()
+                fail_at_once(tool, "%s (the traceback above)" % errors.reason(e))
             raise  # a bug: the traceback is what its report needs
         if missing is not None:
             message = missing

@@ -34,11 +34,11 @@ HF export, trains on JAX (``_OnJax``: the backend is chosen once, as a value, in
   (``objectives.mean_loss_objective``); several local devices train data-parallel
   (``keras.distribution.DataParallel``);
 * the loop: the one training job (``modeling.training.job``: ``train_steps.jsonl``,
-  TensorBoard, progress lines), with ``output_dir/jax-ckpt-<step>.npz`` checkpoints and the
+  TensorBoard, progress lines), with Orbax checkpoints ``output_dir/jax_checkpoints/<step>`` and the
   tf.data iterator's state beside each (the numpy input re-reads to its position instead),
   exact resume;
 * evaluating or predicting without ``do_train`` and ``init_checkpoint`` reads the newest
-  ``jax-ckpt-<step>.npz`` of ``output_dir``;
+  checkpoint of ``output_dir``;
 * after training, ``pretraining.export_for_finetuning``: the TensorFlow tools take over from
   it as ``--init_checkpoint`` (a TF Serving export among them); the flags of TensorFlow's path
   only (``export_dir`` among them) stop the run before anything is written
@@ -420,7 +420,7 @@ class _OnTensorFlow:
 
 class _OnJax:
     """The run on Keras' JAX backend (see the module): the TensorFlow-only flags refused, the
-    local devices, ``jax-ckpt-N.npz`` checkpoints, the one training job with JAX's steps."""
+    devices, Orbax checkpoints, the one training job with JAX's steps."""
 
     def check(self, settings: Any) -> None:
         """The flags of TensorFlow's path only, refused with one line."""
@@ -451,7 +451,7 @@ class _OnJax:
                          "--train_batch_size")
 
     def restore(self, model, settings: Any, task: Task) -> int:
-        """Without ``do_train`` and ``init_checkpoint``: the newest ``jax-ckpt-<step>.npz`` of
+        """Without ``do_train`` and ``init_checkpoint``: the newest checkpoint of
         ``output_dir`` if there is one; else ``restore_checkpoint``. The step the values come
         from (0 when training)."""
         from modeling import checkpoints

@@ -21,7 +21,7 @@ not installed:
   train data-parallel (``keras.distribution.DataParallel``: the batch split over them, one
   update);
 * the loop: the one training job (``modeling.training.job``: step log, progress, TensorBoard
-  in ``output_dir/train``, checkpoint cadence), with checkpoints ``output_dir/jax-ckpt-N.npz``
+  in ``output_dir/train``, checkpoint cadence), with Orbax checkpoints ``output_dir/jax_checkpoints/N``
   (``backends.jax.checkpoints``) every ``--save_checkpoints_steps`` and at the end, written
   atomically, holding every model and optimizer value (the dropout seeds among them), the step
   and the records read; the newest ``--keep_checkpoint_max`` are kept. A rerun resumes from the

@@ -288,7 +288,7 @@ def latest_checkpoint(folder: str) -> Optional[str]:
 
     Returns:
         The checkpoint prefix, or None (also where TensorFlow is not installed: these
-        checkpoints are TensorFlow's, and a JAX run's own are ``jax-ckpt-N.npz``).
+        checkpoints are TensorFlow's, and a JAX run's own are Orbax's ``jax_checkpoints/N``).
 
     Raises:
         CheckpointError: an unreadable ``checkpoint`` state file.

@@ -94,7 +94,7 @@ class ReReadInput:
 class TFDataInput:
     """Training input from a ``tf.data`` pipeline (where TensorFlow is installed), read as numpy
     batches; its iterator state (shuffle buffers included) is saved beside each checkpoint
-    (``jax-ckpt-<step>.input.*``, a ``tf.train.Checkpoint``) and restored on resume, as the
+    (``jax_input/<step>.*``, a ``tf.train.Checkpoint``) and restored on resume, as the
     TensorFlow trainer does: nothing is re-read. A checkpoint without it (written by
     ``ReReadInput``) is resumed by skipping the batches read.
 
@@ -111,8 +111,11 @@ class TFDataInput:
 
     @staticmethod
     def state_prefix(checkpoint: str) -> str:
-        """The iterator state's checkpoint prefix beside ``checkpoint``."""
-        return checkpoint[:-len(".npz")] + ".input"
+        """The iterator state's checkpoint prefix beside ``checkpoint``
+        (``backends.jax.checkpoints.input_state_prefix``)."""
+        from modeling.training.backends.jax.checkpoints import input_state_prefix
+
+        return input_state_prefix(checkpoint)
 
     def open(self, checkpoint: Optional[str], records: int) -> Iterator:
         """The batches from the checkpoint's position.

@@ -7,7 +7,7 @@ newest checkpoint (model, optimizer, dropout seeds, the input's position), runs 
 compiled steps, and saves. TensorFlow's is ``backends.tensorflow.steps.Trainer``'s (a
 ``tf.function`` host loop under a ``tf.distribute`` strategy, ``model.ckpt-N`` / ``ckpt-N``
 checkpoints with Google's names); JAX's is ``backends.jax.steps.Steps`` (a ``jax.jit`` step,
-``jax-ckpt-N.npz``).
+Orbax's ``jax_checkpoints/N``).
 
 What the job does with them (``train``):
 

@@ -8,7 +8,7 @@ read with numpy.
 builds small slices of the shared data in WORKDIR, runs each tool's ``main`` on fresh flags
 (``run_tool``) from the tiny model's INIT_CHECKPOINT (a Hugging Face folder:
 a TF1 checkpoint needs TensorFlow), each into ``WORKDIR/<name>``, evaluates CLASSIFIER_CKPT (the
-``jax-ckpt-<step>.npz`` of the test's classifier run with TensorFlow installed, on the GLUE folder
+``jax_checkpoints/<step>`` of the test's classifier run with TensorFlow installed, on the GLUE folder
 CLASSIFIER_DATA) into ``WORKDIR/tf_data_eval``, trains that classifier again
 (``CLASSIFIER_TRAINING``) into ``WORKDIR/resume`` and resumes it, and writes
 ``WORKDIR/runs.json``: name -> {code, stderr, step_programs}.
@@ -204,11 +204,12 @@ def main(work: str, init_checkpoint: str, classifier_data: str, classifier_check
 
     # The newest checkpoint of the classifier run with TensorFlow installed (its input read
     # with tf.data), evaluated without TensorFlow (no --init_checkpoint: the newest
-    # jax-ckpt-<step>.npz of --output_dir): the eval and test records written and read with
-    # numpy. First: as in a process of its own, no other tool has run.
+    # checkpoint of --output_dir): the eval and test records written and read with numpy.
+    # First: as in a process of its own, no other tool has run.
     evaluated = os.path.join(work, "tf_data_eval")
-    os.makedirs(evaluated)
-    shutil.copy(classifier_checkpoint, evaluated)
+    os.makedirs(os.path.join(evaluated, "jax_checkpoints"))
+    shutil.copytree(classifier_checkpoint, os.path.join(
+        evaluated, "jax_checkpoints", os.path.basename(classifier_checkpoint)))
     run("tf_data_eval", run_classifier, _model(evaluated, 64) + [
         "--task_name=mrpc", "--data_dir=%s" % classifier_data, "--do_eval", "--do_predict"])
 
@@ -274,8 +275,9 @@ def main(work: str, init_checkpoint: str, classifier_data: str, classifier_check
     if runs["whole"].code == 0:
         shutil.copy(os.path.join(resume, "train_steps.jsonl"),
                     os.path.join(work, "whole-train_steps.jsonl"))
-        last = checkpoints.checkpoints_in(resume)[-1][1]
-        os.replace(last, os.path.join(work, "whole-" + os.path.basename(last)))
+        last = checkpoints.checkpoints_in(resume)[-1][1]  # set aside as resume-whole/<step>
+        os.makedirs(os.path.join(work, "resume-whole"))
+        os.replace(last, os.path.join(work, "resume-whole", os.path.basename(last)))
         run("resumed", run_classifier, flags)
 
     with open(os.path.join(work, "runs.json"), "w", encoding="utf-8") as f:

@@ -68,8 +68,9 @@ def runs(tmp_path_factory, jax_env):
     lines = KilledAfterFirstCheckpoint(
         [sys.executable, os.path.join(paths.ROOT, "run_classifier.py")]
         + _training(data_dir, killed), cwd=paths.ROOT, env=jax_env["jax"]).wait()
-    left = [int(n[len("jax-ckpt-"):-4]) for n in os.listdir(killed)
-            if n.startswith("jax-ckpt-") and n.endswith(".npz")]
+    from modeling.training.backends.jax import checkpoints
+
+    left = [step for step, _ in checkpoints.checkpoints_in(str(killed))]
     results = run_in_one_process([
         ("resumed", "bert_cli.run_classifier", _training(data_dir, killed)),
         ("trained", "bert_cli.run_classifier", _training(
@@ -125,9 +126,10 @@ def test_classifier_trains_evaluates_predicts_and_exports(trained):
     assert probabilities.shape == (20, 2)
     np.testing.assert_allclose(probabilities.sum(1), 1.0, atol=1e-5)
     assert (out / "MRPC.tsv").exists()
-    kept = sorted(n for n in os.listdir(out) if n.startswith("jax-ckpt-"))
-    assert kept == sorted("jax-ckpt-%d.%s" % (s, suffix) for s in (8, 10, 12, 14, 16)
-                          for suffix in ("npz", "input.index", "input.data-00000-of-00001"))
+    assert sorted(os.listdir(out / "jax_checkpoints"), key=int) == ["8", "10", "12", "14", "16"]
+    assert sorted(os.listdir(out / "jax_input")) == sorted(
+        "%d.%s" % (s, suffix) for s in (8, 10, 12, 14, 16)
+        for suffix in ("index", "data-00000-of-00001"))
     assert {"bert_model.ckpt.index", "bert_config.json"} <= set(os.listdir(out / "export"))
     assert {"model.safetensors", "config.json", "vocab.txt"} <= set(os.listdir(trained["hf"]))
     for folder in ("train", "eval"):
@@ -162,11 +164,17 @@ def test_kill_9_after_a_checkpoint_then_resume_is_exact(runs, trained):
     assert "Resuming from" in run["stderr"]
     assert run["step_programs"] == runs["trained"]["step_programs"] == 1
     assert _steps(out) == _steps(trained["out"])
-    name = "jax-ckpt-%d.npz" % STEPS
-    whole, resumed = np.load(trained["out"] / name), np.load(out / name)
-    assert sorted(whole.files) == sorted(resumed.files) and len(whole.files) > 100
-    for key in whole.files:
+    whole, resumed = _checkpoint(trained["out"], STEPS), _checkpoint(out, STEPS)
+    assert sorted(whole) == sorted(resumed) and len(whole) > 100
+    for key in whole:
         np.testing.assert_array_equal(resumed[key], whole[key], err_msg=key)
+
+
+def _checkpoint(out, step):
+    """The values of ``out``'s checkpoint of ``step`` (by name: t<i>, n<i>, o<i>)."""
+    from modeling.training.backends.jax import checkpoints
+
+    return checkpoints.read_checkpoint(str(out / "jax_checkpoints" / str(step)))[0]
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +194,7 @@ def other_tools(tmp_path_factory, jax_env, trained):
     assert run.code == 0, run.stderr[-3000:]
     proc = subprocess.run([sys.executable, "-m", "tests.bert_tasks.jax_tools", str(work),
                            str(hf), trained["data_dir"],
-                           str(trained["out"] / ("jax-ckpt-%d.npz" % STEPS))],
+                           str(trained["out"] / "jax_checkpoints" / str(STEPS))],
                           cwd=paths.ROOT, env=jax_env["no_tensorflow"], capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -200,7 +208,7 @@ def test_squad_on_jax(other_tools):
     assert runs["squad"]["code"] == 0, runs["squad"]["stderr"]
     assert "input read with numpy (no TensorFlow)" in runs["squad"]["stderr"]
     out = work / "squad"
-    assert (out / "jax-ckpt-4.npz").exists()  # 16 questions / batch 4 x 1 epoch
+    assert (out / "jax_checkpoints" / "4").is_dir()  # 16 questions / batch 4 x 1 epoch
     # Without TensorFlow the export is a Keras weights file (convert_checkpoint.py makes it TF1).
     assert sorted(os.listdir(out / "export")) == ["bert_config.json", "model.weights.h5"]
     with open(work / "squad_dev.json", encoding="utf-8") as f:
@@ -317,11 +325,15 @@ def test_without_tensorflow_resume_is_exact(other_tools):
     assert len(saved) == 1 and "step 16" in saved[0], saved
     assert ((work / "resume" / "train_steps.jsonl").read_text()
             == (work / "whole-train_steps.jsonl").read_text())
-    name = "jax-ckpt-%d.npz" % STEPS
-    whole, resumed = np.load(work / ("whole-" + name)), np.load(work / "resume" / name)
-    assert sorted(whole.files) == sorted(resumed.files) and len(whole.files) > 100
-    ours = json.loads(bytes(resumed["meta"]).decode())
+    from modeling.training.backends.jax import checkpoints
+
+    # (the whole run's last checkpoint, set aside: jax_tools)
+    whole, theirs = checkpoints.read_checkpoint(str(work / "resume-whole" / str(STEPS)))
+    resumed, ours = checkpoints.read_checkpoint(
+        str(work / "resume" / "jax_checkpoints" / str(STEPS)))
+    assert sorted(whole) == sorted(resumed) and len(whole) > 100
     assert (ours["step"], ours["records"]) == (16, 64)
-    for key in whole.files:  # the variable names too (each run from a cleared Keras session)
+    assert ours == theirs  # the variable names too (each run from a cleared Keras session)
+    for key in whole:
         np.testing.assert_array_equal(resumed[key], whole[key], err_msg=key)
 

@@ -14,8 +14,9 @@ process puts its own rows of every global batch on its devices (``local_rows``):
 of ``N`` the ``p``-th ``N``-th of the batch, the rows its devices hold in the mesh. Every
 process reads the same stream of global batches and keeps its rows, so ``N`` processes of
 ``k`` devices train on the very batches of one process with ``N x k`` devices: the same bits.
-Process 0 alone writes (step log, summaries, progress, checkpoints, exports, results:
-``is_writer``). On CPUs the processes all-reduce with gloo over TCP.
+Process 0 alone writes the step log, summaries, progress, exports and results
+(``is_writer``); every process writes its own shards of each checkpoint (Orbax:
+``checkpoints``). On CPUs the processes all-reduce with gloo over TCP.
 
 What stops a run with one line and exit 1: a process id out of range, ``--num_processes``
 without a coordinator (or the reverse), processes that do not all join within
@@ -193,9 +194,14 @@ def peer_failure(e: BaseException) -> Optional[str]:
     Returns:
         The line, or None.
     """
-    if joined() <= 1 or type(e).__name__ not in ("JaxRuntimeError", "XlaRuntimeError"):
+    if joined() <= 1:
         return None
-    return "a process of the cluster stopped (%s)" % first_line(e)
+    text = first_line(e)
+    # JAX's runtime error in a collective, or Orbax's own sync (it rewords the same failure)
+    if (type(e).__name__ not in ("JaxRuntimeError", "XlaRuntimeError")
+            and "Gloo" not in text):
+        return None
+    return "a process of the cluster stopped (%s)" % text
 
 
 def process_index() -> int:

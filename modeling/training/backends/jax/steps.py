@@ -1,5 +1,5 @@
 """JAX's steps of the one training job (``modeling.training.job``): the compiled step, the
-local devices, and the ``job.Steps`` that runs it between ``jax-ckpt-N.npz`` checkpoints.
+local devices, and the ``job.Steps`` that runs it between Orbax checkpoints.
 
 ``TrainState`` holds the values of the model's trainable and non-trainable variables (dropout
 seed generators included) and of the optimizer's (iteration counter, slots);
@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import sys
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -267,7 +266,7 @@ def shard(batch: Mapping[str, np.ndarray], distribution) -> Mapping[str, Any]:
 
 class Steps:
     """JAX's ``job.Steps``: the compiled step over the input's batches, between
-    ``jax-ckpt-<step>.npz`` checkpoints in ``output_dir`` (one process writes; see the module).
+    checkpoints in ``output_dir/jax_checkpoints`` (``backends.jax.checkpoints``: Orbax).
 
     Args:
         model: the model.
@@ -344,11 +343,11 @@ class Steps:
         return self.batch_size
 
     def save(self) -> str:
-        if not self.is_chief:  # the state is the same in every process: process 0 writes it
-            return os.path.join(self.output_dir, "jax-ckpt-%d.npz" % self.step)
+        # every process: each writes its shards (process 0 the input state)
         return checkpoints.save_checkpoint(self.output_dir, self.state, self.model,
                                            self.optimizer, self.step, self.records,
-                                           self.keep_checkpoint_max, self.data)
+                                           self.keep_checkpoint_max, self.data,
+                                           writer=self.is_chief)
 
     def close(self, completed: bool) -> None:
         # After a failure the state's buffers may be donated to a step that never returned.
