@@ -49,7 +49,7 @@ def evaluate(model, dataset: tf.data.Dataset,
         return {n: (tf.cast(a, tf.float32), tf.cast(b, tf.float32))
                 for n, (a, b) in metrics_fn(outputs, batch).items()}
 
-    @tf.function
+    @tf.function(autograph=False)  # no Python control flow on tensors: nothing to convert
     def step(iterator):
         # The layers read their kernels while the step is traced: the model carries them for
         # the trace (the replica threads of a MirroredStrategy see the model's value).

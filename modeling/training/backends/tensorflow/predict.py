@@ -97,10 +97,12 @@ class Predictor:
                         return self.strategy.run(self._forward, args=(batch,))
                     return self._forward(batch)
 
+            # (no AutoGraph: no Python control flow on tensors to convert)
             if self.distributed:
-                self._steps[key] = tf.function(forward, reduce_retracing=True)
+                self._steps[key] = tf.function(forward, reduce_retracing=True,
+                                               autograph=False)
             else:
-                self._steps[key] = tf.function(forward,
+                self._steps[key] = tf.function(forward, autograph=False,
                                                input_signature=[relaxed_spec(element_spec)])
         return self._steps[key]
 
@@ -210,7 +212,7 @@ def encoder_layers(model, layer_indexes: Sequence[int], inference_dtype: str):
         tf.distribute.get_strategy(), model.variables))
     xla = inference_dtype == "float32" and not strategies.xla_cpu_unavailable()
 
-    @tf.function(jit_compile=xla, reduce_retracing=True)
+    @tf.function(jit_compile=xla, reduce_retracing=True, autograph=False)
     def layers(batch):
         with switch.use_kernels(model, switch.Kernels(inference=fused)):  # read when traced
             outputs = model(batch, training=False)["encoder_outputs"]

@@ -337,16 +337,19 @@ class Trainer:
             logs = self._checked_logs(logs)
         else:
             # Dense sums over k micro-batches.
-            grads = [tf.zeros(v.shape, tf.float32) for v in self.model.trainable_variables]
-            share = tf.constant(0.0)
-            logs = self._zero_logs()
-            for index in tf.range(k):
+            def micro_batch(index, grads, share, logs):
                 g, s, more = grad_fn(_split_micro_batches(batch, k, index), totals)
                 more = self._checked_logs(more)
                 grads = [a + tf.cast(tf.convert_to_tensor(b), tf.float32)
                          for a, b in zip(grads, g)]
-                share = share + s
                 logs = {n: (logs[n][0] + a, logs[n][1] + b) for n, (a, b) in more.items()}
+                return index + 1, grads, share + s, logs
+
+            _, grads, share, logs = tf.while_loop(
+                lambda index, *_: index < k, micro_batch,
+                (tf.constant(0), [tf.zeros(v.shape, tf.float32)
+                                  for v in self.model.trainable_variables],
+                 tf.constant(0.0), self._zero_logs()), maximum_iterations=k)
         stats = apply_fn(grads)
         # The loss log: Σshares over one step = the step's loss (per replica in clip_then_sum).
         per_step = 1.0 if self.clip_then_sum else 1.0 / self.num_replicas
@@ -381,8 +384,10 @@ class Trainer:
         strategy = self.strategy
         variables = self.model.trainable_variables
         grad_fn = self._grads_and_logs
+        # Every tf.function here without AutoGraph: the loops are tf.while_loop already, and
+        # converting the ~40 functions a step calls cost about a second of every run's start.
         if run.xla_gradients:
-            grad_fn = tf.function(self._grads_and_logs, jit_compile=True)
+            grad_fn = tf.function(self._grads_and_logs, jit_compile=True, autograph=False)
 
         def apply(grads):
             return self.optimizer.clip_and_apply(grads, variables,
@@ -393,13 +398,13 @@ class Trainer:
             # Clipping + update of every variable as XLA kernels: one pass over the memory of
             # each variable instead of one per elementwise op (the forward/backward keeps
             # TensorFlow's own kernels).
-            apply_fn = tf.function(apply, jit_compile=True)
+            apply_fn = tf.function(apply, jit_compile=True, autograph=False)
 
         def replica_step(batch):
             return self._replica_step(batch, grad_fn, apply_fn)
 
         if run.xla_step:
-            replica_step = tf.function(replica_step, jit_compile=True)
+            replica_step = tf.function(replica_step, jit_compile=True, autograph=False)
 
         def reduce_sum(value):
             return strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
@@ -426,22 +431,27 @@ class Trainer:
             self._batches_consumed.assign_add(1)
             return logs, reduce_first(norm), lr
 
-        @tf.function
+        @tf.function(autograph=False)
         def loop(iterator, num_steps):
+            def step_into(i, sums, step_losses, step_norms, step_lrs):
+                logs, norm, lr = one_step(iterator)
+                step_losses = step_losses.write(i, logs["loss"][0] / logs["loss"][1])
+                step_norms = step_norms.write(i, norm)
+                step_lrs = step_lrs.write(i, lr)
+                sums = {n: (sums[n][0] + a, sums[n][1] + b) for n, (a, b) in logs.items()}
+                return i + 1, sums, step_losses, step_norms, step_lrs
+
             # The layers read their kernels while the step is traced: the model carries them
             # for the trace (the replica threads of a MirroredStrategy see the model's value).
             with switch.use_kernels(self.model, run.kernels):
-                step_losses = tf.TensorArray(tf.float32, size=num_steps)
-                step_norms = tf.TensorArray(tf.float32, size=num_steps)
-                step_lrs = tf.TensorArray(tf.float32, size=num_steps)
                 sums = self._zero_logs()
                 sums["loss"] = (tf.constant(0.0), tf.constant(0.0))
-                for i in tf.range(num_steps):
-                    logs, norm, lr = one_step(iterator)
-                    step_losses = step_losses.write(i, logs["loss"][0] / logs["loss"][1])
-                    step_norms = step_norms.write(i, norm)
-                    step_lrs = step_lrs.write(i, lr)
-                    sums = {n: (sums[n][0] + a, sums[n][1] + b) for n, (a, b) in logs.items()}
+                _, sums, step_losses, step_norms, step_lrs = tf.while_loop(
+                    lambda i, *_: i < num_steps, step_into,
+                    (tf.constant(0), sums, tf.TensorArray(tf.float32, size=num_steps),
+                     tf.TensorArray(tf.float32, size=num_steps),
+                     tf.TensorArray(tf.float32, size=num_steps)),
+                    maximum_iterations=num_steps)
                 return sums, step_losses.stack(), step_norms.stack(), step_lrs.stack()
 
         return loop
