@@ -565,6 +565,26 @@ def split_runs(input_files: Sequence[str], parts: int) -> List[List]:
     return pretraining_corpus.split_at_documents(input_files, parts) if total else []
 
 
+def _sweep_skipped(prefix: str, num_shards: int, skipped: Sequence[int]) -> None:
+    """Removes the temporaries that killed runs left for shards that are complete: a run
+    killed in a shard's commit, after its file was in place, can leave that commit's empty
+    staging folder, and a rerun writes no such shard (whose first write would sweep it). The
+    folder is listed once."""
+    folder = os.path.dirname(shard_path(prefix, 0, num_shards))
+    try:
+        names = files.listdir(folder)
+    except Exception:  # noqa: BLE001 - unreadable: the shards' own writes report it
+        return
+    complete = {os.path.basename(shard_path(prefix, s, num_shards)) for s in skipped}
+    bases = set()
+    for name in names:
+        m = atomic.TEMP_RE.match(name.rstrip("/"))
+        if m is not None and m.group("base") in complete:
+            bases.add(m.group("base"))
+    for base in sorted(bases):
+        atomic.remove_stale_temps(os.path.join(folder, base))
+
+
 @contextlib.contextmanager
 def destination(input_files: Sequence[str], prefix: str, num_shards: int,
                 shard_range: Tuple[int, int], vocab_file: str, do_lower_case: bool,
@@ -598,6 +618,7 @@ def destination(input_files: Sequence[str], prefix: str, num_shards: int,
         counts = [numpy_reader.count_records(shard_path(prefix, s, num_shards))
                   for s in summary.skipped]
         summary.skipped_instances = None if None in counts else sum(counts)
+        _sweep_skipped(prefix, num_shards, summary.skipped)
     made_manifest = False
     try:
         if todo and not had_manifest:

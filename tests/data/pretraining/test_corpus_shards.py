@@ -354,3 +354,27 @@ def test_import_and_run_without_tensorflow(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     word, count = r.stdout.split()
     assert word == "NO_TF" and int(count) > 100
+
+
+def test_a_rerun_sweeps_what_killed_runs_left_beside_complete_shards(tmp_path):
+    """A run killed in a shard's commit, its file already in place, leaves the commit's empty
+    staging folder; the rerun skips that shard, and removes the folder when it plans: a dead
+    writer's only (a live one's, and those of shards still to make, stay for their writers)."""
+    prefix = str(tmp_path / "records")
+    for s in (0, 1):
+        with open(corpus_shards.shard_path(prefix, s, 4), "wb") as f:
+            f.write(b"x")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    host = atomic._HOST  # noqa: SLF001 - this machine's tag in atomic's temporaries' names
+
+    def staging(shard, pid):
+        name = ".%s.%s-%s.abc123.tmp" % (
+            os.path.basename(corpus_shards.shard_path(prefix, shard, 4)), host, pid)
+        (tmp_path / name).mkdir()
+        return name
+    gone = staging(0, dead)
+    kept = [staging(1, os.getpid()), staging(2, dead)]  # live writer; a shard still to make
+    corpus_shards._sweep_skipped(prefix, 4, [0, 1])  # noqa: SLF001
+    names = os.listdir(tmp_path)
+    assert gone not in names and all(name in names for name in kept), names
