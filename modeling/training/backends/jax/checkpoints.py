@@ -41,6 +41,16 @@ CHECKPOINT_PATTERN = re.compile(r"^jax-ckpt-(\d+)\.npz$")  # the store before Or
 _ITEMS = ("state", "meta")
 
 
+def _orbax():
+    """``orbax.checkpoint``; where it is not installed, one line saying how to install it."""
+    try:
+        import orbax.checkpoint as ocp
+    except ImportError:
+        raise InputError("JAX's checkpoints need orbax-checkpoint: pip install "
+                         "'orbax-checkpoint==0.12.8' (or this project's '.[jax]' extra)") from None
+    return ocp
+
+
 class _QuietOrbax(logging.Filter):
     """Orbax's warnings and errors only: it logs a dozen INFO lines per save through absl's
     logger, which the tools set to INFO."""
@@ -53,7 +63,7 @@ class _QuietOrbax(logging.Filter):
 def _manager(root: str, keep: int = 0, read_only: bool = False):
     """Orbax's ``CheckpointManager`` over the steps in ``root`` (``<output_dir>/
     jax_checkpoints``; synchronous saves)."""
-    import orbax.checkpoint as ocp
+    ocp = _orbax()
 
     absl_logger = logging.getLogger("absl")
     if not any(isinstance(f, _QuietOrbax) for f in absl_logger.filters):
@@ -130,7 +140,7 @@ def save_checkpoint(folder: str, state, model, optimizer, step: int, records: in
     Returns:
         The path written.
     """
-    import orbax.checkpoint as ocp
+    ocp = _orbax()
 
     meta = {"step": step, "records": records,
             "variables": [v.path for v in model.trainable_variables],
@@ -209,7 +219,7 @@ def read_checkpoint(path: str) -> Tuple[Dict[str, np.ndarray], dict]:
             return arrays, json.loads(bytes(arrays.pop("meta")).decode("utf-8"))
         except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
             raise InputError("%s: damaged checkpoint (%s)" % (path, e)) from None
-    import orbax.checkpoint as ocp
+    ocp = _orbax()
 
     root, step = _step_of(path)
     manager = _manager(root, read_only=True)
@@ -262,7 +272,7 @@ def _restore_orbax(path: str, model, optimizer=None) -> Tuple[dict, dict]:
     """Orbax checkpoint ``path``'s values, as the variables lay them out (each process its
     shards); the optimizer's (fully replicated) only with ``optimizer``. ``(state, meta)``."""
     import jax
-    import orbax.checkpoint as ocp
+    ocp = _orbax()
 
     root, step = _step_of(path)
     manager = _manager(root, read_only=True)

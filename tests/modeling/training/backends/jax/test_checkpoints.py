@@ -123,3 +123,9 @@ def test_orbax_store_saves_keeps_restores_and_takes_over_from_npz(tmp_path):
     assert out["read"][1:] == [9, 72] and out["read"][0] > 20
     assert "a checkpoint of another model" in out["other_model"]
     assert sorted(os.listdir(tmp_path / "jax_checkpoints")) == ["7", "9"]
+
+
+def test_without_orbax_the_error_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "orbax.checkpoint", None)  # as if not installed
+    with pytest.raises(checkpoints.InputError, match="pip install 'orbax-checkpoint==0.12.8'"):
+        checkpoints.read_checkpoint("/nowhere/jax_checkpoints/3")
