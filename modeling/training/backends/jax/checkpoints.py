@@ -69,9 +69,11 @@ def _manager(root: str, keep: int = 0, read_only: bool = False):
     if not any(isinstance(f, _QuietOrbax) for f in absl_logger.filters):
         absl_logger.addFilter(_QuietOrbax())
 
+    # cleanup_tmp_directories: a step that a killed run left half-written (under its temporary
+    # name, never listed) is removed by the next run's first save
     options = ocp.CheckpointManagerOptions(
         max_to_keep=keep or None, create=not read_only, read_only=read_only,
-        enable_async_checkpointing=False)
+        enable_async_checkpointing=False, cleanup_tmp_directories=not read_only)
     return ocp.CheckpointManager(
         root, options=options,
         item_handlers={"state": ocp.StandardCheckpointHandler(),
