@@ -248,6 +248,8 @@ class ClassifierTask(Task):
 
         result = self._predict(ctx, model, "test", "predict.tf_record",
                                ctx.settings.predict_batch_size)
+        if not ctx.writer:
+            return
         for path in submission.write_test_results(ctx.settings.output_dir, self.processor,
                                                   self.examples["test"], result,
                                                   self.label_list, self.regression,

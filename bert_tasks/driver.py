@@ -31,8 +31,11 @@ HF export, trains on JAX (``_OnJax``: the backend is chosen once, as a value, in
   bucket (``backends.jax.predict.length_bucket``: one compiled step per bucket, exact for the
   task models);
 * the step: ``backends.jax.steps.make_train_step`` with the objective of the TensorFlow path
-  (``objectives.mean_loss_objective``); several local devices train data-parallel
-  (``keras.distribution.DataParallel``);
+  (``objectives.mean_loss_objective``); several devices train data-parallel
+  (``keras.distribution.DataParallel``), those of several processes too
+  (``--coordinator_address``, ``--num_processes``, ``--process_id``:
+  ``backends.jax.cluster``): each reads the same batches and places its own rows, process 0
+  alone writes the results, predictions and exports (``Context.writer``);
 * the loop: the one training job (``modeling.training.job``: ``train_steps.jsonl``,
   TensorBoard, progress lines), with Orbax checkpoints ``output_dir/jax_checkpoints/<step>`` and the
   tf.data iterator's state beside each (the numpy input re-reads to its position instead),
@@ -124,12 +127,13 @@ def run(task: Task, settings: Any, *, warn: Optional[Callable[[str], None]] = No
     if getattr(settings, "do_eval", False):
         logging.info("***** Running evaluation *****")
         metrics = task.evaluate(ctx, model)
-        if metrics is not None:
+        if metrics is not None and ctx.writer:
             write_metrics(settings.output_dir, metrics, global_step)
     if settings.do_predict:
         logging.info("***** Running prediction *****")
         task.predict(ctx, model)
-    task.export(ctx, model)
+    if ctx.writer:
+        task.export(ctx, model)
     return ctx
 
 
@@ -430,8 +434,9 @@ class _OnJax:
 
     def prepare(self, ctx: Context) -> None:
         """TensorFlow, where installed, kept off the accelerators (it only feeds the input);
-        the dtype policy (``--mixed_precision=bf16``); then Keras' data parallelism over the
-        local devices; before the model is built. No ``tf.distribute`` strategy
+        the dtype policy (``--mixed_precision=bf16``); the cluster of several processes
+        (``backends.jax.cluster``: process 0 writes the results); then Keras' data
+        parallelism over every device; before the model is built. No ``tf.distribute`` strategy
         (``ctx.strategy`` stays None)."""
         import keras
 
@@ -439,9 +444,8 @@ class _OnJax:
         from modeling.training.backends.jax import cluster, steps
 
         settings = ctx.settings
-        if cluster.start(settings) > 1:  # before any other JAX call
-            raise FlagError("--num_processes: several JAX processes train run_pretraining.py "
-                            "only, so far (fine-tuning runs in one process)")
+        cluster.start(settings)  # before any other JAX call
+        ctx.writer = cluster.is_writer()  # every process computes, process 0 writes
         with_tf = inputs.tensorflow_for_input() is not None  # tf.data feeds the input
         keras.config.set_dtype_policy("mixed_bfloat16" if settings.mixed_precision == "bf16"
                                       else "float32")
@@ -480,7 +484,7 @@ class _OnJax:
         from data.glue.numpy_dataset import NumpyDataset
         from modeling.layers import embeddings
         from modeling.training import inputs, job, objectives
-        from modeling.training.backends.jax import predict, steps
+        from modeling.training.backends.jax import cluster, predict, steps
 
         optimizer = modeling.create_optimizer(settings.learning_rate, num_train_steps,
                                               num_warmup_steps)
@@ -509,6 +513,7 @@ class _OnJax:
                               steps_per_loop=settings.iterations_per_loop,
                               save_checkpoints_steps=settings.save_checkpoints_steps,
                               keep_checkpoint_max=settings.keep_checkpoint_max)).global_step
-        logging.info("exported %s (the TensorFlow tools' --init_checkpoint)",
-                     export_for_finetuning(model, settings, step))
+        if cluster.is_writer():
+            logging.info("exported %s (the TensorFlow tools' --init_checkpoint)",
+                         export_for_finetuning(model, settings, step))
         return step

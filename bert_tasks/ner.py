@@ -441,13 +441,15 @@ class NerTask(Task):
             max_seq_length=s.max_seq_length, strategy=ctx.strategy,
             length_aware=s.length_aware_batching)
         predictions_file = ctx.path("%s_predictions.txt" % prefix)
-        conll.write_predictions(predictions_file, sentences, tags)
-        logging.info("wrote %s", predictions_file)
+        if ctx.writer:
+            conll.write_predictions(predictions_file, sentences, tags)
+            logging.info("wrote %s", predictions_file)
         if sentences[0].tags is None:
             return None, loss
         result = score(sentences, tags)
-        with atomic.atomic_open(ctx.path("%s_report.txt" % prefix)) as f:
-            f.write(result.report())
+        if ctx.writer:
+            with atomic.atomic_open(ctx.path("%s_report.txt" % prefix)) as f:
+                f.write(result.report())
         for line in result.report().splitlines():
             logging.info("conlleval: %s", line)
         return result, loss

@@ -256,7 +256,8 @@ def scoring_dataset(squad_file: Optional[str],
 
 def predict(model, examples: List, tokenizer, output_dir: str, options: SquadOptions,
             score_against: Union[str, Scoring, None] = None,
-            strategy: Optional["tf.distribute.Strategy"] = None) -> Optional[dict]:
+            strategy: Optional["tf.distribute.Strategy"] = None,
+            write: bool = True) -> Optional[dict]:
     """Features, logits and the prediction files of ``examples`` in ``output_dir`` (see the
     module); returns the official scores when ``score_against`` (a SQuAD file, or what
     ``scoring_dataset`` made of it) can be scored, else None.
@@ -274,6 +275,8 @@ def predict(model, examples: List, tokenizer, output_dir: str, options: SquadOpt
         options: the ``SquadOptions``.
         score_against: a SQuAD file or ``Scoring`` to score against, or None.
         strategy: the ``tf.distribute.Strategy`` (None: the default).
+        write: write the prediction files (False: only the scores, for a process of several
+            that is not the writer).
 
     Returns:
         The official scores (a dict), or None.
@@ -329,6 +332,8 @@ def predict(model, examples: List, tokenizer, output_dir: str, options: SquadOpt
             logging.warning("squad_eval: %s", note)
         texts.append((os.path.join(output_dir, "eval_results.json"),
                       json.dumps(scores, indent=2) + "\n"))
+    if not write:
+        return scores
     logging.info("Writing %s", ", ".join(os.path.basename(path) for path, _ in texts))
     postprocess.write_files_together(texts)
     # An earlier run's null_odds.json / eval_results.json that this run does not write are
@@ -463,8 +468,9 @@ class SquadTask(Task):
         """See ``Task.predict``: the prediction files and, when scorable, the official scores.
         """
         scores = predict(model, self.eval_examples, ctx.tokenizer, ctx.settings.output_dir,
-                         self.options(ctx), score_against=self.scoring, strategy=ctx.strategy)
-        if scores is None:
+                         self.options(ctx), score_against=self.scoring, strategy=ctx.strategy,
+                         write=ctx.writer)
+        if scores is None or not ctx.writer:
             return
         print(json.dumps(scores))
         if "best_f1_thresh" in scores:

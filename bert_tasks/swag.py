@@ -197,6 +197,8 @@ class SwagTask(Task):
         from data.glue import submission
 
         result = self._predict(ctx, model, "predict", ctx.settings.predict_batch_size)
+        if not ctx.writer:
+            return
         path = ctx.path("test_results.tsv")
         submission.write_probabilities(path, result["probabilities"])
         logging.info("wrote %s", path)

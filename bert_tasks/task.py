@@ -124,6 +124,9 @@ class Context:
         strategy: the ``tf.distribute.Strategy`` (set before ``prepare``; None on JAX).
         tokenizer: the tokenizer of ``vocab_file`` / ``do_lower_case`` (set before ``prepare``).
         tpu: whether ``strategy`` is a TPU strategy (static shapes, padded batches).
+        writer: this process writes the run's results (predictions, metrics, exports): the
+            one process of a run, or the chief (TensorFlow) / process 0 (JAX) of several.
+            Every process computes them.
     """
 
     settings: Any
@@ -132,6 +135,7 @@ class Context:
     strategy: Any = None
     tokenizer: Any = None
     tpu: bool = False
+    writer: bool = True
 
     def path(self, name: str) -> str:
         """A file of the run's folder.

@@ -26,15 +26,21 @@ kept) and records ``step_programs``: how many programs of its training step
 
 ``compilation_cache_env`` (for the tests that start JAX processes): one persistent compilation
 cache for all of them in a test session.
+
+``processes`` starts a tool as several JAX processes joined on 127.0.0.1 (one CPU device each:
+``one_device``); ``kill_one_then_rerun`` kills process 1 of two after their first checkpoint,
+waits for process 0 to find out, then starts both again (run_pretraining, run_classifier).
 """
 
 import json
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
-from typing import Dict, Sequence
+import time
+from typing import Callable, Dict, List, Sequence
 
 from tests import paths
 from tests.support import tools
@@ -182,6 +188,74 @@ def run_in_one_process(plan: Sequence[Sequence], folder, env: dict, timeout: flo
     assert proc.returncode == 0, proc.stderr[-3000:]
     with open(results, encoding="utf-8") as f:
         return json.load(f)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a JAX coordinator)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def one_device(env: dict) -> dict:
+    """``env`` with one CPU device per JAX process."""
+    return dict(env, XLA_FLAGS="--xla_force_host_platform_device_count=1")
+
+
+def processes(command: Callable[..., List[str]], port: int, count: int, env: dict, logs,
+              *extra: str, ids=None) -> list:
+    """``count`` processes of ``command(*cluster_flags, *extra)`` joined at
+    127.0.0.1:``port`` (``ids``: only those process ids), stderr to ``logs``-<id>.log.
+
+    Returns:
+        ``[(Popen, log file), ...]``.
+    """
+    procs = []
+    for index in (range(count) if ids is None else ids):
+        log = open("%s-%d.log" % (logs, index), "w")
+        procs.append((subprocess.Popen(
+            command("--coordinator_address=127.0.0.1:%d" % port, "--num_processes=%d" % count,
+                    "--process_id=%d" % index, *extra),
+            cwd=paths.ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log), log))
+    return procs
+
+
+def kill_one_then_rerun(command: Callable[..., List[str]], out, env: dict, folder,
+                        checkpoint: str) -> dict:
+    """Two processes of ``command`` (one CPU device each) writing ``out``: process 1 killed
+    with SIGKILL once ``out/jax_checkpoints/<checkpoint>`` is complete, process 0 left to find
+    out; then both started again.
+
+    Returns:
+        ``survivor``: (process 0's exit code, seconds it took to exit after the kill, its
+        stderr); ``codes``: the rerun's exit codes; ``logs``: its two stderrs.
+    """
+    env = one_device(env)
+    first = processes(command, free_port(), 2, env, os.path.join(folder, "first"))
+    done = os.path.join(out, "jax_checkpoints", checkpoint, "commit_success.txt")
+    deadline = time.monotonic() + 400
+    while not os.path.exists(done) and time.monotonic() < deadline:
+        for proc, _ in first:
+            assert proc.poll() is None, open(os.path.join(folder, "first-0.log")).read()[-3000:]
+        time.sleep(0.05)
+    first[1][0].kill()
+    killed = time.monotonic()
+    try:
+        code = first[0][0].wait(timeout=180)
+    except subprocess.TimeoutExpired:
+        first[0][0].kill()
+        code = "still running after 180 s"
+    seconds = time.monotonic() - killed
+    for proc, log in first:
+        proc.wait()
+        log.close()
+    again = processes(command, free_port(), 2, env, os.path.join(folder, "again"))
+    codes = [proc.wait(timeout=400) for proc, _ in again]
+    for _, log in again:
+        log.close()
+    read = lambda name: open(os.path.join(folder, name)).read()  # noqa: E731
+    return {"survivor": (code, seconds, read("first-0.log")), "codes": codes,
+            "logs": [read("again-%d.log" % i) for i in (0, 1)]}
 
 
 def main(work: str, init_checkpoint: str, classifier_data: str, classifier_checkpoint: str

@@ -20,7 +20,7 @@ import pytest
 
 from tests import paths
 from tests.bert_tasks.jax_tools import (CLASSIFIER_TRAINING, compilation_cache_env,
-                                        run_in_one_process)
+                                        kill_one_then_rerun, run_in_one_process)
 from tests.support.slices import glue_slice
 from tests.support.tools import KilledAfterFirstCheckpoint, run_tool
 
@@ -168,6 +168,55 @@ def test_kill_9_after_a_checkpoint_then_resume_is_exact(runs, trained):
     assert sorted(whole) == sorted(resumed) and len(whole) > 100
     for key in whole:
         np.testing.assert_array_equal(resumed[key], whole[key], err_msg=key)
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory, jax_env, runs):
+    """The uninterrupted run's flags (train, eval, predict, HF export) as two processes of one
+    CPU device each (gloo on 127.0.0.1): process 1 killed with SIGKILL after the checkpoint
+    of step 4, then both started again (jax_tools.kill_one_then_rerun)."""
+    tmp = tmp_path_factory.mktemp("jax_classifier_processes")
+    out = tmp / "out"
+
+    def command(*flags):
+        return ([sys.executable, os.path.join(paths.ROOT, "run_classifier.py")]
+                + _training(runs["data_dir"], out, "--do_eval", "--do_predict",
+                            "--export_hf_dir=%s" % (tmp / "hf"), *flags))
+
+    return dict(kill_one_then_rerun(command, str(out), jax_env["jax"], str(tmp), "4"),
+                out=out, hf=tmp / "hf")
+
+
+def test_two_processes_killed_and_rerun_end_with_the_bits_of_one_process(two_processes,
+                                                                         trained):
+    """Process 1 of two killed mid-run: process 0 exits 1 with one line. Both started again,
+    they resume and end with the bits of one process on two devices (the uninterrupted run):
+    the step log, every value of the last checkpoint, the eval results, the test
+    probabilities, the TF1 and HF exports; only process 0 wrote them."""
+    from modeling import checkpoints
+
+    code, seconds, stderr = two_processes["survivor"]
+    errors = [l for l in stderr.splitlines() if l.startswith("run_classifier.py: error:")]
+    assert code == 1 and len(errors) == 1 and seconds < 120, (code, seconds, stderr[-3000:])
+    out, reference = two_processes["out"], trained["out"]
+    logs = two_processes["logs"]
+    assert two_processes["codes"] == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+    assert "Resuming from" in logs[1] and "process 1 of 2, 2 devices in all" in logs[1]
+    assert all("wrote" not in line and "Saved checkpoint" not in line
+               for line in logs[1].splitlines()), logs[1][-3000:]
+    assert _steps(out) == _steps(reference)
+    ours, theirs = _checkpoint(out, STEPS), _checkpoint(reference, STEPS)
+    assert sorted(ours) == sorted(theirs) and len(ours) > 100
+    for key in theirs:
+        np.testing.assert_array_equal(ours[key], theirs[key], err_msg=key)
+    assert _results(out / "eval_results.txt") == _results(reference / "eval_results.txt")
+    assert (out / "test_results.tsv").read_text() == (reference / "test_results.tsv").read_text()
+    prefix = os.path.join("export", "bert_model.ckpt")
+    ours, theirs = (checkpoints.read_tf1_checkpoint(str(o / prefix)) for o in (out, reference))
+    for name in theirs:
+        np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
+    for name in ("model.safetensors", "config.json", "vocab.txt"):
+        assert (two_processes["hf"] / name).read_bytes() == (trained["hf"] / name).read_bytes()
 
 
 def _checkpoint(out, step):

@@ -11,17 +11,16 @@ rerun after the kill would be), the empty input and the uninterrupted run share 
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 
 from tests import paths
 from tests.bert_cli.test_run_pretraining import NOISE_MARGIN, TRAJ, trajectory_args
-from tests.bert_tasks.jax_tools import compilation_cache_env, run_in_one_process
+from tests.bert_tasks.jax_tools import (compilation_cache_env, free_port, kill_one_then_rerun,
+                                        one_device, processes, run_in_one_process)
 from tests.support.tools import KilledAfterFirstCheckpoint
 
 pytest.importorskip("jax", reason="jax is in requirements-dev.txt")
@@ -197,58 +196,16 @@ def test_the_numpy_input_resumes_at_its_position(deterministic):
 
 
 # --------------------------------------------------------------------- several processes
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _processes(output_dir, port, count, env, logs, *extra, ids=None):
-    """``count`` processes of the trajectory run joined at 127.0.0.1:``port``, each with one
-    CPU device; stderr to ``logs``-<id>.log."""
-    procs = []
-    for index in (range(count) if ids is None else ids):
-        log = open("%s-%d.log" % (logs, index), "w")
-        procs.append((subprocess.Popen(
-            _command(output_dir, "--coordinator_address=127.0.0.1:%d" % port,
-                     "--num_processes=%d" % count, "--process_id=%d" % index, *extra),
-            cwd=paths.ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log), log))
-    return procs
-
-
-def _one_device(jax_env):
-    return dict(jax_env, XLA_FLAGS="--xla_force_host_platform_device_count=1")
-
-
 @pytest.fixture(scope="module")
 def two_processes(tmp_path_factory, jax_env):
     """Two processes of one CPU device each (gloo on 127.0.0.1) on the trajectory run: process
     1 killed with SIGKILL after the first checkpoint, process 0 left to find out (its exit
-    code, seconds to exit, stderr); then both started again. Their folder and logs."""
+    code, seconds to exit, stderr); then both started again (jax_tools.kill_one_then_rerun).
+    Their folder and logs."""
     tmp = tmp_path_factory.mktemp("jax_processes")
-    out, env = tmp / "out", _one_device(jax_env)
-    first = _processes(out, _free_port(), 2, env, tmp / "first")
-    deadline = time.monotonic() + 400
-    while not (out / "jax_checkpoints" / "10").exists() and time.monotonic() < deadline:
-        assert all(p.poll() is None for p, _ in first), (tmp / "first-0.log").read_text()[-3000:]
-        time.sleep(0.05)
-    first[1][0].kill()
-    killed = time.monotonic()
-    try:
-        code = first[0][0].wait(timeout=180)
-    except subprocess.TimeoutExpired:
-        first[0][0].kill()
-        code = "still running after 180 s"
-    seconds = time.monotonic() - killed
-    for proc, log in first:
-        proc.wait()
-        log.close()
-    again = _processes(out, _free_port(), 2, env, tmp / "again")
-    codes = [proc.wait(timeout=400) for proc, _ in again]
-    for _, log in again:
-        log.close()
-    return {"out": out, "survivor": (code, seconds, (tmp / "first-0.log").read_text()),
-            "codes": codes, "logs": [(tmp / ("again-%d.log" % i)).read_text() for i in (0, 1)]}
+    out = tmp / "out"
+    return dict(kill_one_then_rerun(lambda *flags: _command(out, *flags), str(out), jax_env,
+                                    str(tmp), "10"), out=out)
 
 
 def test_a_process_that_dies_stops_the_other_with_one_line(two_processes):
@@ -300,16 +257,20 @@ def test_processes_that_do_not_make_the_cluster_stop_with_one_line(jax_env, tmp_
     """A coordinator nobody serves (process 1 alone), and two processes that disagree on
     --num_processes: each exits 1 with one line after --initialization_timeout; nothing
     written."""
-    env = dict(_one_device(jax_env), PYTHONPATH=os.pathsep.join(
+    env = dict(one_device(jax_env), PYTHONPATH=os.pathsep.join(
         [os.path.join(paths.ROOT, "tests", "support", "no_tensorflow"), paths.ROOT]))
     out = tmp_path / "out"
-    port = _free_port()
-    alone = _processes(out, _free_port(), 2, env, tmp_path / "alone",
-                       "--initialization_timeout=5", ids=[1])
-    disagree = (_processes(out, port, 3, env, tmp_path / "three", "--initialization_timeout=5",
-                           ids=[0])
-                + _processes(out, port, 2, env, tmp_path / "two", "--initialization_timeout=5",
-                             ids=[1]))
+    port = free_port()
+
+    def command(*flags):
+        return _command(out, *flags)
+
+    alone = processes(command, free_port(), 2, env, tmp_path / "alone",
+                      "--initialization_timeout=5", ids=[1])
+    disagree = (processes(command, port, 3, env, tmp_path / "three",
+                          "--initialization_timeout=5", ids=[0])
+                + processes(command, port, 2, env, tmp_path / "two",
+                            "--initialization_timeout=5", ids=[1]))
     for (proc, log), name in zip(alone + disagree, ("alone-1", "three-0", "two-1")):
         code = proc.wait(timeout=120)
         log.close()

@@ -129,13 +129,17 @@ class Predictor:
         the batch's rows and tokens).
 
         Args:
-            batches: an iterable of numpy batch dicts.
+            batches: an iterable of numpy batch dicts, the same in every process of a run.
             distribution: ``backends.jax.steps.distribute``'s result (the rows are
-                then padded to a multiple of the devices).
+                then padded to a multiple of the devices; among several processes each
+                computes its rows, and every process gets every row's outputs).
         """
         import jax
+        from jax.experimental import multihost_utils
 
-        devices = len(jax.local_devices()) if distribution is not None else 1
+        devices = jax.device_count() if distribution is not None else 1
+        gather = (lambda out: multihost_utils.process_allgather(out, tiled=True)
+                  ) if jax.process_count() > 1 else jax.device_get
         trainable = [v.value for v in self.model.trainable_variables]
         non_trainable = [v.value for v in self.model.non_trainable_variables]
         for batch in batches:
@@ -143,8 +147,7 @@ class Predictor:
             rows, seq = np.shape(inputs["input_ids"])[0], np.shape(inputs["input_ids"])[-1]
             self._rows = max(self._rows, -(-rows // devices) * devices)
             padded = pad_batch(inputs, length_bucket(seq, self.longest), self._rows)
-            out = jax.device_get(self._compiled(trainable, non_trainable,
-                                                shard(padded, distribution)))
+            out = gather(self._compiled(trainable, non_trainable, shard(padded, distribution)))
             result = {}
             for name, value in out.items():
                 value = np.asarray(value)[:rows]
