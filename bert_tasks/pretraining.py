@@ -422,17 +422,22 @@ def _pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
 def _train_on_jax(settings, model, optimizer, paths, distribution, with_tf: bool,
                   names) -> int:
     from modeling.training import inputs, job, objectives
-    from modeling.training.backends.jax import steps
+    from modeling.training.backends.jax import cluster, steps
 
     if with_tf:
-        # The TensorFlow path's pipeline (parallel reading and parsing, the same batches):
-        # its iterator state is checkpointed, so a resumed run reads nothing twice.
+        # The TensorFlow path's pipeline (parallel reading and parsing, the same batches) for
+        # this process's devices only: its iterator state is checkpointed, so a resumed run
+        # reads nothing twice.
         from data.pretraining import dataset as pd
 
-        data = inputs.TFDataInput(pd.pretraining_dataset(
-            paths, settings.max_seq_length, settings.max_predictions_per_seq,
-            settings.train_batch_size, is_training=True, deterministic=settings.deterministic,
-            seed=settings.random_seed))
+        places, devices = cluster.device_places()
+        data = inputs.TFDataInput(
+            pd.device_rows_dataset(paths, settings.max_seq_length,
+                                   settings.max_predictions_per_seq, settings.train_batch_size,
+                                   places, devices, deterministic=settings.deterministic,
+                                   seed=settings.random_seed),
+            global_batch=settings.train_batch_size,
+            share=cluster.input_share(settings.deterministic))
     else:
         from data.pretraining import numpy_input
 

@@ -26,12 +26,15 @@ replicas the trainer feeds each host only its replicas' batches
 (``modeling.training.host_input``): shuffled training builds one pipeline per host
 (``input_context``: its share of the files, per-replica batches); deterministic/eval batches are
 the global stream's, cut into per-replica pieces (every global batch is split, not changed).
+On JAX, ``device_rows_dataset`` gives a process the rows of its devices only, by the same two
+rules at the granularity of a device, so that the global batches do not depend on how the
+devices are spread over processes.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -238,8 +241,8 @@ def _parse_batch(serialized: tf.Tensor, spec) -> Dict[str, tf.Tensor]:
 def pretraining_dataset(files: Sequence[str], max_seq_length: int, max_predictions_per_seq: int,
                         batch_size: int, is_training: bool, deterministic: bool = False,
                         seed: Optional[int] = None,
-                        input_context: Optional[tf.distribute.InputContext] = None
-                        ) -> tf.data.Dataset:
+                        input_context: Optional[tf.distribute.InputContext] = None,
+                        rows: Optional[Tuple[int, int]] = None) -> tf.data.Dataset:
     """The input pipeline (see the module docstring); global batches of ``batch_size``.
 
     With ``input_context`` (shuffled training only: the trainer's per-host input), the batches
@@ -257,9 +260,12 @@ def pretraining_dataset(files: Sequence[str], max_seq_length: int, max_predictio
         deterministic: read in file order without shuffling.
         seed: the shuffle seed, or None.
         input_context: the per-host input context, or None.
+        rows: ``(start, stop)``: only these rows of every batch, cut before parsing (a
+            process's rows among several: ``device_rows_dataset``), or None (all).
 
     Returns:
-        A repeating ``tf.data.Dataset`` of feature dicts ([B, S], [B, P], [B, 1]).
+        A repeating ``tf.data.Dataset`` of feature dicts ([B, S], [B, P], [B, 1]; with
+        ``rows``, [stop - start, ...]).
 
     Raises:
         PretrainingDataError: a batch size that is not positive.
@@ -298,7 +304,55 @@ def pretraining_dataset(files: Sequence[str], max_seq_length: int, max_predictio
             tf.data.experimental.AutoShardPolicy.DATA)
         options.deterministic = True
     d = d.batch(batch_size, drop_remainder=True)
+    if rows is not None and tuple(rows) != (0, batch_size):
+        d = d.map(lambda serialized: serialized[rows[0]:rows[1]])
     d = d.map(lambda serialized: _parse_batch(serialized, spec),
               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     d = d.prefetch(tf.data.AUTOTUNE)
     return d.with_options(options)
+
+
+def device_rows_dataset(files: Sequence[str], max_seq_length: int, max_predictions_per_seq: int,
+                        batch_size: int, devices: Sequence[int], num_devices: int, *,
+                        deterministic: bool, seed: Optional[int] = None) -> tf.data.Dataset:
+    """The training batches' rows that ``devices`` hold, of ``num_devices`` devices that split
+    each global batch of ``batch_size`` evenly, in order (a JAX process's devices in its
+    data-parallel mesh: ``modeling.training.backends.jax``). However the devices are spread
+    over processes, the global batch of a step is the same:
+
+    * ``deterministic``: the global stream of ``pretraining_dataset`` (file order), every
+      batch cut to the devices' rows before parsing: each process reads the records, parses
+      only its own;
+    * shuffled: one pipeline per device (``pretraining_dataset`` with the ``input_context``
+      of ``num_devices`` pipelines: its share of the files, ``files[d::D]``, or of the records
+      with fewer files than devices, each shuffled with ``seed``), the devices' batches side
+      by side. One device is the one pipeline of a single-device run.
+
+    Args:
+        files: the input TFRecord files.
+        max_seq_length: S.
+        max_predictions_per_seq: P.
+        batch_size: B, the global batch.
+        devices: the devices' indexes in the mesh (consecutive, ascending).
+        num_devices: D, the devices in all (D divides B).
+        deterministic: the file order, unshuffled.
+        seed: the shuffle seed.
+
+    Returns:
+        A repeating ``tf.data.Dataset`` of feature dicts [len(devices) * B / D, ...].
+    """
+    per_device = batch_size // num_devices
+    if deterministic:
+        return pretraining_dataset(files, max_seq_length, max_predictions_per_seq, batch_size,
+                                   is_training=True, deterministic=True, seed=seed,
+                                   rows=(devices[0] * per_device, (devices[-1] + 1) * per_device))
+    pipelines = [pretraining_dataset(
+        files, max_seq_length, max_predictions_per_seq, batch_size, is_training=True,
+        seed=seed, input_context=tf.distribute.InputContext(
+            num_input_pipelines=num_devices, input_pipeline_id=device,
+            num_replicas_in_sync=num_devices)) for device in devices]
+    if len(pipelines) == 1:
+        return pipelines[0]
+    return tf.data.Dataset.zip(tuple(pipelines)).map(
+        lambda *batches: {name: tf.concat([b[name] for b in batches], 0)
+                          for name in batches[0]})

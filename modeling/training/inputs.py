@@ -1,6 +1,7 @@
 """The training input behind one contract, on every backend: ``open(checkpoint, records)`` (the
 batches from the position of the checkpoint resumed from), ``save(checkpoint)`` (its state with
-a checkpoint being written), ``remove(checkpoint)`` (with a checkpoint dropped).
+a checkpoint being written; a JAX state goes with its checkpoint:
+``backends.jax.checkpoints.remove_orphan_input_states``).
 
 * ``ReReadInput`` (JAX): numpy batches (no TensorFlow); the position is the checkpoint's record
   count, re-read on resume.
@@ -62,7 +63,15 @@ class ReReadInput:
     Args:
         batches_after: ``records -> iterator`` of numpy batches after the first ``records``
             examples of the input.
+
+    Attributes:
+        local: False: each batch is the global batch (every process of a run reads the same
+            stream and keeps its rows).
+        share: "": one position for the run (process 0 saves nothing more).
     """
+
+    local = False
+    share = ""
 
     def __init__(self, batches_after: Callable[[int], Iterator]):
         self._batches_after = batches_after
@@ -83,12 +92,6 @@ class ReReadInput:
             checkpoint: the checkpoint being written.
         """
 
-    def remove(self, checkpoint: str) -> None:
-        """Nothing to remove.
-
-        Args:
-            checkpoint: a checkpoint being dropped.
-        """
 
 
 class TFDataInput:
@@ -99,23 +102,38 @@ class TFDataInput:
     ``ReReadInput``) is resumed by skipping the batches read.
 
     Args:
-        dataset: the repeated training batches.
+        dataset: the repeated training batches: global batches, or with ``share`` this
+            process's part of each (e.g. ``data.pretraining.dataset.device_rows_dataset``).
         transform: applied to each numpy batch (e.g. ``backends.jax.predict.pad_batch``), or None.
+        global_batch: the records of the global batch a step reads (default: the dataset's
+            static batch size).
+        share: names this process's part of the input where it reads its own (its state is
+            saved as ``<step>.<share>.*``, each process its own), or "" (the global batches,
+            one state for the run).
+
+    Attributes:
+        local: the batches are this process's rows of the global batch (a ``share`` of it
+            smaller than ``global_batch``).
     """
 
-    def __init__(self, dataset, transform: Optional[Callable] = None):
+    def __init__(self, dataset, transform: Optional[Callable] = None, *,
+                 global_batch: Optional[int] = None, share: str = ""):
         self.dataset = dataset
         self.transform = transform
+        self.share = share
         self._iterator = None
-        self._batch_size: Optional[int] = None
+        spec = dataset.element_spec[next(iter(dataset.element_spec))]
+        rows = int(spec.shape[0] or 0)
+        self.global_batch = global_batch or rows
+        self.local = bool(share) and 0 < rows < self.global_batch
 
-    @staticmethod
-    def state_prefix(checkpoint: str) -> str:
+    def state_prefix(self, checkpoint: str) -> str:
         """The iterator state's checkpoint prefix beside ``checkpoint``
-        (``backends.jax.checkpoints.input_state_prefix``)."""
+        (``backends.jax.checkpoints.input_state_prefix``, then ``.<share>``)."""
         from modeling.training.backends.jax.checkpoints import input_state_prefix
 
-        return input_state_prefix(checkpoint)
+        prefix = input_state_prefix(checkpoint)
+        return "%s.%s" % (prefix, self.share) if self.share else prefix
 
     def open(self, checkpoint: Optional[str], records: int) -> Iterator:
         """The batches from the checkpoint's position.
@@ -130,11 +148,10 @@ class TFDataInput:
         prefix = self.state_prefix(checkpoint) if checkpoint else None
         restore = prefix is not None and fs.exists(prefix + ".index")
         if checkpoint and not restore and records:
-            batch = int(dataset.element_spec[next(iter(dataset.element_spec))].shape[0] or 0)
-            if not batch:
+            if not self.global_batch:
                 raise InputError("%s: no input state beside it, and the batches have no static "
                                  "size to skip by" % checkpoint)
-            dataset = dataset.skip(records // batch)
+            dataset = dataset.skip(records // self.global_batch)  # one element per step
         self._iterator = iter(dataset)
         if restore:
             tf.train.Checkpoint(input=self._iterator).read(prefix).assert_consumed()
@@ -154,12 +171,3 @@ class TFDataInput:
         import tensorflow as tf
 
         tf.train.Checkpoint(input=self._iterator).write(self.state_prefix(checkpoint))
-
-    def remove(self, checkpoint: str) -> None:
-        """The iterator state of a checkpoint being dropped.
-
-        Args:
-            checkpoint: the checkpoint.
-        """
-        for path in fs.glob(self.state_prefix(checkpoint) + ".*"):
-            fs.remove(path)

@@ -223,13 +223,17 @@ def test_two_processes_resume_to_the_bits_of_one_process_with_two_devices(two_pr
     checkpoint and end with the bits of one process on two devices (the uninterrupted run,
     whose global batches they share; it matches the original's trajectory): the step log,
     every value of the last checkpoint (optimizer and dropout seeds included) and the
-    export. Only process 0 wrote the logs and the export."""
+    export. Only process 0 wrote the logs and the export; each process its input state."""
     out = two_processes["out"]
     assert two_processes["codes"] == [0, 0], two_processes["logs"][0][-3000:] + \
         two_processes["logs"][1][-3000:]
     assert "process 0 of 2, 2 devices in all" in two_processes["logs"][0]
     assert "Resuming from" in two_processes["logs"][1]
     assert "Saved checkpoint" not in two_processes["logs"][1]  # process 0 speaks
+    # each process read its own rows (device_rows_dataset) and saved its own input state
+    assert {n for n in os.listdir(out / "jax_input") if n.startswith("40.")} == {
+        "40.process-%d-of-2-devices-2.%s" % (p, s) for p in (0, 1)
+        for s in ("index", "data-00000-of-00001")}
     assert _steps(out) == _steps(uninterrupted)
     from modeling.training.backends.jax import checkpoints
 

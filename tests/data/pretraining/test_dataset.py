@@ -69,6 +69,49 @@ def test_training_mode_shuffles_reproducibly_with_a_seed():
     assert [tuple(row) for row in a[:8]] != first_file[:8]
 
 
+def _rows(files, devices, count, deterministic, n=6, batch=8):
+    ds = pd.device_rows_dataset(files, 128, 20, batch, devices, count,
+                                deterministic=deterministic, seed=3)
+    return [b for b in ds.take(n).as_numpy_iterator()]
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_the_global_batch_does_not_depend_on_how_devices_are_spread(deterministic):
+    """device_rows_dataset: 2 processes x 2 devices hold, side by side, the batches of one
+    process with the 4 devices; with --deterministic those are pretraining_dataset's."""
+    files = [WWM_FALSE, WWM_TRUE]
+    whole = _rows(files, [0, 1, 2, 3], 4, deterministic)
+    halves = [_rows(files, [0, 1], 4, deterministic), _rows(files, [2, 3], 4, deterministic)]
+    for step, batch in enumerate(whole):
+        assert batch["input_ids"].shape == (8, 128)
+        for name, value in batch.items():
+            np.testing.assert_array_equal(
+                value, np.concatenate([halves[0][step][name], halves[1][step][name]]), name)
+    if deterministic:
+        stream = pd.pretraining_dataset(files, 128, 20, 8, is_training=True, deterministic=True)
+        for ours, theirs in zip(whole, stream.take(6).as_numpy_iterator()):
+            np.testing.assert_array_equal(ours["input_ids"], theirs["input_ids"])
+    else:  # one device: the one pipeline of a single-device run
+        single = pd.pretraining_dataset(files, 128, 20, 8, is_training=True, seed=3)
+        for ours, theirs in zip(_rows(files, [0], 1, False), single.take(6).as_numpy_iterator()):
+            np.testing.assert_array_equal(ours["input_ids"], theirs["input_ids"])
+
+
+def test_shuffled_devices_read_their_own_files_or_records():
+    """Shuffled: with as many files as devices each device's pipeline reads its own file;
+    with fewer, the devices read disjoint records of the same stream."""
+    known = [{tuple(r["input_ids"]) for r in _jsonl(path)} for path in (WWM_FALSE, WWM_TRUE)]
+    for device in (0, 1):
+        rows = {tuple(row) for b in _rows([WWM_FALSE, WWM_TRUE], [device], 2, False, n=7)
+                for row in b["input_ids"]}
+        assert rows <= known[device] and len(rows) > 10, device
+    # one file, two devices: the records of its even places, and of its odd places
+    seen = [{tuple(row) for b in _rows([WWM_FALSE], [device], 2, False, n=7)
+             for row in b["input_ids"]} for device in (0, 1)]
+    assert len(seen[0]) > 10 and len(seen[1]) > 10 and not seen[0] & seen[1]
+    assert seen[0] | seen[1] <= known[0]
+
+
 def test_input_files_globs_and_commas(tmp_path):
     pattern = os.path.join(PRE, "seq128_*.tfrecord")
     assert corpus_shards.input_files(pattern) == [WWM_FALSE, WWM_TRUE]

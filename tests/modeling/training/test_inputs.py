@@ -1,4 +1,4 @@
-"""modeling.training.inputs: the JAX steps' input contract (open at a checkpoint, save, remove)
+"""modeling.training.inputs: the JAX steps' input contract (open at a checkpoint, save)
 and the one rule of which reader a JAX job uses."""
 
 import os
@@ -28,7 +28,6 @@ def test_re_read_input_starts_at_the_checkpoints_record_count(tmp_path):
     assert list(data.open(None, 0)) == [0]
     assert list(data.open(str(tmp_path / "jax-ckpt-2.npz"), 8)) == [8]
     data.save(str(tmp_path / "jax-ckpt-2.npz"))
-    data.remove(str(tmp_path / "jax-ckpt-2.npz"))
     assert seen == [0, 8] and os.listdir(tmp_path) == []
 
 
@@ -42,14 +41,25 @@ def test_tf_data_input_resumes_from_its_saved_iterator_state(tmp_path):
     assert any(name.startswith("jax-ckpt-3.input") for name in os.listdir(tmp_path))
     # A new process's input, opened at the checkpoint: the shuffle buffer as it was.
     assert _take(inputs.TFDataInput(_batches(seed=7)).open(checkpoint, 12), 3) == whole[3:]
-    first.remove(checkpoint)
-    assert os.listdir(tmp_path) == []
 
 
 def test_tf_data_input_without_a_saved_state_skips_the_batches_read(tmp_path):
     checkpoint = str(tmp_path / "jax-ckpt-2.npz")  # written by ReReadInput: no state beside it
     whole = _take(inputs.TFDataInput(_batches()).open(None, 0), 4)
     assert _take(inputs.TFDataInput(_batches()).open(checkpoint, 8), 2) == whole[2:]
+
+
+def test_a_process_share_has_its_own_state_and_skips_by_global_steps(tmp_path):
+    """A process's part of each global batch (2 of the 4 rows): its state is saved under its
+    share; without one, a resumed run skips one element per global step read."""
+    checkpoint = str(tmp_path / "jax_checkpoints" / "3")
+    part = inputs.TFDataInput(_batches().map(lambda b: {"x": b["x"][:2]}), global_batch=4,
+                              share="process-0-of-2-devices-2")
+    assert part.local and part.state_prefix(checkpoint).endswith(
+        os.path.join("jax_input", "3.process-0-of-2-devices-2"))
+    whole = _take(part.open(None, 0), 5)
+    assert _take(part.open(checkpoint, 12), 2) == whole[3:]  # 12 records: 3 steps
+    assert not inputs.TFDataInput(_batches(), share="process-0-of-1-devices-2").local
 
 
 def test_tensorflow_for_input_hides_the_accelerators_from_tensorflow(monkeypatch):

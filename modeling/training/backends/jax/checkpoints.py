@@ -6,9 +6,10 @@ process of a run saves and restores its own shards; Orbax writes a step into a t
 folder and names it only when complete (on ``gs://``, a ``commit_success.txt``), so an
 interrupted save is never taken for a checkpoint. The newest ``--keep_checkpoint_max`` are kept.
 
-The input's own state (``inputs.TFDataInput``'s tf.data iterator, the same in every process)
-is written by process 0 beside it first (``<output_dir>/jax_input/<step>.*``), so a checkpoint
-found always has it; one left without its checkpoint (a kill between the two) is removed.
+The input's own state (``inputs.TFDataInput``'s tf.data iterator) is written beside it first
+(``<output_dir>/jax_input/<step>.*``: by process 0 where every process reads the same stream;
+``<step>.<share>.*`` by each process where each reads its own part), so a checkpoint found
+always has it; one left without its checkpoint (a kill between the two) is removed.
 
 The store before Orbax, ``<output_dir>/jax-ckpt-<step>.npz`` (written whole by one process;
 its input state ``jax-ckpt-<step>.input.*``), is still read: a run whose folder holds one
@@ -137,7 +138,8 @@ def save_checkpoint(folder: str, state, model, optimizer, step: int, records: in
         records: examples read so far (the input position).
         keep: checkpoints kept (``--keep_checkpoint_max``; 0 keeps all).
         data: the training input (``TFDataInput`` saves its iterator state first), or None.
-        writer: this process writes the input state and removes what is dropped (process 0).
+        writer: this process writes the run's input state (unless each process has its own
+            ``share``) and removes what is dropped (process 0).
 
     Returns:
         The path written.
@@ -149,9 +151,9 @@ def save_checkpoint(folder: str, state, model, optimizer, step: int, records: in
             "non_trainable": [v.path for v in model.non_trainable_variables],
             "optimizer": [v.path for v in optimizer.variables]}
     path = os.path.join(folder, ORBAX_DIR, str(step))
-    if data is not None and writer:
+    own_input = data is not None and (writer or bool(data.share))
+    if own_input:
         data.save(path)  # before the checkpoint: a checkpoint found has its input state
-    before = {p for _, p in checkpoints_in(folder)}
     manager = _manager(os.path.join(folder, ORBAX_DIR), keep)
     try:
         manager.save(step, args=ocp.args.Composite(
@@ -162,27 +164,39 @@ def save_checkpoint(folder: str, state, model, optimizer, step: int, records: in
         manager.wait_until_finished()
     finally:
         manager.close()
-    if writer and data is not None:
-        kept = {p for _, p in checkpoints_in(folder)}
-        for dropped in before - kept:
-            data.remove(dropped)
+    if own_input:  # the states of the checkpoints dropped (each process its own)
+        remove_orphan_input_states(folder, [p for _, p in checkpoints_in(folder)],
+                                   share=data.share)
     return path
 
 
-def remove_orphan_input_states(folder: str, checkpoints: List[str]) -> List[str]:
-    """Removes the input states (``jax_input/<step>.*``; ``jax-ckpt-<step>.input.*`` of the
-    store before Orbax) whose checkpoint is not in ``checkpoints``: a run killed between
-    writing the state and its checkpoint leaves one.
+def remove_orphan_input_states(folder: str, checkpoints: List[str],
+                               share: Optional[str] = None) -> List[str]:
+    """Removes the input states (``jax_input/<step>[.<share>].*``; ``jax-ckpt-<step>.input.*``
+    of the store before Orbax) whose checkpoint is not in ``checkpoints``: those of the
+    checkpoints dropped (``--keep_checkpoint_max``), and one that a run killed between writing
+    the state and its checkpoint left.
 
     Args:
         folder: the output folder.
         checkpoints: the checkpoint paths found there.
+        share: only the states of this ``inputs.TFDataInput.share`` ("": the run's one
+            state; what a process removes after its save), or None: every process's (at a
+            run's start, by process 0).
 
     Returns:
         The paths removed.
     """
     kept = {input_state_prefix(path) for path in checkpoints}
     removed = []
+    if share is not None:  # <step>.index, <step>.data-*: one dot; <step>.<share>.*: two
+        for path in fs.glob(os.path.join(folder, INPUT_DIR, "*.*")):
+            step, rest = os.path.basename(path).split(".", 1)
+            if (step.isdigit() and os.path.join(folder, INPUT_DIR, step) not in kept
+                    and (rest.startswith(share + ".") if share else "." not in rest)):
+                fs.remove(path)
+                removed.append(path)
+        return removed
     for path in fs.glob(os.path.join(folder, "jax-ckpt-*.input.*")):
         name = os.path.basename(path)
         step = name[:name.index(".input.")]

@@ -10,10 +10,13 @@ come after any other). Its settings are the tools' flags, named as that function
   tasks; a Cloud TPU VM, whose slice may have several hosts), else one process, as before.
 
 Then every device of every process is in one data-parallel mesh (``steps.distribute``). Each
-process puts its own rows of every global batch on its devices (``local_rows``): process ``p``
-of ``N`` the ``p``-th ``N``-th of the batch, the rows its devices hold in the mesh. Every
-process reads the same stream of global batches and keeps its rows, so ``N`` processes of
-``k`` devices train on the very batches of one process with ``N x k`` devices: the same bits.
+process puts its own rows of every global batch on its devices: process ``p`` of ``N`` the
+``p``-th ``N``-th of the batch, the rows its devices hold in the mesh (``device_places``).
+Either it reads the stream of global batches and keeps its rows (``local_rows``: the
+fine-tuning tools, the numpy readers), or it reads only its devices' part of the input
+(pre-training's ``device_rows_dataset``, its state saved under ``input_share``). Either way
+``N`` processes of ``k`` devices train on the very batches of one process with ``N x k``
+devices: the same bits.
 Process 0 alone writes the step log, summaries, progress, exports and results
 (``is_writer``); every process writes its own shards of each checkpoint (Orbax:
 ``checkpoints``). On CPUs the processes all-reduce with gloo over TCP.
@@ -40,7 +43,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -221,6 +224,36 @@ def process_count() -> int:
 def is_writer() -> bool:
     """Whether this process writes the run's files (process 0)."""
     return process_index() == 0
+
+
+def device_places() -> Tuple[List[int], int]:
+    """This process's devices' places in the data-parallel mesh (every device of every
+    process, in ``jax.devices()``'s order: ``steps.distribute``), and the devices in all.
+
+    Returns:
+        ``([i, i + 1, ...], D)``.
+    """
+    import jax
+
+    devices = jax.devices()
+    mine = [i for i, device in enumerate(devices) if device.process_index == process_index()]
+    return mine, len(devices)
+
+
+def input_share(deterministic: bool) -> str:
+    """The name of this process's part of a pre-training input that each process reads for
+    its own devices (``data.pretraining.dataset.device_rows_dataset``; its state is saved
+    under it), or "" where the one process reads the input as one run would on one device
+    (the same state): ``process-<p>-of-<N>-devices-<D>``.
+
+    Args:
+        deterministic: the input is the global stream in file order (one pipeline on one
+            process, whatever its devices).
+    """
+    places, count = device_places()
+    if process_count() == 1 and (deterministic or count == 1):
+        return ""
+    return "process-%d-of-%d-devices-%d" % (process_index(), process_count(), count)
 
 
 def local_rows(batch: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:

@@ -239,29 +239,34 @@ def device_names() -> str:
     return names
 
 
-def shard(batch: Mapping[str, np.ndarray], distribution) -> Mapping[str, Any]:
+def shard(batch: Mapping[str, np.ndarray], distribution, local: bool = False
+          ) -> Mapping[str, Any]:
     """A global batch placed split over the devices along its first axis (as is without
     them); among several processes, each places its own rows (``cluster.local_rows``).
 
     Args:
-        batch: name -> array [B, ...], the global batch.
+        batch: name -> array [B, ...], the global batch; with ``local``, this process's rows
+            of it [B / N, ...] (an input that each process reads for its own devices).
         distribution: ``distribute``'s result (None: as is).
+        local: ``batch`` holds this process's rows only.
     """
     import jax
 
     if distribution is None:
         return batch
     several = jax.process_count() > 1
-    rows = cluster.local_rows(batch) if several else batch
+    rows = cluster.local_rows(batch) if several and not local else batch
 
-    def place(value, shape):
+    def place(value, rows_of_all):
+        shape = (rows_of_all,) + np.shape(value)[1:]  # the global batch's
         layout = distribution.get_data_layout(shape)  # batch axis split, per rank
         sharding = getattr(layout, "backend_layout", layout)
         if several:
             return jax.make_array_from_process_local_data(sharding, np.asarray(value), shape)
         return jax.device_put(value, sharding)
 
-    return {name: place(value, np.shape(batch[name])) for name, value in rows.items()}
+    return {name: place(value, np.shape(value)[0] * jax.process_count() if local
+                        else np.shape(batch[name])[0]) for name, value in rows.items()}
 
 
 class Steps:
@@ -328,7 +333,7 @@ class Steps:
         pending = []
         for _ in range(num_steps):
             self.state, logs = self.step_fn(self.state, shard(next(self._batches),
-                                                              self.distribution))
+                                                              self.distribution, self.data.local))
             pending.append(logs)
         pending = jax.device_get(pending)  # the loop's one wait for the device
         self.step += num_steps

@@ -594,7 +594,7 @@ class Trainer:
 
 class IteratorInput:
     """TensorFlow's training input, behind the contract of ``modeling.training.inputs``
-    (``open`` at a checkpoint's position, ``save`` with a checkpoint, ``remove``): this host's
+    (``open`` at a checkpoint's position, ``save`` with a checkpoint): this host's
     iterator over its replicas' batches (``Trainer._distributed_iterator``), whose state lives
 
     * on one host, inside the model checkpoint (``checkpoint_objects``: ``iterator/...``);
@@ -713,14 +713,6 @@ class IteratorInput:
         del checkpoint  # the step counter names it
         if self._manager is not None:
             self._manager.save(checkpoint_number=self.trainer.optimizer.iterations)
-
-    def remove(self, checkpoint: str) -> None:
-        """Nothing: the states beside checkpoints are kept as many as the checkpoints, by their
-        manager.
-
-        Args:
-            checkpoint: a checkpoint being dropped.
-        """
 
     def close(self) -> None:
         """Drops the iterator and its manager (``Trainer.release_input``)."""

@@ -39,6 +39,25 @@ def test_orphan_input_states_are_removed_and_nothing_else(tmp_path):
                                                                 "jax_input/32.")))
 
 
+def test_a_process_removes_its_own_dropped_input_states_only(tmp_path):
+    """After a save, each process removes the states of its share whose checkpoint is gone
+    (dropped by --keep_checkpoint_max); the other processes' and the run's one state stay."""
+    share = "process-1-of-2-devices-2"
+    names = ["jax_input/8.%s.index" % share, "jax_input/8.%s.data-00000-of-00001" % share,
+             "jax_input/16.%s.index" % share,  # kept: its checkpoint is there
+             "jax_input/8.process-0-of-2-devices-2.index", "jax_input/8.index"]
+    for name in names:
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(b"x")
+    kept = [str(tmp_path / "jax_checkpoints" / "16")]
+    removed = checkpoints.remove_orphan_input_states(str(tmp_path), kept, share=share)
+    assert sorted(os.path.relpath(p, tmp_path) for p in removed) == sorted(names[:2])
+    removed = checkpoints.remove_orphan_input_states(str(tmp_path), kept, share="")
+    assert [os.path.relpath(p, tmp_path) for p in removed] == ["jax_input/8.index"]
+    assert sorted(os.listdir(tmp_path / "jax_input")) == [
+        "16.%s.index" % share, "8.process-0-of-2-devices-2.index"]
+
+
 def test_input_states_go_beside_their_checkpoint():
     assert checkpoints.input_state_prefix("/o/jax_checkpoints/40") == "/o/jax_input/40"
     assert checkpoints.input_state_prefix("/o/jax-ckpt-40.npz") == "/o/jax-ckpt-40.input"
