@@ -45,6 +45,12 @@ Emulator quirks (version pinned in requirements-dev.txt), and where each is hand
   directory markers (``dir/`` objects) with an empty ``uploadType=media`` POST; the emulator turns
   an empty body into ``None``, crashes on ``len(None)`` and drops the connection.
   ``_patch_emulator`` makes an empty media-upload body read as ``b""``.
+* No ``x-goog-generation`` header on object reads -- EMULATOR, patched in the helper process
+  (``_add_generation_headers``). TensorStore (Orbax's arrays on ``gs://``) reads an object's
+  generation from it. TensorStore and google-cloud-storage (which Orbax asks for the bucket's
+  layout) speak to the emulator directly, plain HTTP on loopback (``env``: their own endpoint
+  variables); the emulator ignores ``ifGenerationMatch`` preconditions, which only matters to
+  writers racing for one object (none here).
 * Object names ending in ``/`` (the markers) only work with the emulator's in-memory store (on
   disk, ``dir/`` and ``dir/file`` would need a file and a folder of the same name); in-memory
   storage also leaves nothing behind.
@@ -160,6 +166,37 @@ def _patch_emulator() -> None:
         return data
 
     emulator_server._read_data = read_data_keeping_empty_media
+    _add_generation_headers()
+
+
+def _add_generation_headers() -> None:
+    """Object reads answer with the object's ``x-goog-generation`` / ``x-goog-metageneration``
+    headers, as GCS does. TensorStore's GCS client (Orbax's arrays) takes an object's
+    generation from them and fails a read without them ("Malformed StorageGeneration"). The
+    emulator's media download handler is wrapped, where its routes and ``objects.get`` find it.
+    """
+    from gcp_storage_emulator import server as emulator_server
+    from gcp_storage_emulator.handlers import objects
+
+    original = objects.download
+
+    def download_with_generation(request, response, storage, *args, **kwargs):
+        result = original(request, response, storage, *args, **kwargs)
+        if int(response.status) in (200, 206):
+            try:
+                obj = storage.get_file_obj(request.params["bucket_name"],
+                                           request.params["object_id"])
+            except Exception:  # noqa: BLE001 - answered already; no headers to add
+                return result
+            response["x-goog-generation"] = str(obj["generation"])
+            response["x-goog-metageneration"] = str(obj["metageneration"])
+        return result
+
+    objects.download = download_with_generation
+    for _, handlers in emulator_server.HANDLERS:
+        for method, handler in list(handlers.items()):
+            if handler is original:
+                handlers[method] = download_with_generation
 
 
 def _skip_metadata_snapshots(storage) -> None:
@@ -517,6 +554,10 @@ class GcsLoopback:
         return _LOOPBACK, int(self._require("emulator_port"))  # type: ignore[arg-type]
 
     @property
+    def emulator_url(self) -> str:
+        return "http://%s:%d" % self.emulator_address
+
+    @property
     def proxy_url(self) -> str:
         return "http://%s:%d" % (_LOOPBACK, int(self._require("proxy_port")))  # type: ignore
 
@@ -556,6 +597,12 @@ class GcsLoopback:
             # exponential backoff): there is no flaky network to ride out here.
             "GCS_RETRY_CONFIG_MAX_RETRIES": "2",
             "GCS_RETRY_CONFIG_INIT_DELAY_TIME_US": "50000",
+            # Orbax (JAX's checkpoints) on gs://: its arrays go through TensorStore's own GCS
+            # client, and it asks the bucket's layout with google-cloud-storage's; both take
+            # an emulator's address as these variables say, plain HTTP on loopback (no_proxy).
+            # Orbax's files and folders go through tf.io.gfile (etils.epath): the proxy.
+            "TENSORSTORE_GCS_HTTP_URL": self.emulator_url,
+            "STORAGE_EMULATOR_HOST": self.emulator_url,
         }
 
     @property

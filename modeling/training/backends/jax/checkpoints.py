@@ -23,6 +23,7 @@ Example (``KERAS_BACKEND=jax``)::
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import logging
@@ -42,13 +43,22 @@ CHECKPOINT_PATTERN = re.compile(r"^jax-ckpt-(\d+)\.npz$")  # the store before Or
 _ITEMS = ("state", "meta")
 
 
-def _orbax():
-    """``orbax.checkpoint``; where it is not installed, one line saying how to install it."""
+def _orbax(folder: str = ""):
+    """``orbax.checkpoint``; where it is not installed (or, for a ``gs://`` ``folder``,
+    ``google-cloud-storage``, which Orbax asks for the bucket's layout), one line saying how
+    to install it."""
     try:
         import orbax.checkpoint as ocp
     except ImportError:
         raise InputError("JAX's checkpoints need orbax-checkpoint: pip install "
                          "'orbax-checkpoint==0.12.8' (or this project's '.[jax]' extra)") from None
+    if folder.startswith("gs://"):
+        try:
+            importlib.import_module("google.cloud.storage")
+        except ImportError:
+            raise InputError("%s: JAX's checkpoints on gs:// need google-cloud-storage: pip "
+                             "install google-cloud-storage (or this project's '.[jax]' extra)"
+                             % folder) from None
     return ocp
 
 
@@ -64,7 +74,7 @@ class _QuietOrbax(logging.Filter):
 def _manager(root: str, keep: int = 0, read_only: bool = False):
     """Orbax's ``CheckpointManager`` over the steps in ``root`` (``<output_dir>/
     jax_checkpoints``; synchronous saves)."""
-    ocp = _orbax()
+    ocp = _orbax(root)
 
     absl_logger = logging.getLogger("absl")
     if not any(isinstance(f, _QuietOrbax) for f in absl_logger.filters):
@@ -144,7 +154,7 @@ def save_checkpoint(folder: str, state, model, optimizer, step: int, records: in
     Returns:
         The path written.
     """
-    ocp = _orbax()
+    ocp = _orbax(folder)
 
     meta = {"step": step, "records": records,
             "variables": [v.path for v in model.trainable_variables],
@@ -235,7 +245,7 @@ def read_checkpoint(path: str) -> Tuple[Dict[str, np.ndarray], dict]:
             return arrays, json.loads(bytes(arrays.pop("meta")).decode("utf-8"))
         except (OSError, ValueError, KeyError, zipfile.BadZipFile) as e:
             raise InputError("%s: damaged checkpoint (%s)" % (path, e)) from None
-    ocp = _orbax()
+    ocp = _orbax(path)
 
     root, step = _step_of(path)
     manager = _manager(root, read_only=True)
@@ -288,7 +298,7 @@ def _restore_orbax(path: str, model, optimizer=None) -> Tuple[dict, dict]:
     """Orbax checkpoint ``path``'s values, as the variables lay them out (each process its
     shards); the optimizer's (fully replicated) only with ``optimizer``. ``(state, meta)``."""
     import jax
-    ocp = _orbax()
+    ocp = _orbax(path)
 
     root, step = _step_of(path)
     manager = _manager(root, read_only=True)
