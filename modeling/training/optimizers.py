@@ -141,7 +141,10 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
         self.beta_2 = beta_2
         self.epsilon = epsilon
         self._decay_flags = []
-        self._stats = threading.local()  # per replica thread (MirroredStrategy runs threads)
+        # What a backend's apply path reads and leaves, per replica thread (MirroredStrategy
+        # runs threads): ``cpu_kernel`` (clip_and_apply's choice), ``last`` (the norm and its
+        # finiteness).
+        self.step_stats = threading.local()
         self._clipping_norm = None
         self._loss_scale_var = None
         self._good_steps = None
@@ -174,13 +177,36 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
         Returns:
             A bool.
         """
-        return self._decay_flags[self._get_variable_index(variable)]
+        return self._decay_flags[self.variable_index(variable)]
+
+    def variable_index(self, variable) -> int:
+        """``variable``'s place among the variables the optimizer was built with (its slots').
+
+        Args:
+            variable: one of them.
+        """
+        return self._get_variable_index(variable)
+
+    def slots(self, index: int):
+        """``(m, v, decays)`` of the variable at ``index``: its two moment slots and whether
+        weight decay applies to it (an in-place kernel updates them itself).
+
+        Args:
+            index: ``variable_index``'s.
+        """
+        return self._m[index], self._v[index], self._decay_flags[index]
 
     # ------------------------------------------------------------------------------ loss scale
     @property
     def loss_scale(self):
         """The current loss scale (a float32 variable), or None without loss scaling."""
         return self._loss_scale_var
+
+    @property
+    def loss_scale_good_steps(self):
+        """The finite steps since the dynamic loss scale last changed (an int64 variable), or
+        None."""
+        return self._good_steps
 
     def scale_loss(self, loss):
         """``loss * loss_scale`` (identity without loss scaling).
@@ -217,15 +243,15 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
           on TensorFlow; empty on another backend, whose step computes the norm itself
           (``backends.jax.steps.make_train_step``).
         """
-        self._stats.last = {}
+        self.step_stats.last = {}
         # Handed to the update through Keras' ``apply`` in this thread's state (the replica's
         # thread under a MirroredStrategy, like the stats).
-        self._stats.cpu_kernel = bool(cpu_kernel)
+        self.step_stats.cpu_kernel = bool(cpu_kernel)
         try:
             self.apply(list(grads), list(variables))
         finally:
-            self._stats.cpu_kernel = False
-        stats, self._stats.last = getattr(self._stats, "last", {}), {}
+            self.step_stats.cpu_kernel = False
+        stats, self.step_stats.last = getattr(self.step_stats, "last", {}), {}
         return stats
 
     def _backend_apply_gradients(self, grads, trainable_variables):
@@ -281,11 +307,18 @@ class _ClippedOptimizer(keras.optimizers.Optimizer):
 
     def update_step(self, gradient, variable, learning_rate):
         """Keras' per-variable hook (after ``_clip_gradients``; no reduction): the rule."""
-        self._update(variable, gradient, learning_rate, self._get_variable_index(variable))
+        self.apply_rule(variable, gradient, learning_rate, self.variable_index(variable))
 
-    def _update(self, var, grad, lr, index):
+    def apply_rule(self, var, grad, lr, index: int) -> None:
         """The rule on one variable and its slots, assigned in place (per device on
-        TensorFlow, in an update context: only assigns)."""
+        TensorFlow, in an update context: only assigns).
+
+        Args:
+            var: the variable.
+            grad: its dense gradient, clipped.
+            lr: the learning rate.
+            index: ``variable_index(var)``.
+        """
         math = _BACKEND.MATH
         param = var.value if isinstance(var, keras.Variable) else var
         m, v = self._m[index], self._v[index]
@@ -338,8 +371,17 @@ class AdamWeightDecay(_ClippedOptimizer):
         return update_rules.adam_weight_decay(param, grad, m, v, lr, decay, math, self.beta_1,
                                               self.beta_2, self.epsilon, self.weight_decay_rate)
 
-    def _cpu_kernel_update(self, var, grad, lr, index, grad_scale):
-        """``_update`` on ``grad * grad_scale`` as one in-place kernel (bit-identical)."""
+    def apply_kernel(self, var, grad, lr, index: int, grad_scale) -> None:
+        """``apply_rule`` on ``grad * grad_scale`` as one in-place CPU kernel
+        (bit-identical; where ``cpu_kernel_applies``).
+
+        Args:
+            var: the variable.
+            grad: its dense gradient, before clipping.
+            lr: the float32 learning rate.
+            index: ``variable_index(var)``.
+            grad_scale: the clipping factor.
+        """
         _BACKEND.adam_weight_decay_kernel(self, var, grad, lr, index, grad_scale)
 
 

@@ -136,12 +136,12 @@ def _replay(experiment, compiled):
             _, norm = step_fn([tf.constant(golden["input/" + n][t]) for n in VAR_NAMES])
         close(norm, golden["global_norm"][t], "global norm step %d" % t, "global_norm")
         for name in VAR_NAMES:
-            index = opt._get_variable_index(variables[name])
+            m, v, _ = opt.slots(opt.variable_index(variables[name]))
             close(variables[name].numpy(), golden["param_after/" + name][t],
                   "%s after step %d" % (name, t), "params")
-            close(opt._m[index].numpy(), golden["adam_m_after/" + name][t],
+            close(m.numpy(), golden["adam_m_after/" + name][t],
                   "%s adam_m after step %d" % (name, t), "adam_m")
-            close(opt._v[index].numpy(), golden["adam_v_after/" + name][t],
+            close(v.numpy(), golden["adam_v_after/" + name][t],
                   "%s adam_v after step %d" % (name, t), "adam_v")
         assert int(opt.iterations) == t + 1
     assert not misfits, "%d misfits, the first: %s" % (len(misfits), misfits[0])
@@ -175,7 +175,7 @@ def test_indexed_slices_norm_counts_each_occurrence():
     assert float(stats["global_norm"]) == pytest.approx(np.sqrt(9 + 9 + 16))  # not sqrt(36+16)
     # Densified after clipping: row 1 got both occurrences, clipped by the per-occurrence norm.
     scale = 1.0 / np.sqrt(34.0)
-    np.testing.assert_allclose(opt._m[0].numpy()[1], [0.1 * 6.0 * scale, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(opt.slots(0)[0].numpy()[1], [0.1 * 6.0 * scale, 0.0], rtol=1e-6)
 
 
 def test_fixed_grads_experiment_matches_golden():
@@ -223,7 +223,7 @@ def test_corrected_schedule_first_update_is_noop_for_params():
     opt = optimizers.create_optimizer(1e-3, 10, 2, one_step_ahead=False)
     opt.apply_gradients([(tf.constant([0.1, -0.2, 0.3]), var)])
     np.testing.assert_array_equal(var.numpy(), np.ones(3, np.float32))
-    assert np.all(opt._m[0].numpy() != 0)
+    assert np.all(opt.slots(0)[0].numpy() != 0)
 
 
 def test_lamb_trust_ratio_and_exclusion():

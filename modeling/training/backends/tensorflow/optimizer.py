@@ -66,7 +66,7 @@ def _scale_gradient(grad, factor):
 def apply_gradients(optimizer, grads, trainable_variables, keras_apply: Callable) -> None:
     """``optimizer``'s update of ``trainable_variables`` by ``grads`` on TensorFlow (module
     doc), in place of Keras' path; the norm before clipping and its finiteness go to the
-    thread's ``optimizer._stats.last`` (``clip_and_apply`` returns them).
+    thread's ``optimizer.step_stats.last`` (``clip_and_apply`` returns them).
 
     Args:
         optimizer: a ``modeling.training.optimizers`` optimizer, built.
@@ -84,7 +84,7 @@ def apply_gradients(optimizer, grads, trainable_variables, keras_apply: Callable
         inverse = 1.0 / optimizer.loss_scale.value
         grads = [_scale_gradient(g, inverse) for g in grads]
     global_norm = tf.linalg.global_norm(grads)  # [] (IndexedSlices: per occurrence)
-    if (not cross_replica and getattr(optimizer._stats, "cpu_kernel", False)
+    if (not cross_replica and getattr(optimizer.step_stats, "cpu_kernel", False)
             and optimizer.cpu_kernel_applies(trainable_variables)):
         # Clipping factor and update in one in-place kernel per variable (cpu_ops).
         grad_scale = (_clip_scale(global_norm, optimizer.clip_norm)
@@ -97,9 +97,9 @@ def apply_gradients(optimizer, grads, trainable_variables, keras_apply: Callable
                 grad, scale = tf.convert_to_tensor(_scale_gradient(grad, grad_scale)), one
             else:
                 scale = grad_scale
-            optimizer._cpu_kernel_update(var, grad, learning_rate,
-                                         optimizer._get_variable_index(var), scale)
-        optimizer._stats.last = {"global_norm": global_norm,
+            optimizer.apply_kernel(var, grad, learning_rate, optimizer.variable_index(var),
+                                   scale)
+        optimizer.step_stats.last = {"global_norm": global_norm,
                                  "grads_finite": tf.math.is_finite(global_norm)}
         return
     if optimizer.clip_norm is not None:
@@ -114,12 +114,12 @@ def apply_gradients(optimizer, grads, trainable_variables, keras_apply: Callable
     grads = [tf.convert_to_tensor(g) for g in grads]  # dense: repeated rows summed
     learning_rate = optimizer.learning_rate
     variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
-    indices = [optimizer._get_variable_index(v) for v in trainable_variables]
+    indices = [optimizer.variable_index(v) for v in trainable_variables]
     strategy = tf.distribute.get_strategy()
     tf.__internal__.distribute.interim.maybe_merge_call(
         functools.partial(_distributed_update, optimizer), strategy,
         list(zip(grads, variables, indices)), learning_rate, finite)
-    optimizer._stats.last = {"global_norm": global_norm, "grads_finite": finite}
+    optimizer.step_stats.last = {"global_norm": global_norm, "grads_finite": finite}
 
 
 @tf.autograph.experimental.do_not_convert
@@ -130,18 +130,19 @@ def _distributed_update(optimizer, distribution, grads_vars_indices, learning_ra
     def update_one(var, grad, lr, ok, index):
         if skip_nonfinite:
             def apply_update():
-                optimizer._update(var, grad, lr, index)
+                optimizer.apply_rule(var, grad, lr, index)
 
             tf.cond(ok, apply_update, lambda: None)
         else:
-            optimizer._update(var, grad, lr, index)
+            optimizer.apply_rule(var, grad, lr, index)
 
     for grad, var, index in grads_vars_indices:
         distribution.extended.update(var, update_one, args=(grad, learning_rate, finite, index),
                                      group=False)
     if optimizer.loss_scale_mode == "dynamic":
         distribution.extended.update(optimizer.loss_scale.value,
-                                     functools.partial(_update_loss_scale, optimizer._good_steps),
+                                     functools.partial(_update_loss_scale,
+                                                       optimizer.loss_scale_good_steps),
                                      args=(finite,), group=False)
 
 
@@ -186,7 +187,7 @@ def adam_weight_decay_kernel(optimizer, var, grad, lr, index, grad_scale) -> Non
         index: the variable's index in the optimizer.
         grad_scale: the clipping factor.
     """
-    cpu_ops.adam_weight_decay_apply(
-        var, optimizer._m[index], optimizer._v[index], grad, lr, grad_scale, optimizer.beta_1,
-        optimizer.beta_2, optimizer.epsilon, optimizer.weight_decay_rate,
-        optimizer._decay_flags[index])
+    m, v, decays = optimizer.slots(index)
+    cpu_ops.adam_weight_decay_apply(var, m, v, grad, lr, grad_scale, optimizer.beta_1,
+                                    optimizer.beta_2, optimizer.epsilon,
+                                    optimizer.weight_decay_rate, decays)
