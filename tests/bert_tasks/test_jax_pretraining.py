@@ -235,6 +235,9 @@ def test_two_processes_resume_to_the_bits_of_one_process_with_two_devices(two_pr
         "40.process-%d-of-2-devices-2.%s" % (p, s) for p in (0, 1)
         for s in ("index", "data-00000-of-00001")}
     assert _steps(out) == _steps(uninterrupted)
+    trajectory = np.load(os.path.join(TRAJ, "trajectory.npz"))  # the original's, as above
+    np.testing.assert_allclose([r["loss"] for r in _steps(out)], trajectory["total_loss"],
+                               rtol=1e-5)
     from modeling.training.backends.jax import checkpoints
 
     ours, _ = checkpoints.read_checkpoint(str(out / "jax_checkpoints" / "40"))
