@@ -43,12 +43,14 @@ def jax_env(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, jax_env):
+def runs(tmp_path_factory, jax_env, gcs):
     """A run killed with SIGKILL after its first checkpoint (``folder/killed``; its stderr
     lines); then in one process: that run resumed, a run on an empty input file
-    (``folder/empty_out``), the uninterrupted run with --do_eval (``folder/whole``). The runs'
-    results (jax_tools.run_in_one_process) by name."""
+    (``folder/empty_out``), the uninterrupted run with --do_eval (``folder/whole``), the same
+    into a gs:// folder of the loopback GCS (``gs_url``; tests/support/gcs_loopback.py). The
+    runs' results (jax_tools.run_in_one_process) by name."""
     tmp = tmp_path_factory.mktemp("jax")
+    gs_url = gcs.url(gcs.unique_prefix("jax_pretraining"))
     killed = tmp / "killed"
     lines = KilledAfterFirstCheckpoint(_command(killed), cwd=paths.ROOT, env=jax_env).wait()
     (tmp / "empty.tfrecord").write_bytes(b"")
@@ -59,14 +61,16 @@ def runs(tmp_path_factory, jax_env):
                                "--input_file=%s" % (tmp / "empty.tfrecord")
                                for a in trajectory_args(tmp / "empty_out", *ARGS)]),
         ("whole", tool, trajectory_args(tmp / "whole", *ARGS, "--do_eval")),
+        ("on_gs", tool, trajectory_args(gs_url, *ARGS, "--do_eval", "--save_checkpoints_steps=20",
+                                        "--keep_checkpoint_max=1")),
         # bad cluster flags: one line each, before anything is written
         ("process_id_out_of_range", tool, trajectory_args(
             tmp / "bad_id", *ARGS, "--coordinator_address=127.0.0.1:1", "--num_processes=2",
             "--process_id=2")),
         ("processes_without_coordinator", tool, trajectory_args(
             tmp / "bad_flags", *ARGS, "--num_processes=2", "--process_id=0"))],
-        tmp, jax_env)
-    return {"folder": tmp, "killed_lines": lines, **results}
+        tmp, dict(jax_env, **gcs.env))
+    return {"folder": tmp, "killed_lines": lines, "gs_url": gs_url, **results}
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +144,37 @@ def test_kill_9_after_a_checkpoint_then_resume_is_exact(runs, uninterrupted):
     assert sorted(whole) == sorted(resumed)
     for name, value in whole.items():
         np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+
+
+def test_on_gs_paths_the_bits_of_the_local_run(runs, uninterrupted, gcs):
+    """--output_dir on gs:// (the loopback GCS): Orbax's checkpoints (their arrays through
+    TensorStore's GCS client; the newest one kept, with its input state), the step log, the
+    eval results and the TF1 export are objects in the bucket, with the local run's bits."""
+    from bert_common.results import read_eval_results
+    from modeling import checkpoints
+    from modeling.training import step_log
+    from modeling.training.backends.jax import checkpoints as jax_checkpoints
+
+    run, url = runs["on_gs"], runs["gs_url"]
+    assert run["code"] == 0, run["stderr"][-3000:]
+    objects = set(gcs.list_objects(url))
+    prefix = url[len(gcs.bucket_url) + 1:] + "/"
+    for name in ["jax_checkpoints/40/commit_success.txt", "jax_input/40.index",
+                 "export/bert_model.ckpt.index", "eval_results.txt", "train_steps.jsonl"]:
+        assert prefix + name in objects, name
+    assert not any(o.startswith((prefix + "jax_checkpoints/20/", prefix + "jax_input/20."))
+                   for o in objects)
+    assert step_log.read_step_log(url) == _steps(uninterrupted)
+    assert (read_eval_results(url + "/eval_results.txt")
+            == read_eval_results(str(uninterrupted / "eval_results.txt")))
+    ours, _ = jax_checkpoints.read_checkpoint(url + "/jax_checkpoints/40")
+    theirs, _ = jax_checkpoints.read_checkpoint(str(uninterrupted / "jax_checkpoints" / "40"))
+    assert sorted(ours) == sorted(theirs)
+    for name in theirs:
+        np.testing.assert_array_equal(ours[name], theirs[name], err_msg=name)
+    exported = checkpoints.read_tf1_checkpoint(url + "/export/bert_model.ckpt")
+    for name, value in _export(uninterrupted).items():
+        np.testing.assert_array_equal(exported[name], value, err_msg=name)
 
 
 def test_an_empty_input_stops_before_anything_is_written(runs):

@@ -71,7 +71,6 @@ import modeling
 from modeling.training.backends.jax import checkpoints, steps
 
 folder = sys.argv[1]
-local = not folder.startswith("gs://")  # gs://: the Orbax store only
 config = modeling.BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=1,
                              num_attention_heads=2, intermediate_size=16,
                              max_position_embeddings=16, hidden_dropout_prob=0.1)
@@ -95,21 +94,20 @@ meta = {"step": 3, "records": 24, "variables": [v.path for v in model.trainable_
         "non_trainable": [v.path for v in model.non_trainable_variables],
         "optimizer": [v.path for v in optimizer.variables]}
 arrays["meta"] = np.frombuffer(json.dumps(meta).encode("utf-8"), np.uint8)
+np.savez(os.path.join(folder, "jax-ckpt-3.npz"), **arrays)
 out = {}
-if local:
-    np.savez(os.path.join(folder, "jax-ckpt-3.npz"), **arrays)
-    other, other_optimizer = build(2)  # other values: the restore must replace them all
-    out["from_npz"] = checkpoints.restore_checkpoint(
-        checkpoints.checkpoints_in(folder)[-1][1], other, other_optimizer)
-    out["npz_equal"] = all(np.array_equal(a.numpy(), b.numpy())
-                           for a, b in zip(model.weights + optimizer.variables,
-                                           other.weights + other_optimizer.variables))
-    # a step a killed save left under its temporary name: never listed, gone at the next save
-    os.makedirs(os.path.join(folder, "jax_checkpoints", "4.orbax-checkpoint-tmp-1", "state"))
-    out["half_written_listed"] = any(s == 4 for s, _ in checkpoints.checkpoints_in(folder))
+other, other_optimizer = build(2)  # other values: the restore must replace them all
+out["from_npz"] = checkpoints.restore_checkpoint(
+    checkpoints.checkpoints_in(folder)[-1][1], other, other_optimizer)
+out["npz_equal"] = all(np.array_equal(a.numpy(), b.numpy())
+                       for a, b in zip(model.weights + optimizer.variables,
+                                       other.weights + other_optimizer.variables))
+# a step a killed save left under its temporary name: never listed, gone at the next save
+os.makedirs(os.path.join(folder, "jax_checkpoints", "4.orbax-checkpoint-tmp-1", "state"))
+out["half_written_listed"] = any(s == 4 for s, _ in checkpoints.checkpoints_in(folder))
 for step in (5, 7, 9):  # Orbax from here on, the newest two kept
     path = checkpoints.save_checkpoint(folder, state, model, optimizer, step, step * 8, keep=2)
-out["listed"] = [[s, p[len(folder) + 1:]] for s, p in checkpoints.checkpoints_in(folder)]
+out["listed"] = [[s, os.path.relpath(p, folder)] for s, p in checkpoints.checkpoints_in(folder)]
 third, third_optimizer = build(3)
 out["from_orbax"] = checkpoints.restore_checkpoint(path, third, third_optimizer)
 out["orbax_equal"] = all(np.array_equal(a.numpy(), b.numpy())
@@ -149,28 +147,6 @@ def test_orbax_store_saves_keeps_restores_and_takes_over_from_npz(tmp_path):
     assert "a checkpoint of another model" in out["other_model"]
     assert not out["half_written_listed"]
     assert sorted(os.listdir(tmp_path / "jax_checkpoints")) == ["7", "9"]  # the half-written gone
-
-
-def test_orbax_store_on_gs_paths(gcs):
-    """The Orbax store in a gs:// folder of the loopback GCS (tests/support/gcs_loopback.py:
-    Orbax's arrays through TensorStore's GCS client, its files through tf.io.gfile): saved,
-    the newest two kept, listed, every value restored."""
-    pytest.importorskip("orbax.checkpoint", reason="orbax-checkpoint is in requirements-dev.txt")
-    pytest.importorskip("google.cloud.storage", reason="in requirements-dev.txt")
-    folder = gcs.url(gcs.unique_prefix("orbax"))
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
-               PYTHONPATH=paths.ROOT)
-    proc = subprocess.run([sys.executable, "-c", _STORE, folder], cwd=paths.ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("STORE ")]
-    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    out = json.loads(lines[0][len("STORE "):])
-    assert out["listed"] == [[7, "jax_checkpoints/7"], [9, "jax_checkpoints/9"]]
-    assert out["from_orbax"] == [9, 72] and out["orbax_equal"]
-    assert out["read"][1:] == [9, 72] and out["read"][0] > 20
-    objects = gcs.list_objects(folder[len(gcs.bucket_url) + 1:])
-    assert any(name.endswith("jax_checkpoints/9/commit_success.txt") for name in objects)
-    assert not any("/jax_checkpoints/5/" in name for name in objects)
 
 
 def test_without_orbax_the_error_says_how_to_install_it(monkeypatch):
