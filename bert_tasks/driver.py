@@ -23,7 +23,7 @@ original Estimator's conventions:
 
 Under ``KERAS_BACKEND=jax`` (docs/jax.md) the same run, with the same checks, input files and
 records, task model, per-example loss, step count and schedule, metrics, prediction files and
-HF export, trains on JAX (``_OnJax``: the backend is chosen once, as a value, in ``run``):
+HF export, trains on JAX (``_OnJax``: the backend is chosen once, as a value, ``backend_job``):
 
 * the input is the task's own pipeline read as numpy batches: its ``tf.data`` pipeline where
   TensorFlow is installed (on the CPU: it is kept off the accelerators, which JAX uses), else
@@ -42,7 +42,7 @@ HF export, trains on JAX (``_OnJax``: the backend is chosen once, as a value, in
   exact resume;
 * evaluating or predicting without ``do_train`` and ``init_checkpoint`` reads the newest
   checkpoint of ``output_dir``;
-* after training, ``pretraining.export_for_finetuning``: the TensorFlow tools take over from
+* after training, ``modeling.checkpoints.export_for_finetuning``: the TensorFlow tools take over from
   it as ``--init_checkpoint`` (a TF Serving export among them); the flags of TensorFlow's path
   only (``export_dir`` among them) stop the run before anything is written
   (``modeling.training.backends.jax.settings.check_settings``).
@@ -101,10 +101,9 @@ def run(task: Task, settings: Any, *, warn: Optional[Callable[[str], None]] = No
     Raises:
         InputError: bad settings or input, naming the flag or the file.
     """
-    from modeling import backend
     from modeling.config import BertConfig
 
-    on = _OnTensorFlow() if backend.TENSORFLOW else _OnJax()  # the backend, chosen once
+    on = backend_job()
     on.check(settings)
     logging.set_verbosity(logging.INFO)
     ctx = Context(settings=settings,
@@ -372,10 +371,20 @@ def write_metrics(output_dir: str, metrics: dict, global_step: int) -> None:
 # ------------------------------------------------------------------------------- the backends
 
 
+def backend_job() -> Any:
+    """The part of a job that differs by Keras backend, chosen once, as a value, for the
+    fine-tuning tools (``run``) and pre-training (``bert_tasks.pretraining.pretrain``):
+    ``_OnTensorFlow`` or ``_OnJax`` (any other Keras backend), by ``name``."""
+    from modeling import backend
+
+    return _OnTensorFlow() if backend.TENSORFLOW else _OnJax()
+
+
 class _OnTensorFlow:
     """The run on TensorFlow: a ``tf.distribute`` strategy and its precision, TF1 checkpoints,
     ``finetuning.finetune`` (the one training job with TensorFlow's steps)."""
 
+    name = "tensorflow"
     strategy = precision = None  # set by ``prepare``
 
     def check(self, settings: Any) -> None:
@@ -425,6 +434,8 @@ class _OnTensorFlow:
 class _OnJax:
     """The run on Keras' JAX backend (see the module): the TensorFlow-only flags refused, the
     devices, Orbax checkpoints, the one training job with JAX's steps."""
+
+    name = "jax"
 
     def check(self, settings: Any) -> None:
         """The flags of TensorFlow's path only, refused with one line."""
@@ -480,8 +491,8 @@ class _OnJax:
         import keras
 
         import modeling
-        from bert_tasks.pretraining import export_for_finetuning
         from data.glue.numpy_dataset import NumpyDataset
+        from modeling.checkpoints import export_for_finetuning
         from modeling.layers import embeddings
         from modeling.training import inputs, job, objectives
         from modeling.training.backends.jax import cluster, predict, steps
@@ -515,5 +526,6 @@ class _OnJax:
                               keep_checkpoint_max=settings.keep_checkpoint_max)).global_step
         if cluster.is_writer():
             logging.info("exported %s (the TensorFlow tools' --init_checkpoint)",
-                         export_for_finetuning(model, settings, step))
+                         export_for_finetuning(model, settings.output_dir,
+                                               settings.bert_config_file, step))
         return step

@@ -27,8 +27,8 @@ not installed:
   and the records read; the newest ``--keep_checkpoint_max`` are kept. A rerun resumes from the
   newest, exactly: it ends bit for bit where an uninterrupted one ends (CPU);
 * the eval results in ``output_dir/eval`` (tensorboard's own event writer);
-* the export: ``export_for_finetuning`` (``model.weights.h5`` where TensorFlow is not
-  installed).
+* the export: ``modeling.checkpoints.export_for_finetuning`` (``model.weights.h5`` where
+  TensorFlow is not installed).
 
 Flags of the TensorFlow path only (``--strategy`` other than default, ``--use_tpu``,
 ``--num_cpu_devices``, ``--num_accumulation_steps`` > 1, fp16, ``clip_then_sum``) stop a JAX run
@@ -43,10 +43,9 @@ from typing import Dict, Optional
 
 from absl import logging
 
-from bert_common import atomic, checks
+from bert_common import checks
 from bert_common import files as fs
 from bert_common.errors import FlagError, InputError
-from bert_common.installed import tensorflow_installed
 
 EVAL_RESULTS = "eval_results.txt"
 
@@ -101,40 +100,6 @@ def load_init_checkpoint(model, path: str) -> None:
     if not report.loaded:
         raise checkpoints.CheckpointError("--init_checkpoint=%s: no BERT variable of the model "
                                           "found in it" % path)
-
-
-def export_for_finetuning(model, settings, global_step: int) -> str:
-    """``output_dir/export/bert_model.ckpt`` (Google's TF1 names) with ``bert_config.json``:
-    what the fine-tuning tools' ``--init_checkpoint`` / ``--bert_config_file`` take. Where
-    TensorFlow is not installed (a JAX run), ``export/model.weights.h5`` instead, which the
-    TensorFlow tools load as ``--init_checkpoint`` of the same model.
-
-    Args:
-        model: the trained model (pre-training, or a fine-tuning task's).
-        settings: the run's settings (the tool's flag values).
-        global_step: the step trained to (logged).
-
-    Returns:
-        The checkpoint prefix (or weights file) written.
-    """
-    export_dir = os.path.join(settings.output_dir, "export")
-    fs.makedirs(export_dir)
-    if tensorflow_installed():
-        from modeling import checkpoints
-
-        written = checkpoints.save_tf1_checkpoint(
-            model, os.path.join(export_dir, "bert_model.ckpt"), global_step=global_step)
-    else:
-        written = os.path.join(export_dir, "model.weights.h5")
-        # A staged path with the final name (Keras wants the suffix), renamed in when
-        # complete; a killed run's staging folder is removed by the next run that writes here.
-        with atomic.atomic_path(written) as temp:
-            model.save_weights(temp)
-        logging.info("Exported %s (TensorFlow is not installed: the TensorFlow tools load it "
-                     "as --init_checkpoint of the same model)", written)
-    with atomic.atomic_open(os.path.join(export_dir, "bert_config.json")) as f:
-        f.write(fs.read_text(settings.bert_config_file))
-    return written
 
 
 def check_batches(settings, replicas: int) -> None:
@@ -246,9 +211,9 @@ def pretrain(settings) -> Optional[Dict[str, float]]:
     Raises:
         FlagError: a missing or bad flag.
     """
-    import keras
+    from bert_tasks import driver
 
-    if keras.backend.backend() != "tensorflow":  # KERAS_BACKEND=jax: docs/jax.md
+    if driver.backend_job().name != "tensorflow":  # KERAS_BACKEND=jax: docs/jax.md
         return _pretrain_on_jax(settings)
     config, strategy, precision = _setup(settings)  # the strategy before any other TF op
     import keras
@@ -256,6 +221,7 @@ def pretrain(settings) -> Optional[Dict[str, float]]:
 
     from data.pretraining import dataset as pd
     from data.pretraining import corpus_shards
+    from modeling import checkpoints
     from modeling.training import strategies
 
     chief = strategies.is_chief(strategy)
@@ -277,7 +243,8 @@ def pretrain(settings) -> Optional[Dict[str, float]]:
         with _reading(settings, files):
             global_step = trainer.train(_training_data(settings, files)).global_step
         if chief:
-            export_for_finetuning(trainer.model, settings, global_step)
+            checkpoints.export_for_finetuning(trainer.model, settings.output_dir,
+                                              settings.bert_config_file, global_step)
     if settings.do_eval:
         with _reading(settings, files):
             return evaluate(settings, trainer.model, files, strategy, global_step, chief)
@@ -411,7 +378,8 @@ def _pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
         step = _train_on_jax(settings, model, optimizer, paths, distribution, with_tf,
                              schema.FEATURE_NAMES)
         if cluster.is_writer():
-            export_for_finetuning(model, settings, step)
+            modeling.checkpoints.export_for_finetuning(model, settings.output_dir,
+                                                       settings.bert_config_file, step)
     elif own:
         step = checkpoints.restore_newest_model(settings.output_dir, model)[1]
     if settings.do_eval:

@@ -22,8 +22,8 @@ from bert_common.errors import first_line
 from modeling.checkpoints import hf
 from modeling.checkpoints.tf1 import (CheckpointError, LoadReport, _Source,
                                       _resolve_tf1_prefix, array_source, assign_tf1_values,
-                                      checkpoint_reader, read_tensor, tf1_checkpoint_source,
-                                      tf1_variable_map)
+                                      checkpoint_reader, read_tensor, tensorflow_checkpoints,
+                                      tf1_checkpoint_source, tf1_variable_map)
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 STEP_KEY = "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"
@@ -163,9 +163,7 @@ def checkpoint_step(path: str) -> int:
     Returns:
         The step, an int >= 0.
     """
-    from bert_common.installed import tensorflow_installed
-
-    if not tensorflow_installed():  # only TensorFlow's checkpoints hold a step (and need it)
+    if not tensorflow_checkpoints():  # only TensorFlow's checkpoints hold a step (and need it)
         return 0
     prefix = _training_prefix(path)
     key = STEP_KEY

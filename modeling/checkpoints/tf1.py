@@ -276,6 +276,15 @@ def assign_tf1_values(model, source: _Source) -> LoadReport:
     return report
 
 
+def tensorflow_checkpoints() -> bool:
+    """Whether this process reads and writes TensorFlow's checkpoints (``tf.train``): where
+    TensorFlow is installed. Without it (a JAX run) a folder holds none to find, a checkpoint
+    no step to read, and an export is a Keras weights file. The one rule of this package."""
+    from bert_common.installed import tensorflow_installed
+
+    return tensorflow_installed()
+
+
 def latest_checkpoint(folder: str) -> Optional[str]:
     """The newest checkpoint listed in ``folder``'s ``checkpoint`` state file whose files are
     there (None if there is none): one whose files were removed (say a damaged one) is skipped
@@ -293,9 +302,7 @@ def latest_checkpoint(folder: str) -> Optional[str]:
     Raises:
         CheckpointError: an unreadable ``checkpoint`` state file.
     """
-    from bert_common.installed import tensorflow_installed
-
-    if not tensorflow_installed() or not files.isdir(folder):
+    if not tensorflow_checkpoints() or not files.isdir(folder):
         return None
     import tensorflow as tf
 
