@@ -42,7 +42,7 @@ HF export, trains on JAX (``_OnJax``: the backend is chosen once, as a value, ``
   exact resume;
 * evaluating or predicting without ``do_train`` and ``init_checkpoint`` reads the newest
   checkpoint of ``output_dir``;
-* after training, ``modeling.checkpoints.export_for_finetuning``: the TensorFlow tools take over from
+* after training, ``exports.checkpoint.export_for_finetuning``: the TensorFlow tools take over from
   it as ``--init_checkpoint`` (a TF Serving export among them); the flags of TensorFlow's path
   only (``export_dir`` among them) stop the run before anything is written
   (``modeling.training.backends.jax.settings.check_settings``).
@@ -492,7 +492,7 @@ class _OnJax:
 
         import modeling
         from data.glue.numpy_dataset import NumpyDataset
-        from modeling.checkpoints import export_for_finetuning
+        from bert_tasks.exports.checkpoint import export_for_finetuning
         from modeling.layers import embeddings
         from modeling.training import inputs, job, objectives
         from modeling.training.backends.jax import cluster, predict, steps

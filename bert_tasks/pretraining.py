@@ -27,8 +27,8 @@ not installed:
   and the records read; the newest ``--keep_checkpoint_max`` are kept. A rerun resumes from the
   newest, exactly: it ends bit for bit where an uninterrupted one ends (CPU);
 * the eval results in ``output_dir/eval`` (tensorboard's own event writer);
-* the export: ``modeling.checkpoints.export_for_finetuning`` (``model.weights.h5`` where
-  TensorFlow is not installed).
+* the export: ``bert_tasks.exports.checkpoint.export_for_finetuning`` (``model.weights.h5``
+  where TensorFlow is not installed).
 
 Flags of the TensorFlow path only (``--strategy`` other than default, ``--use_tpu``,
 ``--num_cpu_devices``, ``--num_accumulation_steps`` > 1, fp16, ``clip_then_sum``) stop a JAX run
@@ -219,9 +219,9 @@ def pretrain(settings) -> Optional[Dict[str, float]]:
     import keras
     import tensorflow as tf
 
+    from bert_tasks.exports.checkpoint import export_for_finetuning
     from data.pretraining import dataset as pd
     from data.pretraining import corpus_shards
-    from modeling import checkpoints
     from modeling.training import strategies
 
     chief = strategies.is_chief(strategy)
@@ -243,8 +243,8 @@ def pretrain(settings) -> Optional[Dict[str, float]]:
         with _reading(settings, files):
             global_step = trainer.train(_training_data(settings, files)).global_step
         if chief:
-            checkpoints.export_for_finetuning(trainer.model, settings.output_dir,
-                                              settings.bert_config_file, global_step)
+            export_for_finetuning(trainer.model, settings.output_dir,
+                                  settings.bert_config_file, global_step)
     if settings.do_eval:
         with _reading(settings, files):
             return evaluate(settings, trainer.model, files, strategy, global_step, chief)
@@ -334,6 +334,7 @@ def _pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
     import keras
 
     import modeling
+    from bert_tasks.exports.checkpoint import export_for_finetuning
     from data.pretraining import schema
     from modeling.training.backends.jax import checkpoints, cluster, steps
     from modeling.training.backends.jax.settings import check_settings as check_jax_settings
@@ -378,8 +379,7 @@ def _pretrain_on_jax(settings) -> Optional[Dict[str, float]]:
         step = _train_on_jax(settings, model, optimizer, paths, distribution, with_tf,
                              schema.FEATURE_NAMES)
         if cluster.is_writer():
-            modeling.checkpoints.export_for_finetuning(model, settings.output_dir,
-                                                       settings.bert_config_file, step)
+            export_for_finetuning(model, settings.output_dir, settings.bert_config_file, step)
     elif own:
         step = checkpoints.restore_newest_model(settings.output_dir, model)[1]
     if settings.do_eval:

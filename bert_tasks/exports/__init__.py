@@ -10,7 +10,9 @@
 * ``hf``: a Hugging Face folder (``write_hf_folder``, ``export_hf_model``); reading one is
   checkpoint loading (``modeling.checkpoints.hf``);
 * ``convert``: ``convert_checkpoint.py``'s conversions (a TF1 checkpoint, a ``.keras`` file or a
-  Hugging Face folder out).
+  Hugging Face folder out);
+* ``checkpoint``: ``export_for_finetuning``, the checkpoint a training run leaves for the
+  fine-tuning tools (``<output_dir>/export/``).
 
 Nothing is imported here: each module loads TensorFlow (and Keras) as it needs.
 """

@@ -2,8 +2,7 @@
 Hugging Face ``config.json``, its ``vocab.txt``, and whether a path is a checkpoint at all.
 
 The readers of a model folder share these: ``from_pretrained`` (``bert_tasks.pretrained``),
-``convert_checkpoint.py`` and the TF Hub export (``bert_tasks.exports``). A training run writes
-one (``export_for_finetuning``: pre-training and the fine-tuning tools on JAX).
+``convert_checkpoint.py`` and the TF Hub export (``bert_tasks.exports``).
 """
 
 from __future__ import annotations
@@ -11,11 +10,9 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from absl import logging
-
-from bert_common import atomic, files
+from bert_common import files
 from modeling.checkpoints import hf as hf_import
-from modeling.checkpoints.tf1 import CheckpointError, save_tf1_checkpoint, tensorflow_checkpoints
+from modeling.checkpoints.tf1 import CheckpointError
 from modeling.config import BertConfig
 
 CONFIG_NAME = "bert_config.json"
@@ -96,35 +93,3 @@ def default_vocab_file(input_path: str) -> Optional[str]:
     vocab = os.path.join(input_folder(input_path), hf_import.VOCAB_NAME)
     return vocab if files.isfile(vocab) else None
 
-
-def export_for_finetuning(model, output_dir: str, bert_config_file: str, global_step: int) -> str:
-    """``output_dir/export/bert_model.ckpt`` (Google's TF1 names) with ``bert_config.json``:
-    what the fine-tuning tools' ``--init_checkpoint`` / ``--bert_config_file`` take. Where
-    TensorFlow is not installed (a JAX run), ``export/model.weights.h5`` instead, which the
-    TensorFlow tools load as ``--init_checkpoint`` of the same model.
-
-    Args:
-        model: the trained model (pre-training, or a fine-tuning task's).
-        output_dir: the run's folder.
-        bert_config_file: the model's config file (copied beside).
-        global_step: the step trained to (logged).
-
-    Returns:
-        The checkpoint prefix (or weights file) written.
-    """
-    export_dir = os.path.join(output_dir, "export")
-    files.makedirs(export_dir)
-    if tensorflow_checkpoints():
-        written = save_tf1_checkpoint(model, os.path.join(export_dir, "bert_model.ckpt"),
-                                      global_step=global_step)
-    else:
-        written = os.path.join(export_dir, "model.weights.h5")
-        # A staged path with the final name (Keras wants the suffix), renamed in when
-        # complete; a killed run's staging folder is removed by the next run that writes here.
-        with atomic.atomic_path(written) as temp:
-            model.save_weights(temp)
-        logging.info("Exported %s (TensorFlow is not installed: the TensorFlow tools load it "
-                     "as --init_checkpoint of the same model)", written)
-    with atomic.atomic_open(os.path.join(export_dir, CONFIG_NAME)) as f:
-        f.write(files.read_text(bert_config_file))
-    return written
