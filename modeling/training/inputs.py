@@ -1,7 +1,9 @@
 """The training input behind one contract, on every backend: ``open(checkpoint, records)`` (the
 batches from the position of the checkpoint resumed from), ``save(checkpoint)`` (its state with
 a checkpoint being written; a JAX state goes with its checkpoint:
-``backends.jax.checkpoints.remove_orphan_input_states``).
+``backends.jax.checkpoints.remove_orphan_input_states``); on JAX, optionally ``local`` (the
+batches are this process's rows of each global batch) and ``share`` (the name of this
+process's own input state), both false by default.
 
 * ``ReReadInput`` (JAX): numpy batches (no TensorFlow); the position is the checkpoint's record
   count, re-read on resume.

@@ -161,7 +161,8 @@ def save_checkpoint(folder: str, state, model, optimizer, step: int, records: in
             "non_trainable": [v.path for v in model.non_trainable_variables],
             "optimizer": [v.path for v in optimizer.variables]}
     path = os.path.join(folder, ORBAX_DIR, str(step))
-    own_input = data is not None and (writer or bool(data.share))
+    share = getattr(data, "share", "")  # an input of each process's own (inputs.TFDataInput)
+    own_input = data is not None and (writer or bool(share))
     if own_input:
         data.save(path)  # before the checkpoint: a checkpoint found has its input state
     manager = _manager(os.path.join(folder, ORBAX_DIR), keep)
@@ -175,8 +176,7 @@ def save_checkpoint(folder: str, state, model, optimizer, step: int, records: in
     finally:
         manager.close()
     if own_input:  # the states of the checkpoints dropped (each process its own)
-        remove_orphan_input_states(folder, [p for _, p in checkpoints_in(folder)],
-                                   share=data.share)
+        remove_orphan_input_states(folder, [p for _, p in checkpoints_in(folder)], share=share)
     return path
 
 

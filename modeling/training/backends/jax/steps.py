@@ -333,7 +333,8 @@ class Steps:
         pending = []
         for _ in range(num_steps):
             self.state, logs = self.step_fn(self.state, shard(next(self._batches),
-                                                              self.distribution, self.data.local))
+                                                              self.distribution,
+                                                              getattr(self.data, "local", False)))
             pending.append(logs)
         pending = jax.device_get(pending)  # the loop's one wait for the device
         self.step += num_steps
