@@ -275,11 +275,11 @@ def predict(model, examples: List, tokenizer, output_dir: str, options: SquadOpt
         options: the ``SquadOptions``.
         score_against: a SQuAD file or ``Scoring`` to score against, or None.
         strategy: the ``tf.distribute.Strategy`` (None: the default).
-        write: write the prediction files (False: only the scores, for a process of several
-            that is not the writer).
+        write: write the prediction files and score them (False: only the predictions' share
+            of the computation, for a process of several that is not the writer).
 
     Returns:
-        The official scores (a dict), or None.
+        The official scores (a dict), or None (also without ``write``).
 
     Raises:
         InputError: bad input (e.g. an unscorable ``score_against``), before any file is written.
@@ -309,6 +309,8 @@ def predict(model, examples: List, tokenizer, output_dir: str, options: SquadOpt
     all_results = predict_raw_results(model, writer.filename, options.max_seq_length,
                                       options.predict_batch_size, strategy=strategy,
                                       length_aware=length_aware)
+    if not write:  # a process of several that is not the writer: its part is done
+        return None
     prediction_file = os.path.join(output_dir, "predictions.json")
     null_odds_file = os.path.join(output_dir, "null_odds.json")
     triple = postprocess.compute_predictions(
@@ -332,8 +334,6 @@ def predict(model, examples: List, tokenizer, output_dir: str, options: SquadOpt
             logging.warning("squad_eval: %s", note)
         texts.append((os.path.join(output_dir, "eval_results.json"),
                       json.dumps(scores, indent=2) + "\n"))
-    if not write:
-        return scores
     logging.info("Writing %s", ", ".join(os.path.basename(path) for path, _ in texts))
     postprocess.write_files_together(texts)
     # An earlier run's null_odds.json / eval_results.json that this run does not write are
@@ -470,7 +470,7 @@ class SquadTask(Task):
         scores = predict(model, self.eval_examples, ctx.tokenizer, ctx.settings.output_dir,
                          self.options(ctx), score_against=self.scoring, strategy=ctx.strategy,
                          write=ctx.writer)
-        if scores is None or not ctx.writer:
+        if scores is None:
             return
         print(json.dumps(scores))
         if "best_f1_thresh" in scores:

@@ -340,7 +340,15 @@ def device_rows_dataset(files: Sequence[str], max_seq_length: int, max_predictio
 
     Returns:
         A repeating ``tf.data.Dataset`` of feature dicts [len(devices) * B / D, ...].
+
+    Raises:
+        ValueError: ``devices`` not consecutive, or B not divisible by D.
     """
+    devices = list(devices)
+    if not devices or devices != list(range(devices[0], devices[0] + len(devices))):
+        raise ValueError("devices must be consecutive places in the mesh, got %s" % devices)
+    if batch_size % num_devices:
+        raise ValueError("batch %d is not divisible by %d devices" % (batch_size, num_devices))
     per_device = batch_size // num_devices
     if deterministic:
         return pretraining_dataset(files, max_seq_length, max_predictions_per_seq, batch_size,

@@ -112,6 +112,13 @@ def test_shuffled_devices_read_their_own_files_or_records():
     assert seen[0] | seen[1] <= known[0]
 
 
+def test_devices_must_be_consecutive_and_split_the_batch():
+    for devices, count, batch in (([0, 2], 4, 8), ([], 2, 8), ([0], 3, 8)):
+        with pytest.raises(ValueError):
+            pd.device_rows_dataset([WWM_FALSE], 128, 20, batch, devices, count,
+                                   deterministic=True)
+
+
 def test_input_files_globs_and_commas(tmp_path):
     pattern = os.path.join(PRE, "seq128_*.tfrecord")
     assert corpus_shards.input_files(pattern) == [WWM_FALSE, WWM_TRUE]

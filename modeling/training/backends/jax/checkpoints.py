@@ -199,26 +199,24 @@ def remove_orphan_input_states(folder: str, checkpoints: List[str],
     """
     kept = {input_state_prefix(path) for path in checkpoints}
     removed = []
-    if share is not None:  # <step>.index, <step>.data-*: one dot; <step>.<share>.*: two
-        for path in fs.glob(os.path.join(folder, INPUT_DIR, "*.*")):
-            step, rest = os.path.basename(path).split(".", 1)
-            if (step.isdigit() and os.path.join(folder, INPUT_DIR, step) not in kept
-                    and (rest.startswith(share + ".") if share else "." not in rest)):
-                fs.remove(path)
-                removed.append(path)
-        return removed
-    for path in fs.glob(os.path.join(folder, "jax-ckpt-*.input.*")):
-        name = os.path.basename(path)
-        step = name[:name.index(".input.")]
-        if CHECKPOINT_PATTERN.match(step + ".npz") and os.path.join(
-                folder, step + ".input") not in kept:
+
+    def gone(path, prefix):
+        if prefix not in kept:
             fs.remove(path)
             removed.append(path)
+
+    if share is None:  # the store before Orbax: jax-ckpt-<step>.input.*
+        for path in fs.glob(os.path.join(folder, "jax-ckpt-*.input.*")):
+            name = os.path.basename(path)
+            step = name[:name.index(".input.")]
+            if CHECKPOINT_PATTERN.match(step + ".npz"):
+                gone(path, os.path.join(folder, step + ".input"))
     for path in fs.glob(os.path.join(folder, INPUT_DIR, "*.*")):
-        step = os.path.basename(path).split(".", 1)[0]
-        if step.isdigit() and os.path.join(folder, INPUT_DIR, step) not in kept:
-            fs.remove(path)
-            removed.append(path)
+        step, rest = os.path.basename(path).split(".", 1)
+        # <step>.index, <step>.data-*: the run's one state; <step>.<share>.*: a process's
+        if step.isdigit() and (share is None or (rest.startswith(share + ".") if share
+                                                 else "." not in rest)):
+            gone(path, os.path.join(folder, INPUT_DIR, step))
     return removed
 
 

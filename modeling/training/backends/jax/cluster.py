@@ -226,16 +226,24 @@ def is_writer() -> bool:
     return process_index() == 0
 
 
+def mesh_devices() -> list:
+    """Every device of every process in the data-parallel mesh's order (``steps.distribute``):
+    by process, then by id, so that process ``p`` of ``N`` holds the ``p``-th ``N``-th of each
+    global batch, its rows contiguous (``local_rows``, ``device_places``), whatever order the
+    runtime lists its devices in."""
+    import jax
+
+    return sorted(jax.devices(), key=lambda device: (device.process_index, device.id))
+
+
 def device_places() -> Tuple[List[int], int]:
-    """This process's devices' places in the data-parallel mesh (every device of every
-    process, in ``jax.devices()``'s order: ``steps.distribute``), and the devices in all.
+    """This process's devices' places in the data-parallel mesh (``mesh_devices``), and the
+    devices in all.
 
     Returns:
         ``([i, i + 1, ...], D)``.
     """
-    import jax
-
-    devices = jax.devices()
+    devices = mesh_devices()
     mine = [i for i, device in enumerate(devices) if device.process_index == process_index()]
     return mine, len(devices)
 

@@ -214,7 +214,7 @@ def distribute(batch_size: int, flag: str = "--train_batch_size"):
     import jax
     import keras
 
-    devices = jax.devices()
+    devices = cluster.mesh_devices()
     if len(devices) <= 1:
         return None
     if batch_size % len(devices):

@@ -52,3 +52,20 @@ def test_each_process_keeps_its_part_of_the_global_batch(monkeypatch):
     np.testing.assert_array_equal(np.concatenate([p["input_ids"] for p in parts]),
                                   batch["input_ids"])
     assert [p["labels"].tolist() for p in parts] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+
+
+def test_the_mesh_holds_each_process_devices_together(monkeypatch):
+    """Whatever order the runtime lists devices in, the mesh is by process then id, so that a
+    process's places are consecutive (its rows of each batch, its input pipelines) and its
+    input share is named by them."""
+    import jax
+
+    listed = [types.SimpleNamespace(process_index=p, id=i)
+              for p, i in ((1, 3), (0, 1), (1, 2), (0, 0))]
+    monkeypatch.setattr(jax, "devices", lambda: listed)
+    assert [(d.process_index, d.id) for d in cluster.mesh_devices()] == [(0, 0), (0, 1), (1, 2),
+                                                                          (1, 3)]
+    monkeypatch.setattr(cluster, "process_count", lambda: 2)
+    monkeypatch.setattr(cluster, "process_index", lambda: 1)
+    assert cluster.device_places() == ([2, 3], 4)
+    assert cluster.input_share(deterministic=True) == "process-1-of-2-devices-4"
