@@ -84,7 +84,11 @@ from bert_common.atomic import atomic_path
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bert_cpu_ops.cc")
 _CXXFLAGS = ["-std=c++17", "-shared", "-fPIC", "-O3", "-ffp-contract=off",
              "-fno-math-errno", "-fopenmp-simd", "-Wno-deprecated-declarations",
-             "-Wno-interference-size"]
+             "-Wno-interference-size",
+             # TensorFlow's Eigen does not compile with AVX512-FP16 on (Sapphire Rapids and
+             # later: "expected initializer before '<'" in PacketMathFP16.h); the kernels use no
+             # fp16, so Eigen is told the CPU has none.
+             "-U__AVX512FP16__"]
 
 
 def _cxxflags() -> list:
