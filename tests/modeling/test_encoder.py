@@ -119,7 +119,10 @@ def test_under_distribution_strategy(loaded):
         return strategy.run(lambda y: model(y, training=False)["pooled_output"], args=(x,))
 
     out = strategy.experimental_local_results(step(inputs))[0]
-    assert max_abs_diff(out, reference(inputs)["pooled_output"]) < 1e-6
+    # The traced graph against the eager model: other kernels' sums (1.1e-6 on a Sapphire
+    # Rapids Xeon, under every instruction-set cap; docs/testing.md).
+    noise.within("encoder/mirrored_vs_eager/pooled_output",
+                 max_abs_diff(out, reference(inputs)["pooled_output"]), 2.2e-6)
 
 
 def _tiny_config():
