@@ -122,6 +122,7 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
         The number of records written.
     """
     from data.pretraining import corpus as pretraining_corpus
+    from data.pretraining import corpus_shards
     from data.pretraining import instances as pretraining
 
     cli_flags.require(fv, ("input_file", "output_file", "vocab_file"))
@@ -132,7 +133,8 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
                                fv.masked_lm_prob, fv.short_seq_prob)
     shard_range = _check_sharding(fv)
     output_files = [fv.output_file] if fv.num_shards else _split_outputs(fv.output_file)
-    tokenizer, vocab = _vocab(fv)  # [CLS] [SEP] [MASK]: checked before any text is read
+    # [CLS] [SEP] [MASK]: checked before any text is read
+    tokenizer, vocab = corpus_shards.load_tokenizer(fv.vocab_file, fv.do_lower_case)
     input_files = pretraining_corpus.expand_input_patterns(fv.input_file,
                                                            sort=bool(fv.num_shards))
     settings = dict(max_seq_length=fv.max_seq_length,
@@ -146,16 +148,6 @@ def run(fv: flags.FlagValues = FLAGS) -> int:
     if fv.num_shards:
         return _write_shards(fv, input_files, shard_range, settings)
     return _write_with_workers(fv, input_files, output_files, settings)
-
-
-def _vocab(fv: flags.FlagValues):
-    """(tokenizer, vocab) of ``--vocab_file``: a vocab without [CLS], [SEP] or [MASK] stops
-    before any text is read."""
-    from data.pretraining import instances as pretraining
-    from data.tokenization.wordpiece import FastFullTokenizer
-
-    tokenizer = FastFullTokenizer(fv.vocab_file, fv.do_lower_case)
-    return tokenizer, pretraining.PretrainingVocab(tokenizer.vocab, fv.vocab_file)
 
 
 def _write_shards(fv: flags.FlagValues, input_files, shard_range, settings) -> int:

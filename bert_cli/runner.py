@@ -42,7 +42,7 @@ from typing import Any, Callable, List, Optional, Sequence
 from absl import app, flags, logging
 
 from bert_common import errors
-from bert_common.errors import EXIT_BAD_INPUT, FlagError, InputError
+from bert_common.errors import EXIT_BAD_INPUT, InputError
 
 
 def fail(tool: str, message: Any) -> None:
@@ -477,6 +477,5 @@ _HELP_FLAGS = frozenset(("--help", "-help", "-h", "-?", "--helpshort", "--helpfu
                          "--helpxml"))
 
 
-__all__ = ["EXIT_BAD_INPUT", "FlagError", "InputError", "MAX_TEMP_BASE", "exit_without_teardown",
-           "fail", "private_temp_folder", "remove_private_temp_folder", "run_main",
-           "skips_teardown", "start", "warn"]
+__all__ = ["MAX_TEMP_BASE", "exit_without_teardown", "fail", "private_temp_folder",
+           "remove_private_temp_folder", "run_main", "skips_teardown", "start", "warn"]

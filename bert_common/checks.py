@@ -15,20 +15,6 @@ from typing import Any
 from bert_common.errors import FlagError
 
 
-def check_checkpoint_flags(settings: Any) -> None:
-    """``FlagError`` naming the first of the training loop's flags that is not positive.
-
-    Args:
-        settings: absl flag values or a settings object.
-
-    Raises:
-        FlagError: naming the flag.
-    """
-    for name in ("save_checkpoints_steps", "iterations_per_loop", "keep_checkpoint_max"):
-        if getattr(settings, name) <= 0:
-            raise FlagError("--%s=%d must be positive" % (name, getattr(settings, name)))
-
-
 # The value checks every tool shares (``check_values``), by flag name; a tool checks the ones
 # it defines. Integers that count something (>= 1):
 _POSITIVE_INTEGERS = ("train_batch_size", "eval_batch_size", "predict_batch_size", "batch_size",

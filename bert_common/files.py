@@ -5,7 +5,8 @@ A path with a scheme (``gs://bucket/x``, TensorFlow's in-process ``ram://``) goe
 TensorFlow for it); a local path through ``os``/``open`` as before. ``exists``, ``isfile``,
 ``isdir``, ``glob``, ``listdir``, ``makedirs``, ``remove``, ``rmtree``, ``rename``, ``copy``,
 ``getsize``, ``open``, ``abspath`` take either; ``read_text`` / ``read_utf8`` read a whole
-input file; ``give_default_mode`` gives a local output the mode of the user's umask.
+input file, ``split_lines`` cuts its text at ``\\n``; ``give_default_mode`` gives a local
+output the mode of the user's umask.
 ``os.path.join`` / ``dirname`` / ``basename`` work on both (URLs use ``/``). Never
 ``os.path.abspath`` a URL: that gives ``<cwd>/gs:/...``.
 
@@ -287,17 +288,20 @@ def read_text(path: str) -> str:
         return f.read()
 
 
-def read_utf8(path: str, error: Callable[[str], Exception], *, strip_bom: bool = True) -> str:
+def read_utf8(path: str, error: Callable[[str], Exception], *, strip_bom: bool = True,
+              require_text: bool = False) -> str:
     """The text of the input file ``path`` (local or URL), strict UTF-8 (a leading BOM dropped
     with ``strip_bom``). Raises ``error(message)`` (the reader's own ``InputError`` class) with
     one line: ``<path>: no such file``, ``<path> is a folder, not a file``,
-    ``<path>: cannot read (<reason>)`` or
-    ``<path>:<line>: not valid UTF-8 (byte offset <n>)``.
+    ``<path>: cannot read (<reason>)``,
+    ``<path>:<line>: not valid UTF-8 (byte offset <n>)`` or, with ``require_text``,
+    ``<path>: the file is empty`` (nothing but whitespace).
 
     Args:
         path: the input file (local or URL).
         error: the exception class to raise, called with the message.
         strip_bom: drop a leading UTF-8 byte order mark.
+        require_text: a file of only whitespace is an error.
 
     Returns:
         The decoded text.
@@ -315,11 +319,30 @@ def read_utf8(path: str, error: Callable[[str], Exception], *, strip_bom: bool =
         raise error("%s: cannot read (%s)" % (path, e.strerror or e)) from None
     bom = 3 if strip_bom and raw.startswith(b"\xef\xbb\xbf") else 0
     try:
-        return raw[bom:].decode("utf-8")
+        text = raw[bom:].decode("utf-8")
     except UnicodeDecodeError as e:
         offset = bom + e.start  # in the file, BOM included
         raise error("%s:%d: not valid UTF-8 (byte offset %d)"
                     % (path, raw[:offset].count(b"\n") + 1, offset)) from None
+    if require_text and not text.strip():
+        raise error("%s: the file is empty" % path)
+    return text
+
+
+def split_lines(text: str) -> List[str]:
+    """The lines of ``text``, split at ``\\n`` only (``str.splitlines`` also splits at ``\\r``,
+    form feeds, U+0085, U+2028 ...), with no empty line after a final newline.
+
+    Args:
+        text: the text.
+
+    Returns:
+        The lines, without their ``\\n``.
+    """
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
 
 
 def _umask() -> int:

@@ -300,6 +300,15 @@ def restore_checkpoint(model, settings: Any, without_training: str) -> Optional[
     return init_checkpoint
 
 
+def _restore_step(model, settings: Any, task: Task) -> int:
+    """``restore_checkpoint`` (naming what ``task`` does without training); the step the
+    values come from (0 when training)."""
+    from modeling import checkpoints
+
+    init_checkpoint = restore_checkpoint(model, settings, _without_training(task))
+    return 0 if settings.do_train else checkpoints.checkpoint_step(init_checkpoint)
+
+
 def count_train_steps(num_examples: int, settings: Any) -> int:
     """The original's ``int(num_examples / train_batch_size * num_train_epochs)``.
 
@@ -341,7 +350,6 @@ def train(on: Any, settings: Any, model, dataset, per_example_loss: Callable,
     Returns:
         The global step after training.
     """
-    checks.check_checkpoint_flags(settings)
     num_train_steps = count_train_steps(num_examples, settings)
     num_warmup_steps = int(num_train_steps * settings.warmup_proportion)
     logging.info("***** Running training *****")
@@ -404,10 +412,7 @@ class _OnTensorFlow:
 
     def restore(self, model, settings: Any, task: Task) -> int:
         """``restore_checkpoint``; the step the values come from (0 when training)."""
-        from modeling import checkpoints
-
-        init_checkpoint = restore_checkpoint(model, settings, _without_training(task))
-        return 0 if settings.do_train else checkpoints.checkpoint_step(init_checkpoint)
+        return _restore_step(model, settings, task)
 
     def train(self, settings: Any, model, dataset, per_example_loss: Callable,
               num_train_steps: int, num_warmup_steps: int,
@@ -469,7 +474,6 @@ class _OnJax:
         """Without ``do_train`` and ``init_checkpoint``: the newest checkpoint of
         ``output_dir`` if there is one; else ``restore_checkpoint``. The step the values come
         from (0 when training)."""
-        from modeling import checkpoints
         from modeling.training.backends.jax import checkpoints as jax_checkpoints
 
         if not settings.do_train and not settings.init_checkpoint:
@@ -478,8 +482,7 @@ class _OnJax:
                 logging.warning("no --init_checkpoint: using the newest checkpoint in "
                                 "--output_dir, %s (step %d)", found[0], found[1])
                 return found[1]
-        init_checkpoint = restore_checkpoint(model, settings, _without_training(task))
-        return 0 if settings.do_train else checkpoints.checkpoint_step(init_checkpoint)
+        return _restore_step(model, settings, task)
 
     def train(self, settings: Any, model, dataset, per_example_loss: Callable,
               num_train_steps: int, num_warmup_steps: int,

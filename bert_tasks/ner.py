@@ -102,19 +102,6 @@ def convert_all(sentences: Dict[str, Sequence[conll.Sentence]], label_list: Sequ
             for split, items in sentences.items()}
 
 
-def write_records(windows: Sequence[ner_features.NerWindow], record_file: str) -> int:
-    """One record per window (``data.ner.features.write_tf_records``).
-
-    Args:
-        windows: the ``NerWindow``s.
-        record_file: the TFRecord file to write.
-
-    Returns:
-        The number of records written.
-    """
-    return ner_features.write_tf_records(windows, record_file)
-
-
 def predict_windows(model, sentences: Sequence[conll.Sentence],
                     windows: Sequence[ner_features.NerWindow], label_list: Sequence[str],
                     record_file: str, *, max_seq_length: int, batch_size: int,
@@ -309,12 +296,6 @@ def labels_for(checkpoint: Optional[str], output_dir: str,
                              "else --data_dir needs train.txt" % LABELS_FILE)
 
 
-def _latest_tf1_checkpoint(output_dir: str) -> Optional[str]:
-    """The newest ``model.ckpt-<step>`` of ``output_dir`` (None without TensorFlow: a JAX run's
-    own checkpoints are in ``output_dir``, whose ``labels.txt`` ``labels_for`` reads)."""
-    return tf1.latest_checkpoint(output_dir)
-
-
 # CoNLL-2003's file names by split.
 SPLIT_FILES = {"train": "train.txt", "eval": "valid.txt", "predict": "test.txt"}
 
@@ -384,7 +365,7 @@ class NerTask(Task):
                     os.path.join(self.data_dir, SPLIT_FILES["train"]))):
                 train_file = self.split_file("train")
             self.label_list, label_source = labels_for(
-                s.init_checkpoint or _latest_tf1_checkpoint(s.output_dir), s.output_dir,
+                s.init_checkpoint or tf1.latest_checkpoint(s.output_dir), s.output_dir,
                 train_file)
         for split in ("eval", "predict"):
             if split in self.sentences:
@@ -414,7 +395,7 @@ class NerTask(Task):
         windows = self.windows["train"]
         write_labels(ctx.path(LABELS_FILE), self.label_list)
         train_file = ctx.path("train.tf_record")
-        write_records(windows, train_file)
+        ner_features.write_tf_records(windows, train_file)
         logging.info("%d training windows from %d sentences", len(windows),
                      len(self.sentences["train"]))
         # The whole training set is shuffled, not the classifier's buffer of 100 (the
@@ -472,8 +453,8 @@ class NerTask(Task):
         if not s.export_dir:
             return
         from bert_tasks.exports import ner as serving
+        from bert_tasks.exports import saved_model
 
         version_dir = serving.export_version(model, s.export_dir, s.vocab_file,
                                              s.do_lower_case, s.max_seq_length, self.label_list)
-        logging.info("exported SavedModel version %s to %s (signatures %s)",
-                     os.path.basename(version_dir), version_dir, ", ".join(serving.SIGNATURES))
+        saved_model.log_version(version_dir, "signatures " + ", ".join(serving.SIGNATURES))

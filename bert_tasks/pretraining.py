@@ -38,7 +38,6 @@ with one line naming the flag (``modeling.training.backends.jax.settings.check_s
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Dict, Optional
 
 from absl import logging
@@ -46,8 +45,6 @@ from absl import logging
 from bert_common import checks
 from bert_common import files as fs
 from bert_common.errors import FlagError, InputError
-
-EVAL_RESULTS = "eval_results.txt"
 
 
 def _require(condition: bool, message: str) -> None:
@@ -460,7 +457,7 @@ def _write_eval(settings, means: Dict[str, float], global_step: int,
     Raises:
         InputError: no eval batch at all.
     """
-    from bert_common.results import write_eval_results, write_eval_summaries
+    from bert_tasks import driver
     from modeling.training import pretraining_metrics
 
     if not means:
@@ -469,6 +466,5 @@ def _write_eval(settings, means: Dict[str, float], global_step: int,
     results = {key: means[key] for key in pretraining_metrics.EVAL_KEYS}
     results["global_step"] = global_step
     if chief:
-        write_eval_results(os.path.join(settings.output_dir, EVAL_RESULTS), results)
-        write_eval_summaries(settings.output_dir, results, global_step)
+        driver.write_metrics(settings.output_dir, results, global_step)
     return results

@@ -38,7 +38,7 @@ from bert_tasks.task import Context, Task, resolve_strategy
 from data.records import numpy_reader
 from data.squad import dataset as squad_dataset
 from data.squad import evaluate as squad_eval
-from data.squad import features as squad
+from data import squad
 from data.squad import postprocess
 from data.squad import schema as squad_schema
 from modeling.heads.squad import per_example_squad_loss
@@ -486,6 +486,7 @@ class SquadTask(Task):
         s = ctx.settings
         if not s.export_dir:
             return
+        from bert_tasks.exports import saved_model
         from bert_tasks.exports import squad as squad_serving
 
         version_dir = squad_serving.export_version(
@@ -494,5 +495,4 @@ class SquadTask(Task):
             max_answer_length=self.max_answer_length,
             version_2_with_negative=self.version_2_with_negative,
             null_score_diff_threshold=self.null_score_diff_threshold)
-        logging.info("exported SavedModel version %s to %s (raw text: question, context)",
-                     os.path.basename(version_dir), version_dir)
+        saved_model.log_version(version_dir, "raw text: question, context")

@@ -28,9 +28,6 @@ from modeling.training import finetuning
 if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
     import tensorflow as tf
 
-# Cross-entropy over the 4 endings' logits [B, 4]: the classifier's loss.
-per_example_loss = per_example_classifier_loss
-
 
 def dataset(record_file: str, max_seq_length: int, batch_size: int, is_training: bool, *,
             length_aware: bool = True, static_shapes: bool = False,

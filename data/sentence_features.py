@@ -15,8 +15,7 @@ from typing import Iterator, List, Optional
 
 from bert_common import files
 from bert_common.errors import InputError
-from data.glue.features import _truncate_seq_pair
-from data.tokenization import special_tokens
+from data.glue.features import pad_features, pair_tokens
 
 _PAIR_RE = re.compile(r"^(.*) \|\|\| (.*)$")
 
@@ -73,9 +72,7 @@ def read_examples(input_file: str) -> List[InputExample]:
         SentenceFileError: the file is missing or not UTF-8.
     """
     text = files.read_utf8(input_file, SentenceFileError, strip_bom=False)
-    lines = text.split("\n")  # lines end at "\n" only, as the original's readline
-    if lines[-1] == "":
-        lines.pop()
+    lines = files.split_lines(text)  # lines end at "\n" only, as the original's readline
     examples = []
     for unique_id, line in enumerate(lines):
         match = _PAIR_RE.match(line.strip())
@@ -101,16 +98,6 @@ def convert_examples_to_features(examples: List[InputExample], seq_length: int,
     for example in examples:
         tokens_a = tokenizer.tokenize(example.text_a)
         tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
-        if tokens_b:
-            _truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)
-        elif len(tokens_a) > seq_length - 2:
-            tokens_a = tokens_a[:seq_length - 2]
-        tokens = [special_tokens.CLS] + tokens_a + [special_tokens.SEP]
-        type_ids = [0] * len(tokens)
-        if tokens_b:
-            tokens += tokens_b + [special_tokens.SEP]
-            type_ids += [1] * (len(tokens_b) + 1)
-        input_ids = tokenizer.convert_tokens_to_ids(tokens)
-        padding = [0] * (seq_length - len(input_ids))
-        yield InputFeatures(example.unique_id, tokens, input_ids + padding,
-                            [1] * len(input_ids) + padding, type_ids + padding)
+        tokens, type_ids, _ = pair_tokens(tokens_a, tokens_b, seq_length)
+        yield InputFeatures(example.unique_id, tokens, *pad_features(
+            tokenizer.convert_tokens_to_ids(tokens), type_ids, seq_length))

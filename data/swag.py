@@ -17,7 +17,7 @@ index (0 when unknown, as a dummy).
 
 TFRecord features reuse the classifier's names (``data.glue.features``): ``input_ids``,
 ``input_mask``, ``segment_ids`` int64 [4 * S] (choice-major), ``label_ids`` int64 [1],
-``is_real_example`` int64 [1]; ``parse_example`` reshapes them to [4, S].
+``is_real_example`` int64 [1]; read with ``record_spec`` they are [4, S].
 """
 
 from __future__ import annotations
@@ -26,16 +26,12 @@ import csv
 import dataclasses
 import io
 import json
-from typing import Dict, List, Optional, TYPE_CHECKING
+from typing import Dict, List, Optional
 
 from bert_common import files
 from data.glue import features as cf
 from data.glue.processors import ClassifierDataError
-from bert_common.atomic import AtomicTFRecordWriters
 from data.records import tf_example
-
-if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
-    import tensorflow as tf
 
 NUM_CHOICES = 4
 ENDING_KEYS = tuple("ending%d" % i for i in range(NUM_CHOICES))
@@ -112,13 +108,6 @@ def _example(record: Dict, swag_id: str, origin: str) -> SwagExample:
                        label=_parse_label(record.get("label"), origin), origin=origin)
 
 
-def _read_text(path: str) -> str:
-    text = files.read_utf8(path, SwagDataError)
-    if not text.strip():
-        raise SwagDataError("%s: the file is empty" % path)
-    return text
-
-
 def read_swag_csv(path: str) -> List[SwagExample]:
     """The original swagaf CSV layout (see the module docstring).
 
@@ -131,7 +120,7 @@ def read_swag_csv(path: str) -> List[SwagExample]:
     Raises:
         SwagDataError: an unreadable file, header, row or field, naming the file and line.
     """
-    text = _read_text(path)
+    text = files.read_utf8(path, SwagDataError, require_text=True)
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = next(reader)
@@ -173,7 +162,8 @@ def read_swag_jsonl(path: str) -> List[SwagExample]:
         SwagDataError: an unreadable file, line or field, naming the file and line.
     """
     examples = []
-    for line_index, line in enumerate(_read_text(path).split("\n")):
+    text = files.read_utf8(path, SwagDataError, require_text=True)
+    for line_index, line in enumerate(text.split("\n")):
         if not line.strip():
             continue
         origin = "%s:%d" % (path, line_index + 1)
@@ -224,11 +214,11 @@ def convert_example(example: SwagExample, max_seq_length: int, tokenizer) -> Swa
     for ending in example.endings:
         ending_tokens = tokenizer.tokenize(example.start_ending + " " + ending)
         tokens, segments, _ = cf.pair_tokens(context_tokens, ending_tokens, max_seq_length)
-        ids = tokenizer.convert_tokens_to_ids(tokens)
-        padding = [0] * (max_seq_length - len(ids))
-        input_ids.append(ids + padding)
-        input_mask.append([1] * len(ids) + padding)
-        segment_ids.append(segments + padding)
+        ids, mask, segments = cf.pad_features(tokenizer.convert_tokens_to_ids(tokens), segments,
+                                              max_seq_length)
+        input_ids.append(ids)
+        input_mask.append(mask)
+        segment_ids.append(segments)
     return SwagFeatures(example.swag_id, input_ids, input_mask, segment_ids,
                         example.label if example.label is not None else 0)
 
@@ -255,20 +245,6 @@ def features_to_record(features: SwagFeatures) -> bytes:
     })
 
 
-def features_to_tf_example(features: SwagFeatures) -> "tf.train.Example":
-    """A ``tf.train.Example`` of ``features`` (``features_to_record``'s).
-
-    Args:
-        features: one example's features.
-
-    Returns:
-        The ``tf.train.Example``.
-    """
-    import tensorflow as tf
-
-    return tf.train.Example.FromString(features_to_record(features))
-
-
 def write_tf_records(examples: List[SwagExample], max_seq_length: int, tokenizer,
                      output_file: str) -> int:
     """One record per example, in order; the file appears only when all converted. Progress
@@ -283,14 +259,9 @@ def write_tf_records(examples: List[SwagExample], max_seq_length: int, tokenizer
     Returns:
         The number of records written.
     """
-    progress = cf.writing_progress(output_file, len(examples))
-    with AtomicTFRecordWriters([output_file]) as writer:
-        for i, example in enumerate(examples):
-            writer.write(features_to_record(convert_example(example, max_seq_length,
-                                                            tokenizer)))
-            progress.update(i + 1)
-        progress.finish()
-        return writer.num_written
+    records = (features_to_record(convert_example(example, max_seq_length, tokenizer))
+               for example in examples)
+    return cf.write_records(records, len(examples), output_file)
 
 
 def record_spec(max_seq_length: int) -> tf_example.RecordSpec:
@@ -308,28 +279,3 @@ def record_spec(max_seq_length: int) -> tf_example.RecordSpec:
     spec[cf.LABEL_IDS] = tf_example.FixedLen(())
     spec[cf.IS_REAL_EXAMPLE] = tf_example.FixedLen(())
     return spec
-
-
-def name_to_features(max_seq_length: int) -> Dict[str, object]:
-    """The parse spec of the records above (flat [4 * S] id features; ``record_spec``).
-
-    Args:
-        max_seq_length: S, per choice.
-
-    Returns:
-        Feature name -> ``tf.io.FixedLenFeature``.
-    """
-    return tf_example.tf_parse_spec(record_spec(max_seq_length))
-
-
-def parse_example(record, max_seq_length: int) -> Dict[str, object]:
-    """A serialized record -> dict of int32 tensors: ids/mask/segments [4, S], labels [].
-
-    Args:
-        record: a serialized ``tf.train.Example`` (string scalar).
-        max_seq_length: S, per choice.
-
-    Returns:
-        Feature name -> int32 tensor.
-    """
-    return tf_example.decode_tf(record, record_spec(max_seq_length))

@@ -74,7 +74,7 @@ sys.path.insert(0, ROOT)
 from bench import harness  # noqa: E402
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 
-from data.squad import features as squad  # noqa: E402
+from data import squad  # noqa: E402
 from data.squad import evaluate as squad_eval
 from data.tokenization.wordpiece import FastFullTokenizer  # noqa: E402
 

@@ -37,8 +37,7 @@ import tensorflow as tf
 
 from bert_common import serving_inputs
 from bert_tasks.exports import saved_model
-from data.tokenization import special_tokens
-from data.tokenization.wordpiece import load_vocab
+from bert_tasks.exports.serving import ServingModule
 
 if TYPE_CHECKING:
     from modeling.heads.classifier import BertClassifier
@@ -73,7 +72,7 @@ def pack_rows(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor], max_seq_
                                           trim_to_longest=True)
 
 
-class ClassifierServingModule(tf.Module):
+class ClassifierServingModule(ServingModule):
     """Serving wrapper around a classifier model (dict inputs -> ``logits``).
 
     Args:
@@ -87,18 +86,8 @@ class ClassifierServingModule(tf.Module):
 
     def __init__(self, model: BertClassifier, vocab_file: str, do_lower_case: bool,
                  max_seq_length: int, label_list: Sequence[str], regression: bool = False):
-        super().__init__(name="classifier_serving")
-        from data.tokenization import graph as graph_tokenization
-
-        # Only the variables are tracked: tracking the Keras model itself would make
-        # tf.saved_model.save trace every layer again (slow) for nothing TF Serving uses.
-        self._run_model = lambda inputs: model(inputs, training=False)
-        self.model_variables = list(model.variables)
-        self.tokenizer = graph_tokenization.BertGraphTokenizer(vocab_file,
-                                                              do_lower_case=do_lower_case)
-        vocab = load_vocab(vocab_file)
-        self._cls_id = vocab[special_tokens.CLS]
-        self._sep_id = vocab[special_tokens.SEP]
+        super().__init__(model, vocab_file, do_lower_case, "classifier_serving")
+        self._cls_id, self._sep_id = self._special_ids()
         self.max_seq_length = max_seq_length
         self.regression = regression
         self.label_names = tf.constant(list(label_list) if label_list else [""], tf.string)

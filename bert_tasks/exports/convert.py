@@ -28,7 +28,6 @@ from typing import Optional, Sequence
 
 from bert_common.errors import InputError
 from bert_common import atomic, files
-from bert_common.atomic import atomic_open, atomic_path
 from bert_tasks.exports import hf as hf_export
 from modeling import checkpoints
 from modeling.checkpoints import hf as hf_import
@@ -268,15 +267,15 @@ def _write_google_folder_files(config: BertConfig, vocab_file: Optional[str], fo
     check_google_folder_files(config, vocab_file, folder)
     config_path = os.path.join(folder, CONFIG_NAME)
     if not files.exists(config_path):
-        with atomic_open(config_path) as f:
+        with atomic.atomic_open(config_path) as f:
             f.write(config.to_json_string())
     target = os.path.join(folder, hf_import.VOCAB_NAME)
     if vocab_file and not files.exists(target):
-        with files.open(vocab_file, "rb") as src, atomic_open(target, "wb") as dst:
+        with files.open(vocab_file, "rb") as src, atomic.atomic_open(target, "wb") as dst:
             dst.write(src.read())
 
 
 def _atomic_keras_save(model, output: str) -> None:
     # The temporary path keeps the ".keras" name that model.save requires.
-    with atomic_path(output) as tmp:
+    with atomic.atomic_path(output) as tmp:
         model.save(tmp)

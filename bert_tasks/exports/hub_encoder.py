@@ -44,14 +44,11 @@ from bert_common import files
 from bert_common import serving_inputs
 from bert_common.errors import InputError
 from bert_tasks.exports import saved_model
-from bert_tasks.exports.saved_model import tracing_as_saved
 from modeling.encoder import BertModel, flat_outputs
 
 #: TF Hub's input names -> ``BertModel``'s.
 HUB_INPUT_NAMES = {"input_word_ids": "input_ids", "input_mask": "input_mask",
                    "input_type_ids": "segment_ids"}
-#: The names of ``obj(inputs)``'s outputs.
-HUB_OUTPUT_NAMES = ("pooled_output", "sequence_output", "encoder_outputs", "default_output")
 
 
 def _input_specs() -> Dict[str, tf.TensorSpec]:
@@ -137,7 +134,7 @@ class HubEncoder(tf.Module):
         """Traces ``__call__`` for training False and True (as ``tf.saved_model.save`` would:
         ``tracing_as_saved``, so each is traced once); returns the signatures (``serve`` has an
         input signature: ``tf.saved_model.save`` traces it)."""
-        with tracing_as_saved():
+        with saved_model.tracing_as_saved():
             for training in (False, True):
                 self.__call__.get_concrete_function(_input_specs(), training=training)
         return {"serving_default": self.serve}

@@ -45,7 +45,6 @@ import tensorflow as tf
 
 from bert_common.errors import InputError
 from bert_tasks.exports import saved_model
-from bert_tasks.exports.saved_model import tracing_as_saved
 from data.tokenization import graph as graph_tokenization
 from data.tokenization import special_tokens
 from data.tokenization import wordpiece
@@ -260,7 +259,7 @@ class HubBertPackInputs(tf.Module):
         would (``saved_model.tracing_as_saved``: the save reuses them, each traced once)."""
         # Named as the save names it (the spec's name is part of the cache key).
         length = tf.TensorSpec([], tf.int32, name="seq_length")
-        with tracing_as_saved():
+        with saved_model.tracing_as_saved():
             for ragged_rank in (1, 2):
                 spec = tf.RaggedTensorSpec([None] * (ragged_rank + 1), tf.int32,
                                            ragged_rank=ragged_rank)

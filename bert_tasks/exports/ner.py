@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Dict, Sequence, Union
 import tensorflow as tf
 
 from bert_tasks.exports import saved_model
+from bert_tasks.exports.serving import ServingModule
 
 if TYPE_CHECKING:
     from modeling.heads.token_classifier import BertFeatureTagger, BertTokenClassifier
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 SIGNATURES = ("serving_default", "text")
 
 
-class NerServingModule(tf.Module):
+class NerServingModule(ServingModule):
     """Serving wrapper around a token classifier (dict inputs -> ``logits`` [B, S, K]).
 
     Args:
@@ -49,17 +50,9 @@ class NerServingModule(tf.Module):
 
     def __init__(self, model: TokenClassifier, vocab_file: str, do_lower_case: bool,
                  max_seq_length: int, label_list: Sequence[str]):
-        super().__init__(name="ner_serving")
-        from data.tokenization import graph as graph_tokenization
-
         if max_seq_length < 3:
             raise ValueError("max_seq_length must be at least 3, got %d" % max_seq_length)
-        # Only the variables are tracked (as the classifier's module): tracking the Keras model
-        # would make tf.saved_model.save trace every layer again for nothing.
-        self._run_model = lambda inputs: model(inputs, training=False)
-        self.model_variables = list(model.variables)
-        self.tokenizer = graph_tokenization.BertGraphTokenizer(vocab_file,
-                                                              do_lower_case=do_lower_case)
+        super().__init__(model, vocab_file, do_lower_case, "ner_serving")
         self.max_seq_length = int(max_seq_length)
         self.label_names = tf.constant(list(label_list), tf.string)
 

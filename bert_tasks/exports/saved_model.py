@@ -7,7 +7,8 @@ all-or-nothing commits of ``bert_common.atomic``, with its fault points and left
   together, all new or all old);
 * ``save_saved_model_version(module, base, signatures)``: the next version folder of a TF
   Serving model base path (``<base>/1``, ``<base>/2``, ...; never replacing one; a base
-  holding other files is refused: ``check_export_base``; ``saved_model_versions`` lists them).
+  holding other files is refused: ``check_export_base``; ``saved_model_versions`` lists them;
+  ``log_version`` logs the one written).
 
 TensorFlow is imported by the writers only, when called.
 """
@@ -19,6 +20,8 @@ import errno
 import os
 import re
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+
+from absl import logging
 
 from bert_common import atomic, files
 from bert_common.errors import InputError
@@ -194,6 +197,23 @@ def saved_model_versions(base: str) -> List[int]:
                   if _VERSION_RE.match(name) and files.isdir(os.path.join(base, name)))
 
 
+def _next_version(base: str) -> str:
+    """``<base>/<version>``, version = 1 + the largest in ``base`` (1 for none)."""
+    versions = saved_model_versions(base)
+    return os.path.join(base, str(versions[-1] + 1 if versions else 1))
+
+
+def log_version(version_dir: str, what: str) -> None:
+    """Logs ``exported SavedModel version <version> to <version_dir> (<what>)``.
+
+    Args:
+        version_dir: the version folder ``save_saved_model_version`` returned.
+        what: what the SavedModel serves, e.g. ``"signatures serving_default, text"``.
+    """
+    logging.info("exported SavedModel version %s to %s (%s)", os.path.basename(version_dir),
+                 version_dir, what)
+
+
 def _is_within(path: str, folder: str) -> bool:
     path, folder = files.abspath(path).rstrip("/"), files.abspath(folder).rstrip("/")
     return path == folder or path.startswith(folder + "/")
@@ -307,15 +327,13 @@ def save_saved_model_version(module: Any, base: str, signatures: Callable[[], Di
     check_export_base(base, flag)
     files.makedirs(base)
     _remove_stale_version_temps(base)
-    versions = saved_model_versions(base)
-    staging = atomic.staging_dir(os.path.join(base, str(versions[-1] + 1 if versions else 1)))
+    first = _next_version(base)
+    staging = atomic.staging_dir(first)
     try:
         tf.saved_model.save(module, staging, signatures=_traced_signatures(signatures))
-        atomic.fault_point("write",
-                           os.path.join(base, str(versions[-1] + 1 if versions else 1)))
+        atomic.fault_point("write", first)
         for _ in range(1000):
-            versions = saved_model_versions(base)
-            final = os.path.join(base, str(versions[-1] + 1 if versions else 1))
+            final = _next_version(base)
             atomic.fault_point("commit", final)
             if _claim(staging, final):
                 return final

@@ -32,9 +32,8 @@ from typing import TYPE_CHECKING, Dict
 import tensorflow as tf
 
 from bert_tasks.exports import saved_model
+from bert_tasks.exports.serving import ServingModule
 from data.tokenization import graph as graph_tokenization
-from data.tokenization import special_tokens
-from data.tokenization.wordpiece import load_vocab
 
 if TYPE_CHECKING:
     from modeling.heads.squad import BertSpanLabeler
@@ -43,7 +42,7 @@ if TYPE_CHECKING:
 _SPLIT_PATTERN = "[ \t\r\n\u202f]+"
 
 
-class SquadServingModule(tf.Module):
+class SquadServingModule(ServingModule):
     """Wraps a SQuAD model (dict inputs -> ``start_logits``/``end_logits``) for raw text.
 
     Args:
@@ -60,18 +59,11 @@ class SquadServingModule(tf.Module):
     def __init__(self, model: BertSpanLabeler, vocab_file: str, do_lower_case: bool = True,
                  max_seq_length: int = 384, max_query_length: int = 64, max_answer_length: int = 30,
                  version_2_with_negative: bool = False, null_score_diff_threshold: float = 0.0):
-        super().__init__(name="squad_serving")
         if max_seq_length <= max_query_length + 3:
             raise ValueError("The max_seq_length (%d) must be greater than max_query_length (%d) + 3"
                              % (max_seq_length, max_query_length))
-        # Only the variables are tracked: tracking the Keras model would make
-        # tf.saved_model.save trace every layer again (slow) for nothing the signature uses.
-        self._run_model = lambda inputs: model(inputs, training=False)
-        self.model_variables = list(model.variables)
-        self.tokenizer = graph_tokenization.BertGraphTokenizer(vocab_file, do_lower_case=do_lower_case)
-        vocab = load_vocab(vocab_file)
-        self._cls_id = vocab[special_tokens.CLS]
-        self._sep_id = vocab[special_tokens.SEP]
+        super().__init__(model, vocab_file, do_lower_case, "squad_serving")
+        self._cls_id, self._sep_id = self._special_ids()
         self.max_seq_length = max_seq_length
         self.max_query_length = max_query_length
         self.max_answer_length = max_answer_length

@@ -45,21 +45,6 @@ EXAMPLE_INDEX = cf.EXAMPLE_INDEX
 SORT_WINDOW_BATCHES = cf.SORT_WINDOW_BATCHES
 
 
-def decode_classifier_record(record: "tf.Tensor", max_seq_length: int,
-                             regression: bool = False) -> Dict[str, "tf.Tensor"]:
-    """A serialized record -> int32 ids/mask/segments [S], labels [] (float32 for regression).
-
-    Args:
-        record: a serialized ``tf.train.Example`` (scalar string).
-        max_seq_length: S of the records.
-        regression: a float label.
-
-    Returns:
-        Feature name -> tensor.
-    """
-    return tf_example.decode_tf(record, cf.record_spec(max_seq_length, regression))
-
-
 def sequence_lengths(batch_or_example: Dict[str, tf.Tensor]) -> tf.Tensor:
     """Real tokens per sequence: ``sum(input_mask, -1)`` (any leading shape).
 

@@ -16,8 +16,8 @@
 TFRecord features (the names are defined once, in ``FEATURE_NAMES``): ``input_ids``,
 ``input_mask``, ``segment_ids`` int64 [max_seq_length], ``label_ids`` int64 [1] (float [1] for
 regression) and ``is_real_example`` int64 [1], written without TensorFlow
-(``features_to_record``). ``record_spec`` says what they hold (``name_to_features``: its
-``tf.io`` parse spec).
+(``features_to_record``). ``record_spec`` says what they hold
+(``data.records.tf_example.tf_parse_spec``: its ``tf.io`` parse spec).
 
 ``_truncate_seq_pair`` is THE pair-truncation rule of the project: other modules import it.
 """
@@ -25,7 +25,7 @@ regression) and ``is_real_example`` int64 [1], written without TensorFlow
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterable, List, Optional, Sequence, TYPE_CHECKING, Union
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 from absl import logging
 
@@ -35,9 +35,6 @@ from bert_common.errors import InputError
 from bert_common.atomic import AtomicTFRecordWriters
 from bert_common.progress import Progress
 from data.records import tf_example
-
-if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
-    import tensorflow as tf
 
 INPUT_IDS = "input_ids"
 INPUT_MASK = "input_mask"
@@ -79,9 +76,6 @@ def _truncate_seq_pair(tokens_a: List, tokens_b: List, max_length: int) -> None:
             tokens_b.pop()
 
 
-truncate_seq_pair = _truncate_seq_pair
-
-
 def pair_tokens(tokens_a: List[str], tokens_b: Optional[List[str]], max_seq_length: int):
     """(tokens, segment_ids) of ``[CLS] a [SEP] (b [SEP])`` after the original's truncation.
 
@@ -112,6 +106,23 @@ def pair_tokens(tokens_a: List[str], tokens_b: Optional[List[str]], max_seq_leng
         tokens += tokens_b + [special_tokens.SEP]
         segment_ids += [1] * (len(tokens_b) + 1)
     return tokens, segment_ids, truncated
+
+
+def pad_features(input_ids: List[int], segment_ids: List[int],
+                 max_seq_length: int) -> Tuple[List[int], List[int], List[int]]:
+    """``(input_ids, input_mask, segment_ids)`` of a sequence, zero-padded to ``max_seq_length``
+    (the mask: 1 for the real tokens, 0 for the padding); the lists given are not modified.
+
+    Args:
+        input_ids: the token ids, at most ``max_seq_length``.
+        segment_ids: their segment ids, as many.
+        max_seq_length: S.
+
+    Returns:
+        ``(input_ids, input_mask, segment_ids)``, each [S].
+    """
+    padding = [0] * (max_seq_length - len(input_ids))
+    return input_ids + padding, [1] * len(input_ids) + padding, segment_ids + padding
 
 
 def label_to_id(example: InputExample, label_list: Sequence[str]) -> Union[int, float]:
@@ -195,12 +206,10 @@ def _convert(example: InputExample, label_list: Sequence[str], max_seq_length: i
     tokens_a = tokenizer.tokenize(example.text_a)
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
     tokens, segment_ids, truncated = pair_tokens(tokens_a, tokens_b, max_seq_length)
-    input_ids = tokenizer.convert_tokens_to_ids(tokens)
-    padding = [0] * (max_seq_length - len(input_ids))
-    features = InputFeatures(input_ids=input_ids + padding,
-                             input_mask=[1] * len(input_ids) + padding,
-                             segment_ids=segment_ids + padding, label_id=label_id,
-                             is_real_example=True)
+    input_ids, input_mask, segment_ids = pad_features(tokenizer.convert_tokens_to_ids(tokens),
+                                                      segment_ids, max_seq_length)
+    features = InputFeatures(input_ids=input_ids, input_mask=input_mask,
+                             segment_ids=segment_ids, label_id=label_id, is_real_example=True)
     return features, tokens, truncated
 
 
@@ -260,20 +269,6 @@ def features_to_record(features: InputFeatures) -> bytes:
     return tf_example.encode_example({**ints, **label})
 
 
-def features_to_tf_example(features: InputFeatures) -> "tf.train.Example":
-    """``InputFeatures`` -> ``tf.train.Example`` with the ``FEATURE_NAMES`` features.
-
-    Args:
-        features: the ``InputFeatures``.
-
-    Returns:
-        The ``tf.train.Example`` of ``features_to_record``.
-    """
-    import tensorflow as tf
-
-    return tf.train.Example.FromString(features_to_record(features))
-
-
 def file_based_convert_examples_to_features(examples: Sequence, label_list: Sequence[str],
                                             max_seq_length: int, tokenizer,
                                             output_file: str) -> int:
@@ -293,13 +288,29 @@ def file_based_convert_examples_to_features(examples: Sequence, label_list: Sequ
     Returns:
         The number of records written.
     """
-    progress = writing_progress(output_file, len(examples))
+    records = (features_to_record(convert_single_example(ex_index, example, label_list,
+                                                         max_seq_length, tokenizer))
+               for ex_index, example in enumerate(examples))
+    return write_records(records, len(examples), output_file)
+
+
+def write_records(records: Iterable[bytes], total: int, output_file: str) -> int:
+    """Writes ``records`` to the TFRecord file ``output_file`` with ``writing_progress``: the
+    file appears only when every record was written (``AtomicTFRecordWriters``).
+
+    Args:
+        records: the serialized records, in order (made as they are written).
+        total: their number (for the progress).
+        output_file: the TFRecord file (local or ``gs://``).
+
+    Returns:
+        The number of records written.
+    """
+    progress = writing_progress(output_file, total)
     with AtomicTFRecordWriters([output_file]) as writer:
-        for ex_index, example in enumerate(examples):
-            features = convert_single_example(ex_index, example, label_list, max_seq_length,
-                                              tokenizer)
-            writer.write(features_to_record(features))
-            progress.update(ex_index + 1)
+        for i, record in enumerate(records):
+            writer.write(record)
+            progress.update(i + 1)
         progress.finish()
         return writer.num_written
 
@@ -337,16 +348,3 @@ def record_spec(max_seq_length: int, regression: bool = False) -> tf_example.Rec
         LABEL_IDS: tf_example.FixedLen((), is_float=regression),
         IS_REAL_EXAMPLE: tf_example.FixedLen(()),
     }
-
-
-def name_to_features(max_seq_length: int, regression: bool = False) -> Dict[str, object]:
-    """The ``tf.io.parse_single_example`` spec of the records written above (``record_spec``).
-
-    Args:
-        max_seq_length: S.
-        regression: ``label_ids`` is a float.
-
-    Returns:
-        Feature name -> ``tf.io.FixedLenFeature``.
-    """
-    return tf_example.tf_parse_spec(record_spec(max_seq_length, regression))

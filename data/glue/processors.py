@@ -105,36 +105,6 @@ class InputFeatures:
 # ------------------------------------------------------------------------------------ reading
 
 
-def read_tsv_rows(input_file: str, quotechar: Optional[str] = None) -> List[List[str]]:
-    """All rows of a tab-separated file, read like the original's ``_read_tsv``.
-
-    UTF-8 (strict), split on ``\\n`` only (``\\r`` before it is dropped by ``csv``), then
-    ``csv.reader(delimiter="\\t", quotechar=quotechar)``. Raises ``ClassifierDataError`` for a
-    missing, unreadable, non-UTF-8 or empty file.
-
-    Args:
-        input_file: local path or ``gs://`` URL.
-        quotechar: ``csv``'s quote character (None: quotes are text, as GLUE files need).
-
-    Returns:
-        The rows, each a list of column strings.
-
-    Raises:
-        ClassifierDataError: a missing, unreadable, non-UTF-8 or empty file.
-    """
-    text = files.read_utf8(input_file, ClassifierDataError, strip_bom=False)
-    if not text.strip():
-        raise ClassifierDataError("%s: the file is empty" % input_file)
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline does not start a row
-    try:
-        return list(csv.reader([line + "\n" for line in lines], delimiter="\t",
-                               quotechar=quotechar))
-    except csv.Error as e:
-        raise ClassifierDataError("%s: not a readable TSV (%s)" % (input_file, e)) from None
-
-
 def _column(row: Sequence[str], col: int, input_file: str, line_index: int, what: str) -> str:
     """``row[col]`` (negative allowed) or a ClassifierDataError naming the file and line."""
     if -len(row) <= col < len(row):
@@ -231,8 +201,31 @@ class DataProcessor:
 
     @classmethod
     def _read_tsv(cls, input_file: str, quotechar: Optional[str] = None) -> List[List[str]]:
-        """Reads a tab separated value file (see ``read_tsv_rows``)."""
-        return read_tsv_rows(input_file, quotechar)
+        """Reads a tab separated value file: all its rows, read like the original's
+        ``_read_tsv``.
+
+        UTF-8 (strict), split on ``\\n`` only (``\\r`` before it is dropped by ``csv``), then
+        ``csv.reader(delimiter="\\t", quotechar=quotechar)``. Raises ``ClassifierDataError`` for
+        a missing, unreadable, non-UTF-8 or empty file.
+
+        Args:
+            input_file: local path or ``gs://`` URL.
+            quotechar: ``csv``'s quote character (None: quotes are text, as GLUE files need).
+
+        Returns:
+            The rows, each a list of column strings.
+
+        Raises:
+            ClassifierDataError: a missing, unreadable, non-UTF-8 or empty file.
+        """
+        text = files.read_utf8(input_file, ClassifierDataError, strip_bom=False,
+                               require_text=True)
+        lines = files.split_lines(text)  # the final newline does not start a row
+        try:
+            return list(csv.reader([line + "\n" for line in lines], delimiter="\t",
+                                   quotechar=quotechar))
+        except csv.Error as e:
+            raise ClassifierDataError("%s: not a readable TSV (%s)" % (input_file, e)) from None
 
     def _split_file(self, data_dir: str, file_name: str, split: str) -> str:
         path = os.path.join(data_dir, file_name)

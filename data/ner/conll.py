@@ -128,10 +128,7 @@ def _read_lines(path: str) -> List[str]:
     text = files.read_utf8(path, NerDataError)
     # Lines end at "\n" only (as conlleval reads them): str.splitlines would also break at
     # form feeds, U+0085, U+2028... inside a line and misnumber every line after.
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return [line[:-1] if line.endswith("\r") else line for line in files.split_lines(text)]
 
 
 def read_conll(path: str, labelled: bool = True) -> List[Sentence]:

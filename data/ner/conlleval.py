@@ -35,6 +35,8 @@ import dataclasses
 import re
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from bert_common import files  # the file layer; loads TensorFlow only for URLs
+
 BOUNDARY = "-X-"  # the script's $boundary: first field of a sentence-break line
 OUTSIDE = "O"
 
@@ -292,15 +294,6 @@ class _Scorer:
         return self.result
 
 
-def _text_lines(text: str) -> List[str]:
-    """Lines as Perl's ``<STDIN>`` reads them: split at ``\\n`` only, no empty line after a
-    final newline."""
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
-
-
 def evaluate_lines(lines: Iterable[str], *, source: str = "<lines>") -> ConllEvalResult:
     """Score lines in the script's input format (``... correct_tag guessed_tag``; a trailing
     newline on each line is fine; a single ``str`` is taken as a whole text).
@@ -319,7 +312,7 @@ def evaluate_lines(lines: Iterable[str], *, source: str = "<lines>") -> ConllEva
         ValueError: a line with too few or an unexpected number of columns.
     """
     if isinstance(lines, str):
-        lines = _text_lines(lines)
+        lines = files.split_lines(lines)  # as Perl's <STDIN> reads them
     scorer = _Scorer()
     expected: Optional[int] = None  # the script's $nbrOfFeatures: set by a non-empty line
     expected_line = 0
@@ -357,15 +350,13 @@ def evaluate_file(path: str) -> ConllEvalResult:
     Returns:
         The ``ConllEvalResult``.
     """
-    from bert_common import files  # the file layer; loads TensorFlow only for URLs
-
     with files.open(path, "rb") as f:
         data = f.read()
     # Split at b"\n" only (a lone "\r" is no line break for Perl). Bytes that are not UTF-8 (a
     # Latin-1 word column, as in older CoNLL files) pass through, as through the byte-oriented
     # script, as surrogate escapes.
     text = data.decode("utf-8", "surrogateescape")
-    return evaluate_lines(_text_lines(text), source=path)
+    return evaluate_lines(files.split_lines(text), source=path)
 
 
 def evaluate_tags(

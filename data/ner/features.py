@@ -25,7 +25,7 @@ One window per target span (``convert_document``)::
 Every sequence is one segment (``segment_ids`` 0), as a single-sentence classifier input.
 
 Records (``write_tf_records``): ``input_ids``, ``input_mask``, ``segment_ids``, ``label_ids``
-int64 [S], ``label_weights`` float [S]; ``parse_example`` gives int32 / float32 tensors [S].
+int64 [S], ``label_weights`` float [S]; read with ``record_spec``: int32 / float32 [S].
 Which window predicts which word stays in Python (``NerWindow.sentence``, ``.words``,
 ``.positions``), rebuilt by the same conversion when predicting.
 """
@@ -35,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from bert_common.atomic import AtomicTFRecordWriters
 from data.glue import features as cf
 from data.ner.conll import NerDataError, Sentence, documents
 from data.records import tf_example
@@ -187,13 +186,12 @@ def convert_document(sentences: Sequence[Sentence], indexes: Sequence[int],
             for w, position in zip(range(a, b), positions):
                 label_ids[position] = label_map[tags[w]] if tags is not None else 0
                 label_weights[position] = 1.0
-            n = len(ids)
+            input_ids, input_mask, segment_ids = cf.pad_features(ids, [0] * len(ids),
+                                                                 max_seq_length)
             windows.append(NerWindow(
                 sentence=index, words=list(range(a, b)), positions=positions,
-                input_ids=ids + [0] * (max_seq_length - n),
-                input_mask=[1] * n + [0] * (max_seq_length - n),
-                segment_ids=[0] * max_seq_length, label_ids=label_ids,
-                label_weights=label_weights))
+                input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids,
+                label_ids=label_ids, label_weights=label_weights))
     return windows
 
 
@@ -253,13 +251,7 @@ def write_tf_records(windows: Sequence[NerWindow], output_file: str) -> int:
     Returns:
         The number of records.
     """
-    progress = cf.writing_progress(output_file, len(windows))
-    with AtomicTFRecordWriters([output_file]) as writer:
-        for i, window in enumerate(windows):
-            writer.write(window_to_record(window))
-            progress.update(i + 1)
-        progress.finish()
-        return writer.num_written
+    return cf.write_records(map(window_to_record, windows), len(windows), output_file)
 
 
 def record_spec(max_seq_length: int) -> tf_example.RecordSpec:
@@ -274,28 +266,3 @@ def record_spec(max_seq_length: int) -> tf_example.RecordSpec:
     """
     return {name: tf_example.FixedLen((max_seq_length,), is_float=name == LABEL_WEIGHTS)
             for name in SEQUENCE_FEATURES}
-
-
-def name_to_features(max_seq_length: int) -> Dict[str, object]:
-    """The ``tf.io.parse_single_example`` spec of the records above (``record_spec``).
-
-    Args:
-        max_seq_length: S.
-
-    Returns:
-        Feature name -> ``tf.io.FixedLenFeature``.
-    """
-    return tf_example.tf_parse_spec(record_spec(max_seq_length))
-
-
-def parse_example(record, max_seq_length: int) -> Dict[str, object]:
-    """A serialized record -> int32 ids/mask/segments/labels [S], float32 weights [S].
-
-    Args:
-        record: a serialized ``tf.train.Example``.
-        max_seq_length: S of the records.
-
-    Returns:
-        Feature name -> [S] tensor.
-    """
-    return tf_example.decode_tf(record, record_spec(max_seq_length))

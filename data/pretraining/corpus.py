@@ -94,18 +94,41 @@ class Corpus:
         Returns:
           The ``Corpus``.
         """
-        tokens: List[int] = []
-        sentence_starts = [0]
-        document_starts = [0]
+        builder = _CorpusBuilder()
         for doc in documents:
             for sentence in doc:
-                if len(sentence):
-                    tokens.extend(sentence)
-                    sentence_starts.append(len(tokens))
-            if len(sentence_starts) - 1 > document_starts[-1]:
-                document_starts.append(len(sentence_starts) - 1)
-        return cls(np.array(tokens, np.int32), np.array(sentence_starts, np.int64),
-                   np.array(document_starts, np.int64))
+                builder.sentence(sentence)
+            builder.end_document()
+        return builder.corpus(cls)
+
+
+class _CorpusBuilder:
+    """A ``Corpus`` built a sentence at a time: a sentence without a token, then a document
+    without a sentence, are dropped."""
+
+    def __init__(self):
+        self.tokens = array.array("i")
+        self.sentence_starts = array.array("q", [0])
+        self.document_starts = array.array("q", [0])
+
+    def sentence(self, ids: Sequence[int]) -> None:
+        """Appends a sentence of token ids to the open document (none if ``ids`` is empty)."""
+        if len(ids):
+            self.tokens.extend(ids)
+            self.sentence_starts.append(len(self.tokens))
+
+    def end_document(self) -> None:
+        """Closes the open document (nothing if it has no sentence)."""
+        if len(self.sentence_starts) - 1 > self.document_starts[-1]:
+            self.document_starts.append(len(self.sentence_starts) - 1)
+
+    def corpus(self, cls=Corpus) -> Corpus:
+        """The ``cls`` of what was added, the open document closed."""
+        self.end_document()
+        return cls(np.frombuffer(self.tokens, dtype=np.int32) if len(self.tokens)
+                   else np.empty(0, np.int32),
+                   np.frombuffer(self.sentence_starts, dtype=np.int64),
+                   np.frombuffer(self.document_starts, dtype=np.int64))
 
 
 # ------------------------------------------------------------------------------------------
@@ -276,9 +299,7 @@ def read_corpus(input_files: Sequence[Union[str, Piece]], tokenizer,
     for path, start, stop in pieces:
         size = files.getsize(path) if files.isfile(path) else 0
         sizes.append(max(0, (size if stop is None else min(stop, size)) - start))
-    tokens = array.array("i")
-    sentence_starts = array.array("q", [0])
-    document_starts = array.array("q", [0])
+    builder = _CorpusBuilder()
     # Progress in MB of input read (whole files or pieces done), so that its ETA holds for
     # files of any line length.
     progress = Progress("reading", sum(sizes) / 1e6, unit="MB", enabled=show_progress)
@@ -289,23 +310,15 @@ def read_corpus(input_files: Sequence[Union[str, Piece]], tokenizer,
             lines += 1
             text = text.strip()
             if not text:
-                if len(sentence_starts) - 1 > document_starts[-1]:
-                    document_starts.append(len(sentence_starts) - 1)
+                builder.end_document()
             else:
-                ids = to_ids(text)
-                if ids:
-                    tokens.extend(ids)
-                    sentence_starts.append(len(tokens))
+                builder.sentence(to_ids(text))
             if not lines & 4095:  # the clock is read every 4096 lines only
-                progress.update(done_bytes / 1e6, _read_counts(document_starts, lines))
+                progress.update(done_bytes / 1e6, _read_counts(builder.document_starts, lines))
         done_bytes += size
-    if len(sentence_starts) - 1 > document_starts[-1]:
-        document_starts.append(len(sentence_starts) - 1)
-    progress.update(done_bytes / 1e6, _read_counts(document_starts, lines), force=True)
-    return Corpus(np.frombuffer(tokens, dtype=np.int32) if len(tokens)
-                  else np.empty(0, np.int32),
-                  np.frombuffer(sentence_starts, dtype=np.int64),
-                  np.frombuffer(document_starts, dtype=np.int64))
+    builder.end_document()
+    progress.update(done_bytes / 1e6, _read_counts(builder.document_starts, lines), force=True)
+    return builder.corpus()
 
 
 def iter_documents(input_files: Sequence[Union[str, Piece]]) -> Iterator[List[str]]:
@@ -351,21 +364,7 @@ def tokenize_documents(documents: Iterable[Sequence[str]], tokenizer) -> Corpus:
       The ``Corpus``.
     """
     to_ids = _ids_function(tokenizer)
-    tokens = array.array("i")
-    sentence_starts = array.array("q", [0])
-    document_starts = array.array("q", [0])
-    for document in documents:
-        for text in document:
-            ids = to_ids(text)
-            if ids:
-                tokens.extend(ids)
-                sentence_starts.append(len(tokens))
-        if len(sentence_starts) - 1 > document_starts[-1]:
-            document_starts.append(len(sentence_starts) - 1)
-    return Corpus(np.frombuffer(tokens, dtype=np.int32) if len(tokens)
-                  else np.empty(0, np.int32),
-                  np.frombuffer(sentence_starts, dtype=np.int64),
-                  np.frombuffer(document_starts, dtype=np.int64))
+    return Corpus.from_documents([to_ids(text) for text in document] for document in documents)
 
 
 def concatenate(corpora: Sequence[Corpus]) -> Corpus:

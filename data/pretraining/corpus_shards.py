@@ -368,8 +368,8 @@ def _init_pool_worker(vocab_file: str, do_lower_case: bool) -> None:
 
 
 def load_tokenizer(vocab_file: str, do_lower_case: bool) -> Tuple:
-    """``(tokenizer, vocab)`` for ``generate_shard``: the fast tokenizer and the
-    pre-training vocabulary ([CLS] [SEP] [MASK] ids).
+    """``(tokenizer, vocab)`` for ``generate_shard`` (and the ``--num_workers`` workers and the
+    single stream): the fast tokenizer and the pre-training vocabulary ([CLS] [SEP] [MASK] ids).
 
     Args:
         vocab_file: the WordPiece vocab.

@@ -274,7 +274,7 @@ def pretraining_dataset(files: Sequence[str], max_seq_length: int, max_predictio
     if batch_size <= 0:
         raise PretrainingDataError("batch size must be positive, got %d" % batch_size)
     files = list(files)
-    spec = pretraining_schema.FEATURE_SPEC(max_seq_length, max_predictions_per_seq)
+    spec = pretraining_schema.feature_spec(max_seq_length, max_predictions_per_seq)
     options = tf.data.Options()
     shard_records = False
     if input_context is not None:

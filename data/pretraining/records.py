@@ -294,11 +294,6 @@ class FramedRecords:
     def __len__(self) -> int:
         return self._first[-1]
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the records (not counting the padding kept with them)."""
-        return int(sum((e - s).sum() for s, e in zip(self._starts, self._ends)))
-
     def add(self, buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
         """Adds a batch of framed records (``RecordEncoder.encode``'s result).
 

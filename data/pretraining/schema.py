@@ -65,33 +65,3 @@ def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> Dict[str,
 
     return {name: tf.io.FixedLenFeature([n], tf.float32 if is_float(name) else tf.int64)
             for name, n in feature_lengths(max_seq_length, max_predictions_per_seq).items()}
-
-
-# The name the tf.data pipeline uses.
-FEATURE_SPEC = feature_spec
-
-
-def parse_example(serialized, max_seq_length: int, max_predictions_per_seq: int,
-                  int32: bool = True) -> Dict[str, object]:
-    """One serialized record (scalar string tensor or bytes) -> dict of dense tensors.
-
-    int64 features are cast to int32 when ``int32`` (as the original ``_decode_record``);
-    ``masked_lm_weights`` stays float32. Shapes: [max_seq_length], [max_predictions_per_seq], [1].
-
-    Args:
-        serialized: one serialized ``tf.train.Example``.
-        max_seq_length: S.
-        max_predictions_per_seq: P.
-        int32: cast the int64 features to int32.
-
-    Returns:
-        Feature name -> dense tensor ([S], [P] or [1]).
-    """
-    import tensorflow as tf
-
-    parsed = tf.io.parse_single_example(
-        serialized, feature_spec(max_seq_length, max_predictions_per_seq))
-    if int32:
-        parsed = {name: tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
-                  for name, value in parsed.items()}
-    return parsed

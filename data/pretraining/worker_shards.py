@@ -65,24 +65,17 @@ def worker_seed(random_seed: int, worker: int) -> random.Random:
 
 def _run_worker(args: Tuple) -> Dict[str, int]:
     (worker, pieces, temp_files, vocab_file, do_lower_case, settings, show_progress) = args
-    from data.pretraining import instances as pretraining
     from data.pretraining import instances_fast
-    from data.tokenization.wordpiece import FastFullTokenizer
+    from data.pretraining.corpus_shards import load_tokenizer
 
-    tokenizer = FastFullTokenizer(vocab_file, do_lower_case)
-    vocab = pretraining.PretrainingVocab(tokenizer.vocab, vocab_file)
+    tokenizer, vocab = load_tokenizer(vocab_file, do_lower_case)
     corpus = pretraining_corpus.read_corpus(pieces, tokenizer, show_progress=False)
     if corpus.num_documents == 0:
         for path in temp_files:
             files.open(path, "wb").close()
         return {"worker": worker, "instances": 0, "documents": 0}
-    written = instances_fast.write_records(
-        corpus, vocab, temp_files, random_seed=settings["random_seed"],
-        max_seq_length=settings["max_seq_length"],
-        max_predictions_per_seq=settings["max_predictions_per_seq"],
-        masked_lm_prob=settings["masked_lm_prob"], short_seq_prob=settings["short_seq_prob"],
-        dupe_factor=settings["dupe_factor"], do_whole_word_mask=settings["do_whole_word_mask"],
-        show_progress=show_progress, helper=False)
+    written = instances_fast.write_records(corpus, vocab, temp_files,
+                                           show_progress=show_progress, helper=False, **settings)
     return {"worker": worker, "instances": written, "documents": corpus.num_documents}
 
 

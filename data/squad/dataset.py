@@ -2,7 +2,7 @@
 
 As the original ``input_fn_builder``: training repeats the file and shuffles
 with a buffer of 100, eval reads it once in order; records are parsed with
-``data.squad.schema.feature_spec`` and every int64 becomes int32. Batches are
+``data.squad.schema.record_spec`` and every int64 becomes int32. Batches are
 dicts of int32 tensors: ``unique_ids`` [B], ``input_ids``/``input_mask``/
 ``segment_ids`` [B, S] and, in training, ``start_positions``/``end_positions`` [B];
 eval batches also carry ``example_index`` [B] (the record number).

@@ -398,7 +398,20 @@ def evaluate_v2(dataset: list, preds: Mapping[str, str],
 # --------------------------------------------------------------------------
 
 
-def _load_json(path: str, what: str):
+def load_json(path: str, what: str):
+    """The parsed JSON file ``path``; ``SquadEvalError`` naming it and ``what`` it should be
+    (unreadable, not JSON).
+
+    Args:
+        path: the file.
+        what: what it should hold, for the message.
+
+    Returns:
+        The parsed JSON value.
+
+    Raises:
+        SquadEvalError: the file is unreadable or not JSON.
+    """
     try:
         with files.open(path, encoding="utf-8") as f:
             return json.load(f)
@@ -439,23 +452,6 @@ def _check_mapping(obj, path: str, what: str, value_type) -> dict:
     return obj
 
 
-def load_json(path: str, what: str):
-    """The parsed JSON file ``path``; ``SquadEvalError`` naming it and ``what`` it should be
-    (unreadable, not JSON).
-
-    Args:
-        path: the file.
-        what: what it should hold, for the message.
-
-    Returns:
-        The parsed JSON value.
-
-    Raises:
-        SquadEvalError: the file is unreadable or not JSON.
-    """
-    return _load_json(path, what)
-
-
 def load_dataset(dataset_file: str, dataset_json=None) -> dict:
     """The parsed SQuAD file ``dataset_file`` (its top-level object; ``dataset_json`` when
     already parsed), checked as the scorer needs it; ``SquadEvalError`` naming the file (and
@@ -472,7 +468,7 @@ def load_dataset(dataset_file: str, dataset_json=None) -> dict:
         SquadEvalError: the file is unreadable or not a SQuAD file.
     """
     if dataset_json is None:
-        dataset_json = _load_json(dataset_file, "the dataset")
+        dataset_json = load_json(dataset_file, "the dataset")
     _check_dataset(dataset_json, dataset_file)
     return dataset_json
 
@@ -551,11 +547,11 @@ def evaluate_files(dataset_file: str, prediction_file: str, na_prob_file: Option
         SquadEvalError: an input file that cannot be used (named).
     """
     dataset_json = load_dataset(dataset_file)
-    preds = _check_mapping(_load_json(prediction_file, "the predictions"), prediction_file,
+    preds = _check_mapping(load_json(prediction_file, "the predictions"), prediction_file,
                            "the predictions", str)
     na_probs = None
     if na_prob_file:
-        na_probs = _check_mapping(_load_json(na_prob_file, "the null odds"), na_prob_file,
+        na_probs = _check_mapping(load_json(na_prob_file, "the null odds"), na_prob_file,
                                   "the null odds", (int, float))
     return evaluate_dataset(dataset_json, preds, na_probs, na_prob_thresh, notify,
                             dataset_name=dataset_file,

@@ -13,8 +13,8 @@ Public names are the original's:
   sliding window of the WordPiece-tokenized paragraph; ``[CLS] query [SEP]
   window [SEP]``, zero-padded to ``max_seq_length``.
 * ``FeatureWriter``: the features as TFRecords (layout in ``data/squad/schema.py``).
-* ``RawResult`` / ``write_predictions`` / ``get_final_text``: re-exported from
-  ``data/squad/postprocess.py``.
+* ``RawResult`` / ``write_predictions`` / ``get_final_text``: in
+  ``data/squad/postprocess.py`` (``from data import squad`` has them all).
 
 Bad input raises ``SquadFormatError`` (a ``ValueError``) whose one-line
 message names the file and the question or article.
@@ -33,15 +33,9 @@ from bert_common import atomic, files
 from data.tokenization import special_tokens
 from bert_common.errors import InputError
 from bert_common.progress import Progress
+from data.glue import features as cf
 from data.records import tf_example
 from data.squad import schema as squad_schema
-from data.squad.postprocess import (  # noqa: F401  (public names of the original)
-    RawResult,
-    _compute_softmax,
-    _get_best_indexes,
-    get_final_text,
-    write_predictions,
-)
 from data.tokenization.wordpiece import whitespace_tokenize
 
 FIRST_UNIQUE_ID = 1000000000
@@ -127,9 +121,7 @@ def split_doc_tokens(paragraph_text: str):
 
 def _load_squad_data(input_file: str) -> list:
     """The ``data`` list of a SQuAD JSON file, or a one-line SquadFormatError."""
-    text = files.read_utf8(input_file, SquadFormatError, strip_bom=False)
-    if not text.strip():
-        raise SquadFormatError("%s: the file is empty" % input_file)
+    text = files.read_utf8(input_file, SquadFormatError, strip_bom=False, require_text=True)
     try:
         root = json.loads(text)
     except json.JSONDecodeError as e:
@@ -504,11 +496,8 @@ def convert_examples_to_features(examples: Sequence[SquadExample], tokenizer, ma
             token_is_max_context = dict(zip(positions, [
                 w == doc_span_index for w in max_context_window[doc_span.start:span_end]]))
 
-            input_mask = [1] * len(input_ids)
-            padding = max_seq_length - len(input_ids)
-            input_ids += [0] * padding  # [S]
-            input_mask += [0] * padding  # [S]
-            segment_ids += [0] * padding  # [S]
+            input_ids, input_mask, segment_ids = cf.pad_features(input_ids, segment_ids,
+                                                                 max_seq_length)  # [S] each
 
             start_position = None
             end_position = None

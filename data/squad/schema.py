@@ -22,10 +22,9 @@ read.
 
 from __future__ import annotations
 
-from typing import Dict, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # (annotations only: TensorFlow is imported where it is used)
-    import tensorflow as tf
     from data.records import tf_example
 
 UNIQUE_IDS = "unique_ids"
@@ -68,40 +67,3 @@ def record_spec(seq_length: int, is_training: bool,
         if with_is_impossible:
             spec[IS_IMPOSSIBLE] = tf_example.FixedLen(())
     return spec
-
-
-def feature_spec(seq_length: int, is_training: bool,
-                 with_is_impossible: bool = False) -> Dict[str, "tf.io.FixedLenFeature"]:
-    """``tf.io.parse_single_example`` spec of a SQuAD record (all int64; ``record_spec``).
-
-    Args:
-        seq_length: S.
-        is_training: add ``start_positions``/``end_positions``.
-        with_is_impossible: also add ``is_impossible`` (training only).
-
-    Returns:
-        Feature name -> ``tf.io.FixedLenFeature``.
-    """
-    from data.records import tf_example
-
-    return tf_example.tf_parse_spec(record_spec(seq_length, is_training, with_is_impossible))
-
-
-def decode_record(record, spec: Dict) -> Dict:
-    """Parses one serialized record and casts every int64 tensor to int32.
-
-    Returns scalars for ``unique_ids``/positions and [S] int32 tensors for the
-    sequence features.
-
-    Args:
-        record: a serialized ``tf.train.Example`` (string scalar).
-        spec: the ``feature_spec``.
-
-    Returns:
-        Feature name -> int32 tensor.
-    """
-    import tensorflow as tf
-
-    example = tf.io.parse_single_example(record, spec)
-    return {name: (tf.cast(t, tf.int32) if t.dtype == tf.int64 else t)
-            for name, t in example.items()}

@@ -1,7 +1,7 @@
 """bert_common/files.py, the file-system layer: the same calls for a local path and a URL
 (ram://, TensorFlow's in-process filesystem, stands in for gs:// here;
 tests/bert_common/test_gcs_loopback.py runs the same calls against real GCS code), and
-``read_utf8``'s one-line errors."""
+``read_utf8``'s one-line errors, ``split_lines``."""
 
 import os
 
@@ -55,3 +55,13 @@ def test_read_utf8_one_line_errors_and_bom(tmp_path):
         files.read_utf8(str(path), Bad)
     with pytest.raises(Bad, match=r"missing.txt: no such file$"):
         files.read_utf8(str(tmp_path / "missing.txt"), Bad)
+    path.write_bytes(b"\xef\xbb\xbf \n\t\n")  # only whitespace: an error if text is required
+    assert files.read_utf8(str(path), Bad) == " \n\t\n"
+    with pytest.raises(Bad, match=r"in.txt: the file is empty$"):
+        files.read_utf8(str(path), Bad, require_text=True)
+
+
+def test_split_lines_at_newline_only():
+    assert files.split_lines("a\nb\r\n\x0cc\u2028d\n") == ["a", "b\r", "\x0cc\u2028d"]
+    assert files.split_lines("a\n\n") == ["a", ""] and files.split_lines("a") == ["a"]
+    assert files.split_lines("") == [] and files.split_lines("\n") == [""]

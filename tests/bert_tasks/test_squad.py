@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tasks import squad as task
-from data.squad import features as squad
+from data import squad
 from data.squad import postprocess
 from data.tokenization import wordpiece
 from modeling import checkpoints

@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from data import swag
+from data.records import tf_example
 from data.tokenization import special_tokens
 from data.tokenization import wordpiece as tokenization
 from tests import paths
@@ -72,7 +73,7 @@ def test_records_round_trip(tokenizer, tmp_path):
     examples = swag.read_swag_examples(JSONL)
     out = str(tmp_path / "train.tf_record")
     assert swag.write_tf_records(examples, 24, tokenizer, out) == 10
-    parsed = [swag.parse_example(r, 24) for r in tf.data.TFRecordDataset(out)]
+    parsed = [tf_example.decode_tf(r, swag.record_spec(24)) for r in tf.data.TFRecordDataset(out)]
     assert parsed[1]["input_ids"].shape == (4, 24)
     assert int(parsed[1]["label_ids"]) == 3
     expected = swag.convert_example(examples[1], 24, tokenizer)

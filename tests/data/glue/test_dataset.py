@@ -10,6 +10,7 @@ import tensorflow as tf
 from data.glue import processors as classifier
 from data.glue import features as cf
 from data.glue import dataset as classifier_input
+from data.records import tf_example
 from data.tokenization import wordpiece as tokenization
 from modeling import checkpoints
 from modeling.heads import classifier as classifier_head
@@ -53,7 +54,7 @@ def test_length_sorted_predictions_identical(tmp_path):
     tf.keras.utils.set_random_seed(1)
     model = classifier_head.build_classifier_model(config, 2)
     checkpoints.load_checkpoint(model, os.path.join(TINY, "bert_model.ckpt"), log=False)
-    decode = lambda r: classifier_input.decode_classifier_record(r, 128)  # noqa: E731
+    decode = lambda r: tf_example.decode_tf(r, cf.record_spec(128))  # noqa: E731
 
     def run(**kw):
         ds = classifier_input.make_dataset(record, decode, 8, False, **kw)
@@ -81,7 +82,7 @@ def _mrpc_dev_records(path, n):
         os.path.join(paths.DATA, "glue", "MRPC"))[:n]
     tokenizer = tokenization.FastFullTokenizer(paths.GOLDEN_VOCAB, do_lower_case=True)
     cf.file_based_convert_examples_to_features(examples, ["0", "1"], 128, tokenizer, str(path))
-    return str(path), lambda r: classifier_input.decode_classifier_record(r, 128)
+    return str(path), lambda r: tf_example.decode_tf(r, cf.record_spec(128))
 
 
 def test_eval_examples_are_sorted_by_length_within_windows(tmp_path, monkeypatch):
@@ -108,7 +109,7 @@ def test_eval_pipelines_are_not_autotuned_training_ones_are(tmp_path):
     cf.file_based_convert_examples_to_features(
         [classifier.InputExample("a", "Short.", None, "0")], ["0", "1"], 16,
         tokenization.FastFullTokenizer(paths.GOLDEN_VOCAB, do_lower_case=True), record)
-    decode = lambda r: classifier_input.decode_classifier_record(r, 16)  # noqa: E731
+    decode = lambda r: tf_example.decode_tf(r, cf.record_spec(16))  # noqa: E731
     for is_training in (False, True):
         ds = classifier_input.make_dataset(record, decode, 1, is_training)
         assert ds.options().autotune.enabled is (None if is_training else False)  # default: on

@@ -12,6 +12,7 @@ import tensorflow as tf
 from bert_common.errors import InputError
 from data.glue import processors as classifier
 from data.glue import features as cf
+from data.records import tf_example
 from data.tokenization import wordpiece as tokenization
 from tests import paths
 
@@ -92,8 +93,8 @@ def test_parse_spec_reads_the_records(tokenizer, tmp_path):
     out = str(tmp_path / "x.tf_record")
     cf.file_based_convert_examples_to_features(examples[:3], processor.get_labels(), 32,
                                                tokenizer, out)
-    spec = cf.name_to_features(32)
-    parsed = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(out)]
+    spec = cf.record_spec(32)
+    parsed = [tf_example.decode_tf(r, spec) for r in tf.data.TFRecordDataset(out)]
     assert parsed[0]["input_ids"].shape == (32,) and parsed[0]["label_ids"].shape == ()
     assert int(parsed[0]["label_ids"]) == 1  # MRPC dev-1 is a paraphrase
 
@@ -140,8 +141,8 @@ def test_regression_label_is_a_float_feature(tokenizer, tmp_path):
     out = str(tmp_path / "r.tf_record")
     cf.file_based_convert_examples_to_features([ex, classifier.PaddingInputExample()], [], 8,
                                                tokenizer, out)
-    spec = cf.name_to_features(8, regression=True)
-    rows = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(out)]
+    spec = cf.record_spec(8, regression=True)
+    rows = [tf_example.decode_tf(r, spec) for r in tf.data.TFRecordDataset(out)]
     assert float(rows[0]["label_ids"]) == pytest.approx(3.25)
     assert int(rows[1]["is_real_example"]) == 0
 

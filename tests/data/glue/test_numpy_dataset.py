@@ -307,7 +307,7 @@ def test_without_tensorflow_a_decode_function_is_refused(records, monkeypatch):
     monkeypatch.setattr(data.glue.dataset, "tensorflow_installed", lambda: False)
     with pytest.raises(ValueError, match="spec"):
         glue_dataset.make_dataset(records["mrpc"],
-                                  lambda r: glue_dataset.decode_classifier_record(r, S), 8,
+                                  lambda r: tf_example.decode_tf(r, cf.record_spec(S)), 8,
                                   False)
     with pytest.raises(ValueError):
         glue_dataset.task_dataset(records["mrpc"], lambda r: r, 8, True)

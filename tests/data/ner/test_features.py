@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from data.glue import features as cf
 from data.ner import conll, features
 from data.ner.conll import NerDataError
+from data.records import tf_example
 from data.tokenization import FullTokenizer
 from tests import paths
 
@@ -347,7 +348,7 @@ def test_tf_records_round_trip(tmp_path, tokenizer):
     output = str(tmp_path / "ner.tf_record")
     assert features.write_tf_records(windows, output) == len(windows)
     dataset = tf.data.TFRecordDataset(output).map(
-        lambda record: features.parse_example(record, 12))
+        lambda record: tf_example.decode_tf(record, features.record_spec(12)))
     parsed = list(dataset.as_numpy_iterator())
     assert len(parsed) == len(windows)
     for record, window in zip(parsed, windows):

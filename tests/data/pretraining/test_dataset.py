@@ -29,7 +29,7 @@ def test_schema_matches_golden_records():
     assert set(pretraining_schema.FEATURE_NAMES) == set(lengths)
     for name, n in lengths.items():
         assert len(record[name]) == n, name
-    spec = pretraining_schema.FEATURE_SPEC(128, 20)
+    spec = pretraining_schema.feature_spec(128, 20)
     assert spec["masked_lm_weights"].dtype == tf.float32
     assert spec["input_ids"].dtype == tf.int64 and spec["input_ids"].shape == [128]
 

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bert_common.errors import InputError
+from data.records import tf_example
 from data.squad import features as squad
 from data.squad import postprocess as squad_postprocess
 from data.squad import schema as squad_schema
@@ -153,8 +154,8 @@ def test_feature_writer_records_parse_with_schema(tmp_path):
     with squad.FeatureWriter(path, is_training=True) as writer:
         for feature in features:
             writer.process_feature(feature)
-    spec = squad_schema.feature_spec(96, is_training=True)
-    parsed = [squad_schema.decode_record(r, spec) for r in tf.data.TFRecordDataset(path)]
+    spec = squad_schema.record_spec(96, is_training=True)
+    parsed = [tf_example.decode_tf(r, spec) for r in tf.data.TFRecordDataset(path)]
     assert len(parsed) == 3
     for p, f in zip(parsed, features):
         assert p[squad_schema.INPUT_IDS].dtype == tf.int32
@@ -174,8 +175,8 @@ def test_feature_writer_leaves_nothing_on_error(tmp_path):
 
 def _golden_results(variant):
     logits = np.load(_golden(variant, "logits.npz"))
-    return [squad.RawResult(unique_id=int(u), start_logits=[float(x) for x in s],
-                            end_logits=[float(x) for x in e])
+    return [squad_postprocess.RawResult(unique_id=int(u), start_logits=[float(x) for x in s],
+                                        end_logits=[float(x) for x in e])
             for u, s, e in zip(logits["unique_ids"], logits["start_logits"], logits["end_logits"])]
 
 
@@ -189,7 +190,7 @@ def test_write_predictions_matches_golden(variant, tmp_path):
     v2 = VARIANTS[variant][0]
     out = {name: str(tmp_path / name) for name in
            ("predictions.json", "nbest_predictions.json", "null_odds.json")}
-    squad.write_predictions(
+    squad_postprocess.write_predictions(
         _examples(variant, "eval"), _features(variant, "eval"), _golden_results(variant),
         n_best_size=20, max_answer_length=30, do_lower_case=True,
         output_prediction_file=out["predictions.json"],
@@ -220,7 +221,7 @@ def test_write_predictions_matches_golden(variant, tmp_path):
 
 def test_write_predictions_accepts_numpy_logits():
     logits = np.load(_golden("v1.1_short", "logits.npz"))
-    results = [squad.RawResult(int(u), s, e) for u, s, e in
+    results = [squad_postprocess.RawResult(int(u), s, e) for u, s, e in
                zip(logits["unique_ids"], logits["start_logits"], logits["end_logits"])]
     predictions, _, _ = squad_postprocess.compute_predictions(
         _examples("v1.1_short", "eval"), _features("v1.1_short", "eval"), results, 20, 30, True)
@@ -242,7 +243,7 @@ def _all_null_results(features):
         outside = [i for i in range(len(f.input_ids)) if i not in f.token_to_orig_map]
         assert len(outside) >= N_BEST_ALL_NULL
         start[outside] = 5.0
-        results.append(squad.RawResult(f.unique_id, start, end))
+        results.append(squad_postprocess.RawResult(f.unique_id, start, end))
     return results
 
 
@@ -250,7 +251,7 @@ def test_all_null_nbest_gives_empty_answer_not_crash(tmp_path):
     # google-research/bert #211/#476: the original raises AttributeError here.
     examples = _examples("v2.0_short", "eval")[:3]
     features = [f for f in _features("v2.0_short", "eval") if f.example_index < 3]
-    predictions, nbest, odds = squad.write_predictions(
+    predictions, nbest, odds = squad_postprocess.write_predictions(
         examples, features, _all_null_results(features), N_BEST_ALL_NULL, 30, True,
         str(tmp_path / "p.json"), str(tmp_path / "n.json"), str(tmp_path / "o.json"),
         version_2_with_negative=True)
@@ -289,14 +290,14 @@ def test_null_score_diff_threshold_switches_answers():
     ("xyz", "Steve Smith's", True, "Steve Smith's"),  # not found: orig_text whole
 ])
 def test_get_final_text(pred, orig, lower, expected):
-    assert squad.get_final_text(pred, orig, lower) == expected
+    assert squad_postprocess.get_final_text(pred, orig, lower) == expected
 
 
 def test_compute_softmax_and_best_indexes():
-    probs = squad._compute_softmax([1.0, 2.0, 3.0])
+    probs = squad_postprocess._compute_softmax([1.0, 2.0, 3.0])
     assert probs == pytest.approx(np.exp([1, 2, 3]) / np.exp([1, 2, 3]).sum(), abs=1e-12)
-    assert squad._compute_softmax([]) == []
-    assert squad._get_best_indexes([0.5, 2.0, 2.0, -1.0, 3.0], 3) == [4, 1, 2]
+    assert squad_postprocess._compute_softmax([]) == []
+    assert squad_postprocess._get_best_indexes([0.5, 2.0, 2.0, -1.0, 3.0], 3) == [4, 1, 2]
 
 
 def test_doc_tokens_split_only_on_squad_whitespace():
