@@ -28,6 +28,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 import keras
 
+from modeling.layers import ConfigArgs
 from modeling.layers.attention import AttentionBias
 from modeling.config import BertConfig
 from modeling.layers.embeddings import EmbeddingPostprocessor, WordEmbedding, truncated_normal
@@ -37,13 +38,15 @@ INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
-class Pooler(keras.layers.Layer):
+class Pooler(ConfigArgs, keras.layers.Layer):
     """sequence_output [B, S, H] -> tanh(dense(sequence_output[:, 0])) [B, H].
 
     Args:
         hidden_size: H.
         initializer_range: stddev of the dense kernel's truncated-normal init.
     """
+
+    CONFIG_ARGS = ("hidden_size", "initializer_range")
 
     def __init__(self, hidden_size: int, initializer_range: float = 0.02, **kwargs):
         kwargs.setdefault("name", "pooler")
@@ -81,11 +84,6 @@ class Pooler(keras.layers.Layer):
             ``(B, H)``.
         """
         return (input_shape[0], self.hidden_size)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(hidden_size=self.hidden_size, initializer_range=self.initializer_range)
-        return config
 
 
 def bert_inputs(seq_length: Optional[int] = None) -> Dict[str, keras.KerasTensor]:

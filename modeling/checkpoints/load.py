@@ -13,8 +13,6 @@ iteration count of a trainer checkpoint, the ``global_step`` variable of a TF1 c
 original Estimator's, or ``export/bert_model.ckpt``), else 0.
 """
 
-
-import numpy as np
 from absl import logging
 
 from bert_common import files
@@ -22,8 +20,8 @@ from bert_common.errors import first_line
 from modeling.checkpoints import hf
 from modeling.checkpoints.tf1 import (CheckpointError, LoadReport, _Source,
                                       _resolve_tf1_prefix, array_source, assign_tf1_values,
-                                      checkpoint_reader, read_tensor, tensorflow_checkpoints,
-                                      tf1_checkpoint_source, tf1_variable_map)
+                                      checkpoint_reader, model_tf1_arrays, read_tensor,
+                                      tensorflow_checkpoints, tf1_checkpoint_source)
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 STEP_KEY = "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"
@@ -106,11 +104,7 @@ def keras_file_source(path: str) -> _Source:
     except Exception as e:  # noqa: BLE001 - any reason a foreign file fails to load
         raise CheckpointError("%s: cannot load Keras model (%s)"
                               % (path, first_line(e))) from None
-    arrays = {}
-    for name, (variable, transpose) in tf1_variable_map(other).items():
-        value = np.asarray(variable.numpy())
-        arrays[name] = value.T if transpose else value
-    return array_source(path, arrays)
+    return array_source(path, model_tf1_arrays(other))
 
 
 def _training_prefix(path: str):

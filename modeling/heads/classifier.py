@@ -15,7 +15,7 @@ probabilities and losses are float32 whatever the compute dtype.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Optional
 
 import keras
 from keras import ops
@@ -24,6 +24,7 @@ from modeling import backend
 
 from modeling.encoder import BertModel
 from modeling.heads.task import EncoderTask, encoder_output, head_dtype
+from modeling.layers import ConfigArgs
 from modeling.layers.dropout import Dropout
 
 CLASSIFIER_DROPOUT = 0.1  # the original's keep_prob=0.9, independent of the config
@@ -31,7 +32,7 @@ HEAD_STDDEV = 0.02  # the original's output_weights initializer, independent of 
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
-class ClassifierHead(keras.layers.Layer):
+class ClassifierHead(ConfigArgs, keras.layers.Layer):
     """pooled_output [B, H] -> logits float32 [B, num_labels]; on a sequence [B, S, H] (the
     token classifier) -> [B, S, num_labels], the same weights applied to every token.
 
@@ -40,6 +41,8 @@ class ClassifierHead(keras.layers.Layer):
         dropout_rate: on the input, training only.
         initializer_range: stddev of ``output_weights`` [K, H].
     """
+
+    CONFIG_ARGS = ("num_labels", "dropout_rate", "initializer_range")
 
     def __init__(self, num_labels: int, dropout_rate: float = CLASSIFIER_DROPOUT,
                  initializer_range: float = HEAD_STDDEV, **kwargs):
@@ -106,12 +109,6 @@ class ClassifierHead(keras.layers.Layer):
             None.
         """
         return None
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(num_labels=self.num_labels, dropout_rate=self.dropout_rate,
-                      initializer_range=self.initializer_range)
-        return config
 
 
 def classification_loss(logits: Any, labels: Any) -> Any:
@@ -207,6 +204,8 @@ class BertClassifier(EncoderTask):
         outputs                                   # {logits: [B, 3], probabilities: [B, 3]}
     """
 
+    CONFIG_ARGS = ("num_labels", "regression", "dropout_rate")
+
     def __init__(self, encoder: keras.Model, num_labels: int, regression: bool = False,
                  dropout_rate: float = CLASSIFIER_DROPOUT, dtype=None,
                  name: str = "bert_classifier", **kwargs):
@@ -229,12 +228,6 @@ class BertClassifier(EncoderTask):
         self.num_labels = num_labels
         self.regression = regression
         self.dropout_rate = dropout_rate
-
-    def get_config(self) -> Dict[str, Any]:
-        config = self.task_config()
-        config.update(num_labels=self.num_labels, regression=self.regression,
-                      dropout_rate=self.dropout_rate)
-        return config
 
 
 def build_classifier_model(config, num_labels: int, seq_length: Optional[int] = None,

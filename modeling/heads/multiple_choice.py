@@ -14,7 +14,7 @@ softmax over the C choices gives the probabilities. The Keras layer is named
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Dict, Optional
 
 import keras
 from keras import ops
@@ -23,9 +23,8 @@ from modeling import backend
 
 from modeling import checkpoints
 from modeling import encoder as bert_model
-from modeling.heads.classifier import CLASSIFIER_DROPOUT, HEAD_STDDEV
+from modeling.heads.classifier import CLASSIFIER_DROPOUT, HEAD_STDDEV, ClassifierHead
 from modeling.heads.task import EncoderTask, encoder_output, head_dtype
-from modeling.layers.dropout import Dropout
 
 HEAD_NAME = "multiple_choice"
 checkpoints.register_tf1_head(HEAD_NAME, "cls/multiple_choice/")
@@ -55,8 +54,9 @@ class FlattenChoices(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
-class MultipleChoiceHead(keras.layers.Layer):
-    """pooled_output [B*C, H] -> logits float32 [B, C].
+class MultipleChoiceHead(ClassifierHead):
+    """pooled_output [B*C, H] -> logits float32 [B, C]: ``ClassifierHead`` with one label (the
+    original's ``output_weights`` [1, H] and ``output_bias`` [1]), one score per choice.
 
     Args:
         num_choices: C.
@@ -64,26 +64,13 @@ class MultipleChoiceHead(keras.layers.Layer):
         initializer_range: stddev of ``output_weights`` [1, H].
     """
 
+    CONFIG_ARGS = ("num_choices", "dropout_rate", "initializer_range")
+
     def __init__(self, num_choices: int, dropout_rate: float = CLASSIFIER_DROPOUT,
                  initializer_range: float = HEAD_STDDEV, **kwargs):
         kwargs.setdefault("name", HEAD_NAME)
-        super().__init__(**kwargs)
+        super().__init__(1, dropout_rate, initializer_range, **kwargs)
         self.num_choices = num_choices
-        self.dropout_rate = dropout_rate
-        self.initializer_range = initializer_range
-        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
-
-    def build(self, input_shape):
-        """Creates ``output_weights`` [1, H] and ``output_bias`` [1].
-
-        Args:
-            input_shape: [B*C, H].
-        """
-        hidden_size = int(input_shape[-1])
-        self.output_weights = self.add_weight(
-            name="output_weights", shape=(1, hidden_size),
-            initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range))
-        self.output_bias = self.add_weight(name="output_bias", shape=(1,), initializer="zeros")
 
     def call(self, pooled_output, training=None):
         """Args:
@@ -93,11 +80,8 @@ class MultipleChoiceHead(keras.layers.Layer):
         Returns:
             logits float32 [B, C].
         """
-        x = self.dropout(pooled_output, training=training)  # [B*C, H]
-        w = ops.cast(self.output_weights, x.dtype)  # [1, H]
-        scores = backend.matmul(x, w, transpose_b=True) + ops.cast(self.output_bias,
-                                                                   x.dtype)  # [B*C, 1]
-        return ops.cast(ops.reshape(scores, (-1, self.num_choices)), "float32")  # [B, C]
+        scores = super().call(pooled_output, training=training)  # [B*C, 1]
+        return ops.reshape(scores, (-1, self.num_choices))  # [B, C]
 
     def compute_output_shape(self, input_shape):
         """Args:
@@ -107,12 +91,6 @@ class MultipleChoiceHead(keras.layers.Layer):
             ``(None, C)``.
         """
         return (None, self.num_choices)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(num_choices=self.num_choices, dropout_rate=self.dropout_rate,
-                      initializer_range=self.initializer_range)
-        return config
 
 
 def _choice_outputs(pooled_output, num_choices: int, dropout_rate: float,
@@ -178,6 +156,8 @@ class BertMultipleChoice(EncoderTask):
         outputs                                   # {logits: [B, 4], probabilities: [B, 4]}
     """
 
+    CONFIG_ARGS = ("num_choices", "dropout_rate")
+
     def __init__(self, encoder: keras.Model, num_choices: int = 4,
                  dropout_rate: float = CLASSIFIER_DROPOUT, dtype=None,
                  name: str = "bert_multiple_choice", **kwargs):
@@ -196,11 +176,6 @@ class BertMultipleChoice(EncoderTask):
         self._set_encoder(encoder, dtype)
         self.num_choices = num_choices
         self.dropout_rate = dropout_rate
-
-    def get_config(self) -> Dict[str, Any]:
-        config = self.task_config()
-        config.update(num_choices=self.num_choices, dropout_rate=self.dropout_rate)
-        return config
 
 
 def build_multiple_choice_model(config, num_choices: int = 4, seq_length: Optional[int] = None,

@@ -42,6 +42,7 @@ from modeling import backend
 from modeling.config import BertConfig
 from modeling.encoder import (FlatExportMixin, as_bert_config, bert_inputs, build_encoder,
                               config_dict, deserialize_dtype, resolve_dtype_policy)
+from modeling.layers import ConfigArgs
 from modeling.layers import activations
 from modeling.layers.embeddings import truncated_normal
 from modeling.layers.layer_norm import BertLayerNorm
@@ -122,9 +123,8 @@ class GatherIndexes(keras.layers.Layer):
         return gather_indexes(sequence_tensor, positions)
 
 
-
 @keras.saving.register_keras_serializable(package="bert_tf2")
-class MaskedLMTransform(keras.layers.Layer):
+class MaskedLMTransform(ConfigArgs, keras.layers.Layer):
     """[N, H] -> LayerNorm(act(dense(x))) [N, H]; variables ``dense/*``, ``LayerNorm/*``.
 
     Args:
@@ -133,6 +133,8 @@ class MaskedLMTransform(keras.layers.Layer):
         initializer_range: stddev of the dense kernel's init.
         layer_norm_eps: LayerNorm's epsilon.
     """
+
+    CONFIG_ARGS = ("hidden_size", "hidden_act", "initializer_range", "layer_norm_eps")
 
     def __init__(self, hidden_size: int, hidden_act: str = "gelu",
                  initializer_range: float = 0.02, layer_norm_eps: float = 1e-12, **kwargs):
@@ -173,21 +175,16 @@ class MaskedLMTransform(keras.layers.Layer):
         """
         return tuple(input_shape[:-1]) + (self.hidden_size,)
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(hidden_size=self.hidden_size, hidden_act=self.hidden_act,
-                      initializer_range=self.initializer_range,
-                      layer_norm_eps=self.layer_norm_eps)
-        return config
-
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
-class MaskedLMOutput(keras.layers.Layer):
+class MaskedLMOutput(ConfigArgs, keras.layers.Layer):
     """Tied logits [N, V] -> log_softmax(float32(logits) + output_bias) float32 [N, V].
 
     Args:
         vocab_size: V, the size of ``output_bias``.
     """
+
+    CONFIG_ARGS = ("vocab_size",)
 
     def __init__(self, vocab_size: int, **kwargs):
         kwargs.setdefault("name", "predictions")
@@ -223,14 +220,9 @@ class MaskedLMOutput(keras.layers.Layer):
         """
         return input_shape
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(vocab_size=self.vocab_size)
-        return config
-
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
-class NextSentenceOutput(keras.layers.Layer):
+class NextSentenceOutput(ConfigArgs, keras.layers.Layer):
     """pooled [B, H] -> log_softmax(x @ kernel + bias) float32 [B, 2].
 
     ``kernel`` is [H, 2] (Keras layout); Google's ``cls/seq_relationship/output_weights`` is its
@@ -240,6 +232,8 @@ class NextSentenceOutput(keras.layers.Layer):
         initializer_range: stddev of the kernel's init.
         num_classes: 2 (is next / is random).
     """
+
+    CONFIG_ARGS = ("initializer_range", "num_classes")
 
     def __init__(self, initializer_range: float = 0.02, num_classes: int = 2, **kwargs):
         kwargs.setdefault("name", "seq_relationship")
@@ -277,11 +271,6 @@ class NextSentenceOutput(keras.layers.Layer):
         """
         return (input_shape[0], self.num_classes)
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(initializer_range=self.initializer_range, num_classes=self.num_classes)
-        return config
-
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class MaskedLMLoss(keras.layers.Layer):
@@ -314,7 +303,6 @@ class MaskedLMLoss(keras.layers.Layer):
                 keras.KerasTensor((), "float32"))
 
 
-
 @keras.saving.register_keras_serializable(package="bert_tf2")
 class NextSentenceLoss(keras.layers.Layer):
     """(log_probs [B, 2], labels [B, 1]) -> (per-example [B], mean loss []).
@@ -342,7 +330,6 @@ class NextSentenceLoss(keras.layers.Layer):
         """``(float32 [B], float32 [])``."""
         return (keras.KerasTensor((log_probs.shape[0],), "float32"),
                 keras.KerasTensor((), "float32"))
-
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")

@@ -15,24 +15,26 @@ the softmax, as in the original (the model learns to push them down).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Optional
 
 import keras
 from keras import ops
 
-from modeling import backend
-
 from modeling.encoder import BertModel
+from modeling.heads.classifier import classification_loss
 from modeling.heads.task import EncoderTask, encoder_output, head_dtype
+from modeling.layers import ConfigArgs
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
-class SquadHead(keras.layers.Layer):
+class SquadHead(ConfigArgs, keras.layers.Layer):
     """[B, S, H] sequence output -> (start_logits [B, S], end_logits [B, S]) float32.
 
     Args:
         initializer_range: stddev of ``output_weights`` [2, H].
     """
+
+    CONFIG_ARGS = ("initializer_range",)
 
     def __init__(self, initializer_range: float = 0.02, **kwargs):
         kwargs.setdefault("name", "squad")
@@ -75,31 +77,10 @@ class SquadHead(keras.layers.Layer):
         """
         return tuple(input_shape[:-1]), tuple(input_shape[:-1])
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(initializer_range=self.initializer_range)
-        return config
-
-
-def per_example_position_loss(logits: Any, positions: Any) -> Any:
-    """-log_softmax(logits)[position] per example: logits [B, S] float, positions [B] int -> [B].
-
-    Args:
-        logits: float [B, S] (start or end logits).
-        positions: int [B], the true token index in [0, S).
-
-    Returns:
-        float32 [B].
-    """
-    seq_length = backend.shape(logits)[1]
-    positions = ops.reshape(ops.cast(positions, "int32"), (-1,))  # [B]
-    one_hot = ops.one_hot(positions, seq_length, dtype="float32")  # [B, S]
-    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # [B, S]
-    return -ops.sum(one_hot * log_probs, axis=-1)  # [B]
-
 
 def position_loss(logits: Any, positions: Any) -> Any:
-    """Mean over the batch of ``per_example_position_loss`` (the original's ``compute_loss``).
+    """Mean over the batch of the cross-entropy of the true position among the S tokens
+    (``classification_loss``; the original's ``compute_loss``).
 
     Args:
         logits: float [B, S].
@@ -108,7 +89,7 @@ def position_loss(logits: Any, positions: Any) -> Any:
     Returns:
         float32 scalar.
     """
-    return ops.mean(per_example_position_loss(logits, positions))  # []
+    return ops.mean(classification_loss(logits, positions))  # []
 
 
 def per_example_squad_loss(outputs, batch) -> Any:
@@ -125,8 +106,8 @@ def per_example_squad_loss(outputs, batch) -> Any:
     Returns:
         float32 [B].
     """
-    return (per_example_position_loss(outputs["start_logits"], batch["start_positions"])
-            + per_example_position_loss(outputs["end_logits"], batch["end_positions"])) / 2.0
+    return (classification_loss(outputs["start_logits"], batch["start_positions"])
+            + classification_loss(outputs["end_logits"], batch["end_positions"])) / 2.0
 
 
 def squad_loss(start_logits: Any, end_logits: Any, start_positions: Any,
@@ -185,6 +166,8 @@ class BertSpanLabeler(EncoderTask):
         outputs                               # {start_logits: [B, S], end_logits: [B, S]}
     """
 
+    CONFIG_ARGS = ("initializer_range",)
+
     def __init__(self, encoder: keras.Model, initializer_range: Optional[float] = None,
                  dtype=None, name: str = "bert_squad", **kwargs):
         sequence_output = encoder_output(encoder, "sequence_output")  # [B, S, H]
@@ -199,11 +182,6 @@ class BertSpanLabeler(EncoderTask):
                          name=name, **kwargs)
         self._set_encoder(encoder, dtype)
         self.initializer_range = initializer_range
-
-    def get_config(self) -> Dict[str, Any]:
-        config = self.task_config()
-        config.update(initializer_range=self.initializer_range)
-        return config
 
 
 def build_squad_model(config, seq_length: Optional[int] = None, dtype=None,

@@ -8,7 +8,7 @@ and ``from_config`` rebuilds it first, so a task model round-trips through ``.ke
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
 import keras
 
@@ -65,8 +65,10 @@ class EncoderTask(keras.Model):
 
     Subclasses build their graph, call ``super().__init__(inputs=..., outputs=..., name=...)``,
     then ``self._set_encoder(encoder, dtype)`` and list their own constructor arguments in
-    ``get_config`` on top of ``task_config()``.
+    ``CONFIG_ARGS`` (kept as attributes of the same names).
     """
+
+    CONFIG_ARGS: Tuple[str, ...] = ()
 
     def _set_encoder(self, encoder: keras.Model, dtype) -> None:
         # Not a tracked attribute: the task model already owns every encoder layer it uses
@@ -87,17 +89,20 @@ class EncoderTask(keras.Model):
         # model would also write the unused pooler and no longer read files written before).
         return [name for name in super().__dir__() if name != "encoder"]
 
-    def task_config(self) -> Dict[str, Any]:
-        """The arguments every task model has: name, trainable, encoder, dtype.
+    def get_config(self) -> Dict[str, Any]:
+        """The arguments every task model has (name, trainable, encoder, dtype), then the
+        subclass's own (``CONFIG_ARGS``).
 
         Returns:
-            The ``get_config`` dict to extend with the subclass's own arguments.
+            The ``get_config`` dict.
         """
         dtype = self.head_dtype
-        return {"name": self.name, "trainable": self.trainable,
-                "encoder": keras.saving.serialize_keras_object(self.encoder),
-                "dtype": (None if dtype is None
-                          else keras.dtype_policies.serialize(keras.dtype_policies.get(dtype)))}
+        config = {"name": self.name, "trainable": self.trainable,
+                  "encoder": keras.saving.serialize_keras_object(self.encoder),
+                  "dtype": (None if dtype is None
+                            else keras.dtype_policies.serialize(keras.dtype_policies.get(dtype)))}
+        config.update({name: getattr(self, name) for name in self.CONFIG_ARGS})
+        return config
 
     @classmethod
     def from_config(cls, config, custom_objects=None):

@@ -120,6 +120,8 @@ class BertTokenClassifier(EncoderTask):
         outputs                             # {logits: [B, S, 9], probabilities: [B, S, 9]}
     """
 
+    CONFIG_ARGS = ("num_labels", "dropout_rate")
+
     def __init__(self, encoder: keras.Model, num_labels: int,
                  dropout_rate: float = CLASSIFIER_DROPOUT, dtype=None,
                  name: str = "bert_token_classifier", **kwargs):
@@ -133,11 +135,6 @@ class BertTokenClassifier(EncoderTask):
         self._set_encoder(encoder, dtype)
         self.num_labels = num_labels
         self.dropout_rate = dropout_rate
-
-    def get_config(self) -> Dict[str, Any]:
-        config = self.task_config()
-        config.update(num_labels=self.num_labels, dropout_rate=self.dropout_rate)
-        return config
 
 
 # ============================================================================ feature-based
@@ -284,6 +281,8 @@ class BertFeatureTagger(EncoderTask):
             ``feature_mode``.
     """
 
+    CONFIG_ARGS = ("num_labels", "feature_mode", "lstm_units", "lstm_layers", "dropout_rate")
+
     def __init__(self, encoder: keras.Model, num_labels: int,
                  feature_mode: str = "concat_last_four_hidden",
                  lstm_units: Optional[int] = None, lstm_layers: int = 2,
@@ -330,13 +329,6 @@ class BertFeatureTagger(EncoderTask):
         self.lstm_units = lstm_units
         self.lstm_layers = lstm_layers
         self.dropout_rate = dropout_rate
-
-    def get_config(self) -> Dict[str, Any]:
-        config = self.task_config()
-        config.update(num_labels=self.num_labels, feature_mode=self.feature_mode,
-                      lstm_units=self.lstm_units, lstm_layers=self.lstm_layers,
-                      dropout_rate=self.dropout_rate)
-        return config
 
 
 def build_token_classifier_model(config: BertConfig, num_labels: int,

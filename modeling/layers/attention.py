@@ -18,6 +18,7 @@ import keras
 from keras import ops
 
 from modeling import backend
+from modeling.layers import ConfigArgs
 from modeling.layers.dense import BertDense
 from modeling.layers.dropout import Dropout
 from modeling.layers.embeddings import truncated_normal
@@ -70,7 +71,7 @@ class AttentionBias(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
-class SelfAttention(keras.layers.Layer):
+class SelfAttention(ConfigArgs, keras.layers.Layer):
     """hidden [B, S, H], bias [B, 1, 1, S] -> context [B, S, H] (before the output projection).
 
     Args:
@@ -79,6 +80,8 @@ class SelfAttention(keras.layers.Layer):
         initializer_range: stddev of the query/key/value kernels' init.
         dropout_rate: on the attention probabilities, training only.
     """
+
+    CONFIG_ARGS = ("num_attention_heads", "size_per_head", "initializer_range", "dropout_rate")
 
     def __init__(self, num_attention_heads: int, size_per_head: int,
                  initializer_range: float = 0.02, dropout_rate: float = 0.1, **kwargs):
@@ -167,9 +170,3 @@ class SelfAttention(keras.layers.Layer):
         probs = ops.softmax(scores, axis=-1)  # [B, N, F, T]
         return self.dropout(probs, training=training)
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(num_attention_heads=self.num_attention_heads,
-                      size_per_head=self.size_per_head,
-                      initializer_range=self.initializer_range, dropout_rate=self.dropout_rate)
-        return config

@@ -15,6 +15,7 @@ import keras
 from keras import ops
 
 from modeling import backend
+from modeling.layers import ConfigArgs
 from modeling.layers.dropout import Dropout
 from modeling.layers.layer_norm import BertLayerNorm
 
@@ -52,7 +53,7 @@ def sparse_gradient_tables(model: keras.Model, one_hot_embeddings: bool = False)
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
-class WordEmbedding(keras.layers.Layer):
+class WordEmbedding(ConfigArgs, keras.layers.Layer):
     """Word-piece embedding table [V, H]; lookup (ids -> [..., H]) or tied logits (reverse).
 
     Args:
@@ -60,6 +61,8 @@ class WordEmbedding(keras.layers.Layer):
         hidden_size: H.
         initializer_range: stddev of the table's init.
     """
+
+    CONFIG_ARGS = ("vocab_size", "hidden_size", "initializer_range")
 
     def __init__(self, vocab_size: int, hidden_size: int, initializer_range: float = 0.02,
                  **kwargs):
@@ -110,15 +113,8 @@ class WordEmbedding(keras.layers.Layer):
         return ops.cast(rows, self.compute_dtype)
 
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
-                      initializer_range=self.initializer_range)
-        return config
-
-
 @keras.saving.register_keras_serializable(package="bert_tf2")
-class EmbeddingPostprocessor(keras.layers.Layer):
+class EmbeddingPostprocessor(ConfigArgs, keras.layers.Layer):
     """word_embeddings [B,S,H] + segment + position embeddings -> LayerNorm -> dropout [B,S,H].
 
     Variables: ``token_type_embeddings`` [type_vocab_size, H], ``position_embeddings``
@@ -131,6 +127,9 @@ class EmbeddingPostprocessor(keras.layers.Layer):
         dropout_rate: after the LayerNorm, training only.
         layer_norm_eps: LayerNorm's epsilon.
     """
+
+    CONFIG_ARGS = ("type_vocab_size", "max_position_embeddings", "initializer_range",
+                   "dropout_rate", "layer_norm_eps")
 
     def __init__(self, type_vocab_size: int, max_position_embeddings: int,
                  initializer_range: float = 0.02, dropout_rate: float = 0.1,
@@ -191,10 +190,3 @@ class EmbeddingPostprocessor(keras.layers.Layer):
         return tuple(word_embeddings_shape)
 
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(type_vocab_size=self.type_vocab_size,
-                      max_position_embeddings=self.max_position_embeddings,
-                      initializer_range=self.initializer_range,
-                      dropout_rate=self.dropout_rate, layer_norm_eps=self.layer_norm_eps)
-        return config

@@ -20,15 +20,18 @@ from keras import ops
 
 from modeling import backend
 from modeling.kernels import switch
+from modeling.layers import ConfigArgs
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
-class BertLayerNorm(keras.layers.Layer):
+class BertLayerNorm(ConfigArgs, keras.layers.Layer):
     """y = (x - mean) * rsqrt(var + eps) * gamma + beta over the last axis. [..., H] -> [..., H].
 
     Args:
         epsilon: added to the variance (the original's 1e-12).
     """
+
+    CONFIG_ARGS = ("epsilon",)
 
     def __init__(self, epsilon: float = 1e-12, **kwargs):
         kwargs.setdefault("name", "LayerNorm")
@@ -91,7 +94,3 @@ class BertLayerNorm(keras.layers.Layer):
         y = x32 * inv + (beta - mean * inv)  # [..., H]
         return ops.cast(y, self.compute_dtype)
 
-    def get_config(self):
-        config = super().get_config()
-        config["epsilon"] = self.epsilon
-        return config

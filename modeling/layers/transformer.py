@@ -17,6 +17,7 @@ import keras
 from keras import ops
 
 from modeling import backend
+from modeling.layers import ConfigArgs
 from modeling.layers import activations
 from modeling.layers.attention import SelfAttention
 from modeling.layers.dense import BertDense
@@ -26,7 +27,7 @@ from modeling.layers.layer_norm import BertLayerNorm
 
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
-class ResidualOutput(keras.layers.Layer):
+class ResidualOutput(ConfigArgs, keras.layers.Layer):
     """(x [B,S,I], residual [B,S,H]) -> LayerNorm(dropout(dense(x)) + residual) [B,S,H].
 
     Args:
@@ -35,6 +36,8 @@ class ResidualOutput(keras.layers.Layer):
         dropout_rate: on the dense output, training only.
         layer_norm_eps: LayerNorm's epsilon.
     """
+
+    CONFIG_ARGS = ("hidden_size", "initializer_range", "dropout_rate", "layer_norm_eps")
 
     def __init__(self, hidden_size: int, initializer_range: float = 0.02,
                  dropout_rate: float = 0.1, layer_norm_eps: float = 1e-12, **kwargs):
@@ -75,15 +78,8 @@ class ResidualOutput(keras.layers.Layer):
         return ops.reshape(y, backend.shape(residual))  # [B, S, H]
 
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(hidden_size=self.hidden_size, initializer_range=self.initializer_range,
-                      dropout_rate=self.dropout_rate, layer_norm_eps=self.layer_norm_eps)
-        return config
-
-
 @keras.saving.register_keras_serializable(package="bert_tf2")
-class Intermediate(keras.layers.Layer):
+class Intermediate(ConfigArgs, keras.layers.Layer):
     """x [B,S,H] -> act(dense(x)) [B,S,I]; ``hidden_act`` as in the config ("gelu" = tanh).
 
     Args:
@@ -91,6 +87,8 @@ class Intermediate(keras.layers.Layer):
         hidden_act: the activation's name.
         initializer_range: stddev of the dense kernel's init.
     """
+
+    CONFIG_ARGS = ("intermediate_size", "hidden_act", "initializer_range")
 
     def __init__(self, intermediate_size: int, hidden_act: str = "gelu",
                  initializer_range: float = 0.02, **kwargs):
@@ -129,15 +127,9 @@ class Intermediate(keras.layers.Layer):
         """
         return tuple(input_shape[:-1]) + (self.intermediate_size,)
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(intermediate_size=self.intermediate_size, hidden_act=self.hidden_act,
-                      initializer_range=self.initializer_range)
-        return config
-
 
 @keras.saving.register_keras_serializable(package="bert_tf2")
-class AttentionBlock(keras.layers.Layer):
+class AttentionBlock(ConfigArgs, keras.layers.Layer):
     """x [B,S,H], bias [B,1,1,S] -> LayerNorm(dropout(dense(self_attention(x))) + x) [B,S,H].
 
     Args:
@@ -148,6 +140,9 @@ class AttentionBlock(keras.layers.Layer):
         attention_probs_dropout_prob: on the attention probabilities.
         layer_norm_eps: LayerNorm's epsilon.
     """
+
+    CONFIG_ARGS = ("hidden_size", "num_attention_heads", "initializer_range",
+                   "hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps")
 
     def __init__(self, hidden_size: int, num_attention_heads: int,
                  initializer_range: float = 0.02, hidden_dropout_prob: float = 0.1,
@@ -189,18 +184,8 @@ class AttentionBlock(keras.layers.Layer):
         return self.output_layer(context, hidden, training=training)
 
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(hidden_size=self.hidden_size, num_attention_heads=self.num_attention_heads,
-                      initializer_range=self.initializer_range,
-                      hidden_dropout_prob=self.hidden_dropout_prob,
-                      attention_probs_dropout_prob=self.attention_probs_dropout_prob,
-                      layer_norm_eps=self.layer_norm_eps)
-        return config
-
-
 @keras.saving.register_keras_serializable(package="bert_tf2")
-class TransformerLayer(keras.layers.Layer):
+class TransformerLayer(ConfigArgs, keras.layers.Layer):
     """One encoder block: x [B,S,H], bias [B,1,1,S] -> [B,S,H]. Name it ``layer_N``.
 
     Args:
@@ -213,6 +198,10 @@ class TransformerLayer(keras.layers.Layer):
         attention_probs_dropout_prob: on the attention probabilities.
         layer_norm_eps: LayerNorm's epsilon.
     """
+
+    CONFIG_ARGS = ("hidden_size", "num_attention_heads", "intermediate_size", "hidden_act",
+                   "initializer_range", "hidden_dropout_prob", "attention_probs_dropout_prob",
+                   "layer_norm_eps")
 
     def __init__(self, hidden_size: int, num_attention_heads: int, intermediate_size: int,
                  hidden_act: str = "gelu", initializer_range: float = 0.02,
@@ -259,12 +248,3 @@ class TransformerLayer(keras.layers.Layer):
         return self.output_layer(intermediate, attention_output, training=training)  # [B,S,H]
 
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(hidden_size=self.hidden_size, num_attention_heads=self.num_attention_heads,
-                      intermediate_size=self.intermediate_size, hidden_act=self.hidden_act,
-                      initializer_range=self.initializer_range,
-                      hidden_dropout_prob=self.hidden_dropout_prob,
-                      attention_probs_dropout_prob=self.attention_probs_dropout_prob,
-                      layer_norm_eps=self.layer_norm_eps)
-        return config

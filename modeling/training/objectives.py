@@ -76,16 +76,17 @@ class Objective:
     """What to feed the model and how to score it (see the module docstring).
 
     ``log_names``: the names of the logs ``__call__`` returns (fixed, so that loops can start
-    their sums at zero). ``model_inputs(batch)`` returns the model's inputs (default: the
-    batch); ``totals(batch)`` float32 scalars summed over the global batch (default:
+    their sums at zero). ``model_inputs(batch)`` returns the model's inputs: the features
+    named in ``input_names`` (None: the whole batch); ``totals(batch)`` float32 scalars summed over the global batch (default:
     ``examples``); ``__call__(outputs, batch, totals)`` returns ``(share, logs)``: the batch's
     share of the global-batch loss and ``{name: (numerator, denominator)}``.
     """
 
     log_names: Tuple[str, ...] = ()
+    input_names: Optional[Tuple[str, ...]] = None
 
     def model_inputs(self, batch: Dict[str, Any]) -> Dict[str, Any]:
-        """The model's inputs from ``batch`` (default: the batch itself).
+        """The model's inputs from ``batch``: its ``input_names`` features, or the whole batch.
 
         Args:
             batch: the (micro-)batch's features, name -> [b, ...].
@@ -93,7 +94,9 @@ class Objective:
         Returns:
             The model's inputs, name -> tensor.
         """
-        return batch
+        if self.input_names is None:
+            return batch
+        return {name: batch[name] for name in self.input_names}
 
     def totals(self, batch: Dict[str, Any]) -> Dict[str, Any]:
         """Float32 scalars of ``batch`` that the loop sums over the global batch.
@@ -136,19 +139,6 @@ class MeanLossObjective(Objective):
     def __init__(self, per_example_fn: Callable, input_names: Optional[Sequence[str]] = None):
         self.per_example_fn = per_example_fn
         self.input_names = tuple(input_names) if input_names else None
-
-    def model_inputs(self, batch):
-        """See ``Objective.model_inputs``: the ``input_names`` features, or the whole batch.
-
-        Args:
-            batch: the (micro-)batch's features.
-
-        Returns:
-            The model's inputs, name -> tensor.
-        """
-        if self.input_names is None:
-            return batch
-        return {name: batch[name] for name in self.input_names}
 
     def __call__(self, outputs, batch, totals):
         per_example = ops.cast(self.per_example_fn(outputs, batch), "float32")  # [b]
@@ -230,17 +220,7 @@ class PretrainingObjective(Objective):
 
     log_names = ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
                  "next_sentence_loss")
-
-    def model_inputs(self, batch):
-        """See ``Objective.model_inputs``: the 7 record features.
-
-        Args:
-            batch: the pre-training record features.
-
-        Returns:
-            The ``MODEL_INPUT_NAMES`` features.
-        """
-        return model_inputs(batch)
+    input_names = MODEL_INPUT_NAMES
 
     def totals(self, batch):
         """See ``Objective.totals``: Σw of the masked LM weights and the example count B.

@@ -30,7 +30,7 @@ import logging
 import os
 import re
 import zipfile
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -40,7 +40,6 @@ from bert_common.errors import InputError, first_line
 ORBAX_DIR = "jax_checkpoints"
 INPUT_DIR = "jax_input"
 CHECKPOINT_PATTERN = re.compile(r"^jax-ckpt-(\d+)\.npz$")  # the store before Orbax
-_ITEMS = ("state", "meta")
 
 
 def _orbax(folder: str = ""):
@@ -263,12 +262,6 @@ def read_checkpoint(path: str) -> Tuple[Dict[str, np.ndarray], dict]:
     return arrays, restored["meta"]
 
 
-def _read_checkpoint(path: str, model) -> Tuple[Dict[str, np.ndarray], dict]:
-    arrays, meta = read_checkpoint(path)
-    _check_paths(path, meta, model)
-    return arrays, meta
-
-
 def _take(arrays, prefix: str, count: int) -> List[np.ndarray]:
     return [arrays["%s%d" % (prefix, i)] for i in range(count)]
 
@@ -326,7 +319,9 @@ def _restore_orbax(path: str, model, optimizer=None) -> Tuple[dict, dict]:
     return restored, meta
 
 
-def _assign(model, optimizer, state: dict) -> None:
+def assign(model, optimizer, state: Mapping[str, List]) -> None:
+    """``state``'s lists of values (``steps.TrainState``'s fields, in the variables' order)
+    into the model's variables, and the optimizer's unless ``optimizer`` is None."""
     # Through the variables, from which a fresh run's state is made too
     # (``steps.TrainState.from_model``): the values placed and laid out alike, so a resumed run
     # calls the step a fresh run compiles (other values would make it trace and compile
@@ -340,12 +335,20 @@ def _assign(model, optimizer, state: dict) -> None:
             variable.assign(value)
 
 
-def _npz_state(arrays, model, optimizer=None) -> dict:
-    state = {"trainable": _take(arrays, "t", len(model.trainable_variables)),
-             "non_trainable": _take(arrays, "n", len(model.non_trainable_variables))}
-    if optimizer is not None:
-        state["optimizer"] = _take(arrays, "o", len(optimizer.variables))
-    return state
+def _load(path: str, model, optimizer=None) -> dict:
+    """Checkpoint ``path`` (an Orbax step or an npz file) into the model's variables, and the
+    optimizer's with ``optimizer``; its metadata."""
+    if path.endswith(".npz"):
+        arrays, meta = read_checkpoint(path)
+        _check_paths(path, meta, model, optimizer)
+        state = {"trainable": _take(arrays, "t", len(model.trainable_variables)),
+                 "non_trainable": _take(arrays, "n", len(model.non_trainable_variables))}
+        if optimizer is not None:
+            state["optimizer"] = _take(arrays, "o", len(optimizer.variables))
+    else:
+        state, meta = _restore_orbax(path, model, optimizer)
+    assign(model, optimizer, state)
+    return meta
 
 
 def restore_checkpoint(path: str, model, optimizer) -> Tuple[int, int]:
@@ -363,13 +366,7 @@ def restore_checkpoint(path: str, model, optimizer) -> Tuple[int, int]:
     Raises:
         InputError: a damaged checkpoint, or one of another model or optimizer.
     """
-    if path.endswith(".npz"):
-        arrays, meta = _read_checkpoint(path, model)
-        _check_paths(path, meta, model, optimizer)
-        state = _npz_state(arrays, model, optimizer)
-    else:
-        state, meta = _restore_orbax(path, model, optimizer)
-    _assign(model, optimizer, state)
+    meta = _load(path, model, optimizer)
     return meta["step"], meta["records"]
 
 
@@ -391,10 +388,5 @@ def restore_newest_model(folder: str, model) -> Optional[Tuple[str, int]]:
     if not own:
         return None
     step, path = own[-1]
-    if path.endswith(".npz"):
-        arrays, _ = _read_checkpoint(path, model)
-        state = _npz_state(arrays, model)
-    else:
-        state, _ = _restore_orbax(path, model)
-    _assign(model, None, state)
+    _load(path, model)
     return path, step

@@ -97,12 +97,7 @@ class TrainState:
             model: the model the state came from.
             optimizer: its optimizer.
         """
-        for variable, value in zip(model.trainable_variables, self.trainable):
-            variable.assign(value)
-        for variable, value in zip(model.non_trainable_variables, self.non_trainable):
-            variable.assign(value)
-        for variable, value in zip(optimizer.variables, self.optimizer):
-            variable.assign(value)
+        checkpoints.assign(model, optimizer, vars(self))
 
 
 def _flatten(state: TrainState):

@@ -210,9 +210,7 @@ class Trainer:
     def _make_checkpoint(self, input_objects=None) -> None:
         """The checkpoint and its manager: model, optimizer, data position, dropout seeds and
         what the input keeps inside the checkpoint (``IteratorInput.checkpoint_objects``)."""
-        objects = {"model": self.model, "optimizer": self.optimizer,
-                   "batches_consumed": self._batches_consumed}
-        objects.update(input_objects or {})
+        objects = dict(self._objects(), **(input_objects or {}))
         if self._rng is not None:
             objects["rng"] = self._rng
         self._checkpoint = tf.train.Checkpoint(**objects)
@@ -247,14 +245,14 @@ class Trainer:
         whose files were removed is skipped: ``checkpoints.tf1.latest_checkpoint``)."""
         return latest_checkpoint(self.config.model_dir)
 
-    def restore(self, iterator=None) -> int:
-        """Restores the newest checkpoint in ``model_dir`` (model, optimizer, data position,
-        the dropout seeds, and the iterator state when ``iterator`` is given: ``train`` restores
-        its input's through ``IteratorInput.open`` instead); returns the global step (0 when
-        there is none: nothing is changed).
+    def _objects(self) -> dict:
+        return {"model": self.model, "optimizer": self.optimizer,
+                "batches_consumed": self._batches_consumed}
 
-        Args:
-            iterator: the input iterator whose state to restore too, or None.
+    def restore(self) -> int:
+        """Restores the newest checkpoint in ``model_dir`` (model, optimizer, data position,
+        the dropout seeds; the input's state is ``IteratorInput.open``'s); returns the global
+        step (0 when there is none: nothing is changed).
 
         Returns:
             The global step restored (an int; 0 without a checkpoint).
@@ -265,10 +263,7 @@ class Trainer:
         path = self.latest_checkpoint()
         if path is None:
             return 0
-        objects = {"model": self.model, "optimizer": self.optimizer,
-                   "batches_consumed": self._batches_consumed}
-        if iterator:
-            objects["iterator"] = iterator
+        objects = self._objects()
         try:
             if self._rng is not None and self._rng.found_in(path):
                 objects["rng"] = self._rng
