@@ -262,13 +262,10 @@ class ClassifierTask(Task):
         s = ctx.settings
         if s.export_dir:
             from bert_tasks.exports import classifier as classifier_serving
-            from bert_tasks.exports import saved_model
 
-            version_dir = classifier_serving.export_version(
-                model, s.export_dir, s.vocab_file, s.do_lower_case, s.max_seq_length,
-                self.label_list, self.regression)
-            saved_model.log_version(version_dir,
-                                    "signatures " + ", ".join(classifier_serving.SIGNATURES))
+            classifier_serving.ClassifierServingModule(
+                model, s.vocab_file, s.do_lower_case, s.max_seq_length, self.label_list,
+                self.regression).export_version(s.export_dir)
         if self.export_hf_dir:
             from bert_tasks.exports import hf as hf_export
 

@@ -453,8 +453,6 @@ class NerTask(Task):
         if not s.export_dir:
             return
         from bert_tasks.exports import ner as serving
-        from bert_tasks.exports import saved_model
 
-        version_dir = serving.export_version(model, s.export_dir, s.vocab_file,
-                                             s.do_lower_case, s.max_seq_length, self.label_list)
-        saved_model.log_version(version_dir, "signatures " + ", ".join(serving.SIGNATURES))
+        serving.NerServingModule(model, s.vocab_file, s.do_lower_case, s.max_seq_length,
+                                 self.label_list).export_version(s.export_dir)

@@ -486,13 +486,11 @@ class SquadTask(Task):
         s = ctx.settings
         if not s.export_dir:
             return
-        from bert_tasks.exports import saved_model
         from bert_tasks.exports import squad as squad_serving
 
-        version_dir = squad_serving.export_version(
-            model, s.export_dir, s.vocab_file, do_lower_case=s.do_lower_case,
+        squad_serving.SquadServingModule(
+            model, s.vocab_file, do_lower_case=s.do_lower_case,
             max_seq_length=s.max_seq_length, max_query_length=self.max_query_length,
             max_answer_length=self.max_answer_length,
             version_2_with_negative=self.version_2_with_negative,
-            null_score_diff_threshold=self.null_score_diff_threshold)
-        saved_model.log_version(version_dir, "raw text: question, context")
+            null_score_diff_threshold=self.null_score_diff_threshold).export_version(s.export_dir)

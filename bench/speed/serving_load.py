@@ -84,8 +84,9 @@ def _build_tiny(folder: str) -> str:
     config = BertConfig.from_json_file(os.path.join(TINY, "bert_config.json"))
     model = build_classifier_model(config, 2)
     load_checkpoint(model, os.path.join(TINY, "bert_model.ckpt"), log=False)
-    return serving.export_version(model, folder, VOCAB, do_lower_case=True, max_seq_length=128,
-                                  label_list=["negative", "positive"])
+    return serving.ClassifierServingModule(
+        model, VOCAB, do_lower_case=True, max_seq_length=128,
+        label_list=["negative", "positive"]).export_version(folder)
 
 
 def _resolve(export_dir: str) -> str:

@@ -4,8 +4,8 @@
 * ``saved_model``: SavedModels written whole (a folder replaced atomically, several together)
   and TF Serving's versioned layout (``<base>/1``, ``2``, ...; ``check_export_base``);
 * ``classifier``, ``squad``, ``ner``: the fine-tuned tasks' serving SavedModels (ids or raw
-  text in, tokenized in graph; ``export_version``, ``export_saved_model``), on ``serving``'s
-  ``ServingModule`` (the model's variables and the in-graph tokenizer);
+  text in, tokenized in graph), on ``serving``'s ``ServingModule`` (the model's variables, the
+  in-graph tokenizer, ``export_version`` and ``export_saved_model``);
 * ``hub_encoder``, ``hub_preprocessor``, ``hub``: the TF Hub-style encoder and preprocessor
   SavedModels, and ``export_hub`` (a checkpoint -> both);
 * ``hf``: a Hugging Face folder (``write_hf_folder``, ``export_hf_model``); reading one is

@@ -1,7 +1,8 @@
 """TF Serving export of a fine-tuned classifier: ids in, or raw text in (tokenized in graph).
 
 ``ClassifierServingModule(model, vocab_file, do_lower_case, max_seq_length, label_list)`` is a
-``tf.Module`` with three signatures (``export_version``, ``export_saved_model`` write them):
+``tf.Module`` with three signatures (its ``export_version``, ``export_saved_model`` write
+them):
 
 * ``serving_default``: ``input_ids``, ``input_mask``, ``segment_ids`` int32 [B, S] (the
   features run_classifier writes). Checked in graph (``bert_common.serving_inputs``): the
@@ -23,10 +24,10 @@ float32 [B, K], ``label_id`` int32 [B] (argmax) and ``label`` string [B] (its na
 list); regression: ``predictions`` float32 [B]. Loading a SavedModel with the text signatures
 needs ``import tensorflow_text`` first (its ops), and TF Serving built with the TF Text ops.
 
-``export_version(model, base_dir, ...)`` writes the next version folder ``<base_dir>/<N>`` of
-TF Serving's model base path (``bert_tasks.exports.saved_model.save_saved_model_version``)
-and returns it;
-``export_saved_model(model, export_dir, ...)`` writes one SavedModel folder.
+``module.export_version(base_dir)`` writes the next version folder ``<base_dir>/<N>`` of TF
+Serving's model base path (``bert_tasks.exports.saved_model.save_saved_model_version``) and
+returns it; ``module.export_saved_model(export_dir)`` writes one SavedModel folder
+(``bert_tasks.exports.serving.ServingModule``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from typing import TYPE_CHECKING, Dict, Optional, Sequence
 import tensorflow as tf
 
 from bert_common import serving_inputs
-from bert_tasks.exports import saved_model
 from bert_tasks.exports.serving import ServingModule
 
 if TYPE_CHECKING:
@@ -72,6 +72,9 @@ def pack_rows(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor], max_seq_
                                           trim_to_longest=True)
 
 
+SIGNATURES = ("serving_default", "text", "text_pair")
+
+
 class ClassifierServingModule(ServingModule):
     """Serving wrapper around a classifier model (dict inputs -> ``logits``).
 
@@ -83,6 +86,8 @@ class ClassifierServingModule(ServingModule):
         label_list: the label names, by label id (the ``label`` output).
         regression: a regression model (a ``predictions`` output, no labels).
     """
+
+    DESCRIPTION = "signatures " + ", ".join(SIGNATURES)
 
     def __init__(self, model: BertClassifier, vocab_file: str, do_lower_case: bool,
                  max_seq_length: int, label_list: Sequence[str], regression: bool = False):
@@ -166,62 +171,3 @@ class ClassifierServingModule(ServingModule):
                 "text": self.serve_text.get_concrete_function(),
                 "text_pair": self.serve_text_pair.get_concrete_function()}
 
-
-SIGNATURES = ("serving_default", "text", "text_pair")
-
-
-def export_saved_model(model: BertClassifier, export_dir: str, vocab_file: str, do_lower_case: bool,
-                       max_seq_length: int, label_list: Sequence[str],
-                       regression: bool = False) -> ClassifierServingModule:
-    """Writes the SavedModel (signatures ``SIGNATURES``) to folder ``export_dir``: staged under
-    a hidden name beside it, then renamed into place (``saved_model.save_saved_model``: an
-    existing SavedModel there is replaced, anything else is refused).
-
-    Args:
-        model: the trained ``BertClassifier``.
-        export_dir: the SavedModel folder.
-        vocab_file: the WordPiece vocab.
-        do_lower_case: the tokenizer's casing.
-        max_seq_length: the longest packed row.
-        label_list: the label names.
-        regression: a regression model.
-
-    Returns:
-        The ``ClassifierServingModule`` saved.
-
-    Raises:
-        InputError: ``export_dir`` exists and is not a SavedModel or an empty folder.
-    """
-    module = ClassifierServingModule(model, vocab_file, do_lower_case, max_seq_length,
-                                     label_list, regression)
-    saved_model.save_saved_model(module, export_dir, module.signatures)
-    return module
-
-
-def export_version(model: BertClassifier, base_dir: str, vocab_file: str, do_lower_case: bool,
-                   max_seq_length: int, label_list: Sequence[str], regression: bool = False,
-                   flag: str = "--export_dir") -> str:
-    """Writes the SavedModel as the next version of TF Serving model base path ``base_dir``
-    (``<base_dir>/1``, then ``2``, ...; ``saved_model.save_saved_model_version``: a base holding
-    anything else is refused with an ``InputError`` naming ``flag``); returns the version
-    folder.
-
-    Args:
-        model: the trained ``BertClassifier``.
-        base_dir: the TF Serving model base path.
-        vocab_file: the WordPiece vocab.
-        do_lower_case: the tokenizer's casing.
-        max_seq_length: the longest packed row.
-        label_list: the label names.
-        regression: a regression model.
-        flag: the flag named in error messages.
-
-    Returns:
-        The version folder ``<base_dir>/<version>``.
-
-    Raises:
-        InputError: ``base_dir`` holds something other than versions.
-    """
-    module = ClassifierServingModule(model, vocab_file, do_lower_case, max_seq_length,
-                                     label_list, regression)
-    return saved_model.save_saved_model_version(module, base_dir, module.signatures, flag)

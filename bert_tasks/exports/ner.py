@@ -1,7 +1,8 @@
 """TF Serving export of a NER model: words (or text) in, one tag per word out, in graph.
 
 ``NerServingModule(model, vocab_file, do_lower_case, max_seq_length, label_list)`` is a
-``tf.Module`` with two signatures (``export_version``, ``export_saved_model`` write them):
+``tf.Module`` with two signatures (its ``export_version``, ``export_saved_model`` write
+them):
 
 * ``serving_default``: ``words`` string [B, W], each row a sentence's words padded with ``""``;
 * ``text``: ``text`` string [B], each a sentence split on whitespace in the graph.
@@ -26,7 +27,6 @@ from typing import TYPE_CHECKING, Dict, Sequence, Union
 
 import tensorflow as tf
 
-from bert_tasks.exports import saved_model
 from bert_tasks.exports.serving import ServingModule
 
 if TYPE_CHECKING:
@@ -47,6 +47,8 @@ class NerServingModule(ServingModule):
         max_seq_length: the longest packed row.
         label_list: the tag names, by label id.
     """
+
+    DESCRIPTION = "signatures " + ", ".join(SIGNATURES)
 
     def __init__(self, model: TokenClassifier, vocab_file: str, do_lower_case: bool,
                  max_seq_length: int, label_list: Sequence[str]):
@@ -161,55 +163,3 @@ class NerServingModule(ServingModule):
 def _sum_per_row(values: tf.Tensor, rows: tf.RaggedTensor) -> tf.Tensor:
     """``values`` [N] (one per flat value of ``rows`` [B, (W)]) summed per row -> [B]."""
     return tf.math.unsorted_segment_sum(values, rows.value_rowids(), rows.nrows())
-
-
-def export_saved_model(model: TokenClassifier, export_dir: str, vocab_file: str,
-                       do_lower_case: bool, max_seq_length: int, label_list: Sequence[str]) -> NerServingModule:
-    """Writes the SavedModel (signatures ``SIGNATURES``) to folder ``export_dir``: staged under
-    a hidden name beside it, then renamed into place (``saved_model.save_saved_model``: an
-    existing SavedModel there is replaced, anything else is refused).
-
-    Args:
-        model: the trained ``TokenClassifier``.
-        export_dir: the SavedModel folder.
-        vocab_file: the WordPiece vocab.
-        do_lower_case: the tokenizer's casing.
-        max_seq_length: the longest packed row.
-        label_list: the tag names.
-
-    Returns:
-        The ``NerServingModule`` saved.
-
-    Raises:
-        InputError: ``export_dir`` exists and is not a SavedModel or an empty folder.
-    """
-    module = NerServingModule(model, vocab_file, do_lower_case, max_seq_length, label_list)
-    saved_model.save_saved_model(module, export_dir, module.signatures)
-    return module
-
-
-def export_version(model: TokenClassifier, base_dir: str, vocab_file: str, do_lower_case: bool,
-                   max_seq_length: int, label_list: Sequence[str],
-                   flag: str = "--export_dir") -> str:
-    """Writes the SavedModel as the next version of TF Serving model base path ``base_dir``
-    (``<base_dir>/1``, then ``2``, ...; ``saved_model.save_saved_model_version``: a base holding
-    anything else is refused with an ``InputError`` naming ``flag``); returns the version
-    folder.
-
-    Args:
-        model: the trained ``TokenClassifier``.
-        base_dir: the TF Serving model base path.
-        vocab_file: the WordPiece vocab.
-        do_lower_case: the tokenizer's casing.
-        max_seq_length: the longest packed row.
-        label_list: the tag names.
-        flag: the flag named in error messages.
-
-    Returns:
-        The version folder ``<base_dir>/<version>``.
-
-    Raises:
-        InputError: ``base_dir`` holds something other than versions.
-    """
-    module = NerServingModule(model, vocab_file, do_lower_case, max_seq_length, label_list)
-    return saved_model.save_saved_model_version(module, base_dir, module.signatures, flag)

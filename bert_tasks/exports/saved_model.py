@@ -7,8 +7,7 @@ all-or-nothing commits of ``bert_common.atomic``, with its fault points and left
   together, all new or all old);
 * ``save_saved_model_version(module, base, signatures)``: the next version folder of a TF
   Serving model base path (``<base>/1``, ``<base>/2``, ...; never replacing one; a base
-  holding other files is refused: ``check_export_base``; ``saved_model_versions`` lists them;
-  ``log_version`` logs the one written).
+  holding other files is refused: ``check_export_base``; ``saved_model_versions`` lists them).
 
 TensorFlow is imported by the writers only, when called.
 """
@@ -20,8 +19,6 @@ import errno
 import os
 import re
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
-
-from absl import logging
 
 from bert_common import atomic, files
 from bert_common.errors import InputError
@@ -201,17 +198,6 @@ def _next_version(base: str) -> str:
     """``<base>/<version>``, version = 1 + the largest in ``base`` (1 for none)."""
     versions = saved_model_versions(base)
     return os.path.join(base, str(versions[-1] + 1 if versions else 1))
-
-
-def log_version(version_dir: str, what: str) -> None:
-    """Logs ``exported SavedModel version <version> to <version_dir> (<what>)``.
-
-    Args:
-        version_dir: the version folder ``save_saved_model_version`` returned.
-        what: what the SavedModel serves, e.g. ``"signatures serving_default, text"``.
-    """
-    logging.info("exported SavedModel version %s to %s (%s)", os.path.basename(version_dir),
-                 version_dir, what)
 
 
 def _is_within(path: str, folder: str) -> bool:

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Dict
 
 import tensorflow as tf
 
-from bert_tasks.exports import saved_model
 from bert_tasks.exports.serving import ServingModule
 from data.tokenization import graph as graph_tokenization
 
@@ -55,6 +54,8 @@ class SquadServingModule(ServingModule):
         version_2_with_negative: SQuAD 2.0: the answer may be "no answer".
         null_score_diff_threshold: "no answer" when the null score beats the best span's by more.
     """
+
+    DESCRIPTION = "raw text: question, context"
 
     def __init__(self, model: BertSpanLabeler, vocab_file: str, do_lower_case: bool = True,
                  max_seq_length: int = 384, max_query_length: int = 64, max_answer_length: int = 30,
@@ -184,52 +185,3 @@ class SquadServingModule(ServingModule):
     def signatures(self) -> Dict[str, object]:
         """The SavedModel's signatures: ``serving_default`` is ``serve``."""
         return {"serving_default": self.serve}
-
-
-def export_saved_model(model: BertSpanLabeler, export_dir: str, vocab_file: str,
-                       **kwargs) -> SquadServingModule:
-    """Writes a SavedModel whose ``serving_default`` signature is ``serve(question, context)``.
-
-    ``kwargs`` go to ``SquadServingModule``. The folder is staged under a hidden name beside
-    ``export_dir`` and renamed into place (``saved_model.save_saved_model``: an existing
-    SavedModel there is replaced, anything else is refused).
-
-    Args:
-        model: the trained ``BertSpanLabeler``.
-        export_dir: the SavedModel folder.
-        vocab_file: the WordPiece vocab.
-        **kwargs: ``SquadServingModule`` arguments.
-
-    Returns:
-        The ``SquadServingModule`` saved.
-
-    Raises:
-        InputError: ``export_dir`` exists and is not a SavedModel or an empty folder.
-    """
-    module = SquadServingModule(model, vocab_file, **kwargs)
-    saved_model.save_saved_model(module, export_dir, module.signatures)
-    return module
-
-
-def export_version(model: BertSpanLabeler, base_dir: str, vocab_file: str, flag: str = "--export_dir",
-                   **kwargs) -> str:
-    """Writes the SavedModel as the next version of TF Serving model base path ``base_dir``
-    (``<base_dir>/1``, then ``2``, ...; ``saved_model.save_saved_model_version``: a base holding
-    anything else is refused with an ``InputError`` naming ``flag``); returns the version
-    folder. ``kwargs`` go to ``SquadServingModule``.
-
-    Args:
-        model: the trained ``BertSpanLabeler``.
-        base_dir: the TF Serving model base path.
-        vocab_file: the WordPiece vocab.
-        flag: the flag named in error messages.
-        **kwargs: ``SquadServingModule`` arguments.
-
-    Returns:
-        The version folder ``<base_dir>/<version>``.
-
-    Raises:
-        InputError: ``base_dir`` holds something other than versions.
-    """
-    module = SquadServingModule(model, vocab_file, **kwargs)
-    return saved_model.save_saved_model_version(module, base_dir, module.signatures, flag)
