@@ -35,10 +35,10 @@ from absl import logging
 from bert_common import files
 from bert_common.errors import FlagError, InputError
 from bert_tasks.task import Context, Task, resolve_strategy
+from data import squad
 from data.records import numpy_reader
 from data.squad import dataset as squad_dataset
 from data.squad import evaluate as squad_eval
-from data import squad
 from data.squad import postprocess
 from data.squad import schema as squad_schema
 from modeling.heads.squad import per_example_squad_loss

@@ -28,9 +28,9 @@ from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 import keras
 
+from modeling.config import BertConfig
 from modeling.layers import ConfigArgs
 from modeling.layers.attention import AttentionBias
-from modeling.config import BertConfig
 from modeling.layers.embeddings import EmbeddingPostprocessor, WordEmbedding, truncated_normal
 from modeling.layers.transformer import TransformerLayer
 

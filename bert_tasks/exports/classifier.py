@@ -170,4 +170,3 @@ class ClassifierServingModule(ServingModule):
         return {"serving_default": self.serve_ids.get_concrete_function(),
                 "text": self.serve_text.get_concrete_function(),
                 "text_pair": self.serve_text_pair.get_concrete_function()}
-

@@ -8,7 +8,7 @@ are in the SavedModels' object graph: kept as they are.
 from __future__ import annotations
 
 import os
-from typing import Any, Tuple
+from typing import Any, Dict, Tuple
 
 import tensorflow as tf
 from absl import logging
@@ -49,6 +49,14 @@ class ServingModule(tf.Module):
             if token_id < 0:
                 raise KeyError(token)
         return self.tokenizer.cls_id, self.tokenizer.sep_id
+
+    def signatures(self) -> Dict[str, Any]:
+        """The SavedModel's signatures (each task module's own).
+
+        Returns:
+            Signature name -> ``tf.function`` or concrete function.
+        """
+        raise NotImplementedError
 
     def export_saved_model(self, export_dir: str) -> None:
         """Writes the SavedModel to folder ``export_dir``: staged under a hidden name beside it,

@@ -70,6 +70,7 @@ class MultipleChoiceHead(ClassifierHead):
                  initializer_range: float = HEAD_STDDEV, **kwargs):
         kwargs.setdefault("name", HEAD_NAME)
         super().__init__(1, dropout_rate, initializer_range, **kwargs)
+        self.supports_masking = False  # (the classifier's is for the feature tagger's mask)
         self.num_choices = num_choices
 
     def call(self, pooled_output, training=None):

@@ -42,8 +42,7 @@ from modeling import backend
 from modeling.config import BertConfig
 from modeling.encoder import (FlatExportMixin, as_bert_config, bert_inputs, build_encoder,
                               config_dict, deserialize_dtype, resolve_dtype_policy)
-from modeling.layers import ConfigArgs
-from modeling.layers import activations
+from modeling.layers import ConfigArgs, activations
 from modeling.layers.embeddings import truncated_normal
 from modeling.layers.layer_norm import BertLayerNorm
 

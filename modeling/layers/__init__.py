@@ -2,7 +2,8 @@
 
 ``embeddings`` (word table, segment/position embeddings), ``attention`` (self-attention),
 ``transformer`` (one post-LN block), ``dense`` (2-D matmul + bias + activation), ``dropout``,
-``layer_norm``, ``activations`` (GELU by config name).
+``layer_norm``, ``activations`` (GELU by config name). ``ConfigArgs`` gives the layers and
+heads their one ``get_config``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ class ConfigArgs:
     CONFIG_ARGS: Tuple[str, ...] = ()
 
     def get_config(self) -> Dict[str, Any]:
+        """The base class's config and the ``CONFIG_ARGS`` attributes.
+
+        Returns:
+            The config dict (``from_config`` passes it back to the constructor).
+        """
         config = super().get_config()
         config.update({name: getattr(self, name) for name in self.CONFIG_ARGS})
         return config

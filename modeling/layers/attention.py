@@ -169,4 +169,3 @@ class SelfAttention(ConfigArgs, keras.layers.Layer):
         # Softmax in the compute dtype: oneDNN's bfloat16 softmax accumulates in float32.
         probs = ops.softmax(scores, axis=-1)  # [B, N, F, T]
         return self.dropout(probs, training=training)
-

@@ -188,5 +188,3 @@ class EmbeddingPostprocessor(ConfigArgs, keras.layers.Layer):
             the position-table slice).
         """
         return tuple(word_embeddings_shape)
-
-

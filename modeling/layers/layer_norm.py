@@ -93,4 +93,3 @@ class BertLayerNorm(ConfigArgs, keras.layers.Layer):
         inv = ops.rsqrt(variance + self.epsilon) * gamma  # [..., H]
         y = x32 * inv + (beta - mean * inv)  # [..., H]
         return ops.cast(y, self.compute_dtype)
-

@@ -17,8 +17,7 @@ import keras
 from keras import ops
 
 from modeling import backend
-from modeling.layers import ConfigArgs
-from modeling.layers import activations
+from modeling.layers import ConfigArgs, activations
 from modeling.layers.attention import SelfAttention
 from modeling.layers.dense import BertDense
 from modeling.layers.dropout import Dropout
@@ -246,5 +245,3 @@ class TransformerLayer(ConfigArgs, keras.layers.Layer):
         attention_output = self.attention(hidden, attention_bias, training=training)  # [B,S,H]
         intermediate = self.intermediate(attention_output, training=training)  # [B, S, I]
         return self.output_layer(intermediate, attention_output, training=training)  # [B,S,H]
-
-

@@ -77,9 +77,10 @@ class Objective:
 
     ``log_names``: the names of the logs ``__call__`` returns (fixed, so that loops can start
     their sums at zero). ``model_inputs(batch)`` returns the model's inputs: the features
-    named in ``input_names`` (None: the whole batch); ``totals(batch)`` float32 scalars summed over the global batch (default:
-    ``examples``); ``__call__(outputs, batch, totals)`` returns ``(share, logs)``: the batch's
-    share of the global-batch loss and ``{name: (numerator, denominator)}``.
+    named in ``input_names`` (None: the whole batch); ``totals(batch)`` float32 scalars
+    summed over the global batch (default: ``examples``); ``__call__(outputs, batch,
+    totals)`` returns ``(share, logs)``: the batch's share of the global-batch loss and
+    ``{name: (numerator, denominator)}``.
     """
 
     log_names: Tuple[str, ...] = ()

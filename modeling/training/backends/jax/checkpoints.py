@@ -320,8 +320,14 @@ def _restore_orbax(path: str, model, optimizer=None) -> Tuple[dict, dict]:
 
 
 def assign(model, optimizer, state: Mapping[str, List]) -> None:
-    """``state``'s lists of values (``steps.TrainState``'s fields, in the variables' order)
-    into the model's variables, and the optimizer's unless ``optimizer`` is None."""
+    """``state``'s lists of values into the model's variables, and the optimizer's.
+
+    Args:
+        model: the model.
+        optimizer: its optimizer, or None (the model's values only).
+        state: ``{"trainable", "non_trainable", "optimizer"}`` lists of values in the
+            variables' order (``steps.TrainState``'s fields).
+    """
     # Through the variables, from which a fresh run's state is made too
     # (``steps.TrainState.from_model``): the values placed and laid out alike, so a resumed run
     # calls the step a fresh run compiles (other values would make it trace and compile
