@@ -397,4 +397,8 @@ def test_skips_teardown_reads_tf_config():
     one = json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}})
     assert runner.skips_teardown({}) and runner.skips_teardown({"TF_CONFIG": one})
     assert not runner.skips_teardown({"TF_CONFIG": "{not json"})
+    # "cluster": null is no cluster (as _in_a_cluster reads it); other shapes: the slow exit.
+    assert runner.skips_teardown({"TF_CONFIG": '{"cluster": null}'})
+    for odd in ('[1]', '{"cluster": [1]}', '{"cluster": {"worker": null}}'):
+        assert not runner.skips_teardown({"TF_CONFIG": odd}), odd
     assert not runner.skips_teardown({"BERT_SLOW_EXIT": "1"})
