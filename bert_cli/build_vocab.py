@@ -79,15 +79,5 @@ def run(fv: flags.FlagValues = FLAGS):
     return summary
 
 
-def main(argv) -> None:
-    """``run`` under ``runner.run_main`` (absl's main).
-
-    Args:
-        argv: the command line left after absl's flags (only the program name).
-    """
-    runner.run_main(TOOL, run, FLAGS, argv)
-
-
-def entry() -> None:
-    """``python build_vocab.py`` / the ``bert-build-vocab`` command."""
-    runner.start(define_flags, main)
+# absl's main(argv), and the console command / ``python build_vocab.py``
+main, entry = runner.entry_points(TOOL, define_flags, run)

@@ -135,15 +135,5 @@ def run(fv: flags.FlagValues) -> str:
     return summary
 
 
-def main(argv) -> None:
-    """``run`` under ``runner.run_main`` (absl's main).
-
-    Args:
-        argv: the command line left after absl's flags (only the program name).
-    """
-    runner.run_main(TOOL, run, FLAGS, argv)
-
-
-def entry() -> None:
-    """``python convert_checkpoint.py`` / the ``bert-convert-checkpoint`` command."""
-    runner.start(define_flags, main)
+# absl's main(argv), and the console command / ``python convert_checkpoint.py``
+main, entry = runner.entry_points(TOOL, define_flags, run)

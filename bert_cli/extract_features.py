@@ -67,15 +67,5 @@ def run(fv: flags.FlagValues) -> int:
                    fv.inference_dtype)
 
 
-def main(argv) -> None:
-    """``run`` under ``runner.run_main`` (absl's main).
-
-    Args:
-        argv: the command line left after absl's flags (only the program name).
-    """
-    runner.run_main(TOOL, run, FLAGS, argv)
-
-
-def entry() -> None:
-    """``python extract_features.py`` / the ``bert-extract-features`` command."""
-    runner.start(define_flags, main)
+# absl's main(argv), and the console command / ``python extract_features.py``
+main, entry = runner.entry_points(TOOL, define_flags, run)

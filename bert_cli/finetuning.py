@@ -100,7 +100,6 @@ def start(tool: str, make_task: Callable[[flags.FlagValues], Any],
             define_task_flags(cli_flags.definer(flag_values))
         define_flags(flag_values)
 
-    def main(argv) -> None:
-        runner.run_main(tool, lambda fv: run(tool, make_task(fv), fv), flags.FLAGS, argv)
-
-    runner.start(define_all, main, required)
+    entry = runner.entry_points(tool, define_all, lambda fv: run(tool, make_task(fv), fv),
+                                required)[1]
+    entry()

@@ -71,15 +71,5 @@ def run(fv: flags.FlagValues) -> None:
                                         fv.export_hf_dir), fv)
 
 
-def main(argv) -> None:
-    """``run`` under ``runner.run_main`` (absl's main).
-
-    Args:
-        argv: the command line left after absl's flags (only the program name).
-    """
-    runner.run_main(TOOL, run, FLAGS, argv)
-
-
-def entry() -> None:
-    """``python run_classifier.py`` / the ``bert-run-classifier`` command."""
-    runner.start(define_flags, main, REQUIRED)
+# absl's main(argv), and the console command / ``python run_classifier.py``
+main, entry = runner.entry_points(TOOL, define_flags, run, required=REQUIRED)

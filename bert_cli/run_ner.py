@@ -98,15 +98,5 @@ def run(fv: flags.FlagValues) -> None:
         feature_mode=fv.feature_mode, lstm_units=fv.lstm_units), fv)
 
 
-def main(argv) -> None:
-    """``run`` under ``runner.run_main`` (absl's main).
-
-    Args:
-        argv: the command line left after absl's flags (only the program name).
-    """
-    runner.run_main(TOOL, run, FLAGS, argv)
-
-
-def entry() -> None:
-    """``python run_ner.py`` / the ``bert-run-ner`` command."""
-    runner.start(define_flags, main, REQUIRED)
+# absl's main(argv), and the console command / ``python run_ner.py``
+main, entry = runner.entry_points(TOOL, define_flags, run, required=REQUIRED)

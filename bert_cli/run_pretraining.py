@@ -131,15 +131,5 @@ def run(fv) -> Optional[Dict[str, float]]:
     return pretraining.pretrain(fv)
 
 
-def main(argv) -> None:
-    """``run`` under ``runner.run_main`` (absl's main).
-
-    Args:
-        argv: the command line left after absl's flags (only the program name).
-    """
-    runner.run_main(TOOL, run, FLAGS, argv)
-
-
-def entry() -> None:
-    """``python run_pretraining.py`` / the ``bert-run-pretraining`` command."""
-    runner.start(define_flags, main, REQUIRED)
+# absl's main(argv), and the console command / ``python run_pretraining.py``
+main, entry = runner.entry_points(TOOL, define_flags, run, required=REQUIRED)

@@ -68,15 +68,5 @@ def run(fv: flags.FlagValues) -> None:
     finetuning.run(TOOL, SwagTask(fv.data_dir, fv.train_file, fv.eval_file, fv.predict_file), fv)
 
 
-def main(argv) -> None:
-    """``run`` under ``runner.run_main`` (absl's main).
-
-    Args:
-        argv: the command line left after absl's flags (only the program name).
-    """
-    runner.run_main(TOOL, run, FLAGS, argv)
-
-
-def entry() -> None:
-    """``python run_swag.py`` / the ``bert-run-swag`` command."""
-    runner.start(define_flags, main, REQUIRED)
+# absl's main(argv), and the console command / ``python run_swag.py``
+main, entry = runner.entry_points(TOOL, define_flags, run, required=REQUIRED)

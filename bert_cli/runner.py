@@ -1,13 +1,12 @@
 """How every tool runs: flags, then one call; bad input is one line and exit status 1.
 
 Each tool module defines ``define_flags(flag_values)`` and ``run(flag_values)`` (the one call
-into the library; it raises ``InputError`` for bad input), and ends with::
+into the library; it raises ``InputError`` for bad input), and ends with its two entry
+points (``entry_points``)::
 
-    def main(argv):
-        runner.run_main("run_classifier.py", run, FLAGS, argv)
-
-    def entry():                     # the console command and ``python run_classifier.py``
-        runner.start(define_flags, main, required=("task_name", ...))
+    # main(argv): absl's main; entry(): the console command and ``python run_classifier.py``
+    main, entry = runner.entry_points("run_classifier.py", define_flags, run,
+                                      required=("task_name", ...))
 
 ``run_main`` turns an ``InputError`` (any library error type: they all subclass it) or an
 ``OSError`` into ``<tool>: error: <message>`` on stderr and exit status ``EXIT_BAD_INPUT`` (1,
@@ -37,7 +36,7 @@ import shutil
 import sys
 import tempfile
 import traceback
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from absl import app, flags, logging
 
@@ -333,6 +332,38 @@ def _remove_if_no_file(folder: str) -> None:
         pass
 
 
+def entry_points(tool: str, define_flags: Callable[[flags.FlagValues], None],
+                 run: Callable[[flags.FlagValues], Any], required: Sequence[str] = ()
+                 ) -> Tuple[Callable[[Sequence[str]], None], Callable[[], None]]:
+    """A tool's ``main(argv)`` (absl's main: ``run`` on the parsed ``flags.FLAGS`` under
+    ``run_main``) and ``entry()`` (its console command and ``python <tool>``: ``start``).
+
+    Args:
+        tool: the tool's name, as its error lines show it (``run_classifier.py``).
+        define_flags: the tool's ``define_flags(flag_values)``.
+        run: the tool's ``run(flag_values)``.
+        required: the flags absl must see set.
+
+    Returns:
+        ``(main, entry)``.
+    """
+
+    def main(argv: Sequence[str]) -> None:
+        """``run`` under ``runner.run_main`` (absl's main: what it returns is the exit status,
+        so ``run``'s result is not returned).
+
+        Args:
+            argv: the command line left after absl's flags (only the program name).
+        """
+        run_main(tool, run, flags.FLAGS, argv)
+
+    def entry() -> None:
+        """The tool's console command and ``python <tool>``."""
+        start(define_flags, main, required)
+
+    return main, entry
+
+
 def _list_in_help(flag_values: flags.FlagValues) -> None:
     """Makes every flag that is not absl's own a key flag of the main module: ``--help`` lists
     the shared flags too (absl shows only the main module's own flags otherwise)."""
@@ -477,5 +508,6 @@ _HELP_FLAGS = frozenset(("--help", "-help", "-h", "-?", "--helpshort", "--helpfu
                          "--helpxml"))
 
 
-__all__ = ["MAX_TEMP_BASE", "exit_without_teardown", "fail", "private_temp_folder",
-           "remove_private_temp_folder", "run_main", "skips_teardown", "start", "warn"]
+__all__ = ["MAX_TEMP_BASE", "entry_points", "exit_without_teardown", "fail",
+           "private_temp_folder", "remove_private_temp_folder", "run_main", "skips_teardown",
+           "start", "warn"]

@@ -50,12 +50,14 @@ def dead_pid() -> int:
 
 def run_tool(module, argv: Sequence[str]) -> ToolRun:
     """``module.main`` (a ``bert_cli`` tool) in this process on fresh flags parsed from
-    ``argv``; its exit status (0, or the ``SystemExit`` code) and captured stdout/stderr."""
+    ``argv``; its exit status (0, or the ``SystemExit`` code) and captured stdout/stderr.
+    The fresh flags stand in for absl's ``flags.FLAGS`` (which ``runner.entry_points``' main
+    reads) and for the module's ``FLAGS`` while it runs."""
     values = flags.FlagValues()
     module.define_flags(values)
     values([module.TOOL] + list(argv))
-    saved = module.FLAGS
-    module.FLAGS = values
+    saved = module.FLAGS, flags.FLAGS
+    module.FLAGS = flags.FLAGS = values
     out, err = io.StringIO(), io.StringIO()
     code = 0
     try:
@@ -64,7 +66,7 @@ def run_tool(module, argv: Sequence[str]) -> ToolRun:
     except SystemExit as e:
         code = e.code
     finally:
-        module.FLAGS = saved
+        module.FLAGS, flags.FLAGS = saved
     return ToolRun(code, out.getvalue(), err.getvalue())
 
 
