@@ -176,10 +176,8 @@ def plan(env: Mapping[str, str], flags: Set[str], workers: str,
 
     split("the suite", common + ["--durations=25"] + list(extra) + ["tests"], base)
     if not capped_below_avx512(env):
-        # One process, no workers: beside the suite, a pass of three processes (xdist's
-        # controller and two workers) slowed it on some CPUs; one does not (docs/testing.md).
-        split("the numeric golden tests under the AVX2 caps",
-              ["-q"] + list(extra) + AVX2_FILES, dict(base, **AVX2_CAPS))
+        split("the numeric golden tests under the AVX2 caps", common + list(extra) + AVX2_FILES,
+              dict(base, **AVX2_CAPS))
     return runs
 
 
@@ -187,11 +185,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs ``plan``'s pytest runs; prints the closing line; returns the exit status.
 
     The first run (the suite) runs in the foreground, its output passed through. The others
-    (the AVX2 pass, one process each) start beside it at the lowest CPU priority (``_IDLE``):
-    they take only the cores the suite leaves idle (its processes' waits, its workers' ends),
-    and run at full speed once it is done; their output follows the suite's. (At the same
-    priority, a third pytest on two cores starved the multi-worker and two-device tests, whose
-    processes wait for each other.) With ``TEST_WORKERS=0`` they run one after the other."""
+    (the AVX2 pass) start beside it at the lowest CPU priority (``_IDLE``): they take only the
+    cores the suite leaves idle (its processes' waits, its workers' ends), and run at full
+    speed once it is done; their output follows the suite's. (At the same priority, a third
+    pytest on two cores starved the multi-worker and two-device tests, whose processes wait
+    for each other: 778 s against 640 s.) With ``TEST_WORKERS=0`` they run one after the
+    other."""
     extra = list(sys.argv[1:] if argv is None else argv)
     workers = os.environ.get("TEST_WORKERS", "2")
     runs = plan(os.environ, cpu_flags(), workers, extra)
