@@ -518,15 +518,14 @@ class _OnJax:
             data = inputs.ReReadInput(lambda records: map(pad, dataset.batches_after(records)))
         else:
             data = inputs.TFDataInput(dataset, pad)
+        config = job.TrainerConfig(model_dir=settings.output_dir, num_train_steps=num_train_steps,
+                                   steps_per_loop=settings.iterations_per_loop,
+                                   save_checkpoints_steps=settings.save_checkpoints_steps,
+                                   keep_checkpoint_max=settings.keep_checkpoint_max)
         step = job.train(
-            steps.Steps(model, optimizer, step_fn, data, output_dir=settings.output_dir,
+            steps.Steps(model, optimizer, step_fn, data, config,
                         batch_size=settings.train_batch_size,
-                        keep_checkpoint_max=settings.keep_checkpoint_max,
-                        distribution=keras.distribution.distribution()),
-            job.TrainerConfig(model_dir=settings.output_dir, num_train_steps=num_train_steps,
-                              steps_per_loop=settings.iterations_per_loop,
-                              save_checkpoints_steps=settings.save_checkpoints_steps,
-                              keep_checkpoint_max=settings.keep_checkpoint_max)).global_step
+                        distribution=keras.distribution.distribution()), config).global_step
         if cluster.is_writer():
             logging.info("exported %s (the TensorFlow tools' --init_checkpoint)",
                          export_for_finetuning(model, settings.output_dir,

@@ -409,14 +409,12 @@ def _train_on_jax(settings, model, optimizer, paths, distribution, with_tf: bool
         data = inputs.ReReadInput(lambda records: numpy_input.batches(
             paths, settings.train_batch_size, names, settings.deterministic,
             settings.random_seed, skip_records=records))
+    config = _job_config(settings)
     return job.train(
         steps.Steps(model, optimizer,
                     steps.make_train_step(model, optimizer, objectives.PretrainingObjective()),
-                    data,
-                    output_dir=settings.output_dir, batch_size=settings.train_batch_size,
-                    keep_checkpoint_max=settings.keep_checkpoint_max,
-                    distribution=distribution),
-        _job_config(settings)).global_step
+                    data, config, batch_size=settings.train_batch_size,
+                    distribution=distribution), config).global_step
 
 
 def _evaluate_on_jax(settings, model, paths, step: int, distribution) -> Dict[str, float]:

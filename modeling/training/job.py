@@ -64,8 +64,7 @@ class TrainerConfig:
         save_checkpoints_steps: a checkpoint every this many steps (and at the end; 0: at the
             end only).
         num_accumulation_steps: micro-batches per replica batch (k >= 1), one update.
-        keep_checkpoint_max: checkpoints kept in ``model_dir`` (TensorFlow's; JAX's ``Steps``
-            take the folder and the number kept as arguments of their own).
+        keep_checkpoint_max: checkpoints kept in ``model_dir``.
         use_xla: XLA-compile the step (or its forward/backward; see ``execution``).
         fuse_optimizer: XLA-fuse gradient clipping and the update.
         fused_kernels: trace the layers with the fused training kernels.

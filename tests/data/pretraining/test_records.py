@@ -78,7 +78,8 @@ def test_tensorflow_reads_and_parses_the_records(tmp_path):
                                           err_msg=name)
     from data.pretraining import dataset as pretraining_dataset  # (imports TensorFlow)
 
-    one = pretraining_dataset._parse_batch(serialized[:1], pretraining_schema.feature_spec(s, p))
+    # The input pipeline's first batch of one record: int64 features cast to int32.
+    one = next(iter(pretraining_dataset.pretraining_dataset([path], s, p, 1, is_training=False)))
     assert one["input_ids"].dtype == tf.int32 and one["masked_lm_weights"].dtype == tf.float32
     np.testing.assert_array_equal(one["input_ids"][0].numpy(), batch[0][0])
     # TensorFlow checks the CRCs: a flipped byte is a DataLossError.

@@ -22,7 +22,7 @@ that a checkpoint or an export reads the variables.
 * ``distribute(batch_size, flag)``: ``keras.distribution.DataParallel`` over the local devices
   (GPUs, TPU cores) when there are several; set before the model is built. ``shard(batch,
   distribution)`` places a numpy batch split over them (training and prediction alike).
-* ``Steps``: the job's steps. It restores the newest checkpoint of ``output_dir``
+* ``Steps``: the job's steps. It restores the newest checkpoint of the job's ``model_dir``
   (``backends.jax.checkpoints``; the input positioned where it was: ``inputs.TFDataInput``
   restores its tf.data iterator, ``inputs.ReReadInput`` re-reads the numpy input up to the
   position), runs host loops of the compiled step, and saves. A rerun of a killed job ends bit
@@ -35,9 +35,8 @@ Example (``KERAS_BACKEND=jax``)::
     optimizer.build(model.trainable_variables)
     step_fn = make_train_step(model, optimizer)
     data = inputs.ReReadInput(lambda records: my_batches(skip=records))  # or TFDataInput
-    result = job.train(Steps(model, optimizer, step_fn, data, output_dir="out",
-                             batch_size=32, keep_checkpoint_max=5),
-                       job.TrainerConfig(model_dir="out", num_train_steps=1000))
+    config = job.TrainerConfig(model_dir="out", num_train_steps=1000, keep_checkpoint_max=5)
+    result = job.train(Steps(model, optimizer, step_fn, data, config, batch_size=32), config)
 """
 
 from __future__ import annotations
@@ -266,7 +265,7 @@ def shard(batch: Mapping[str, np.ndarray], distribution, local: bool = False
 
 class Steps:
     """JAX's ``job.Steps``: the compiled step over the input's batches, between
-    checkpoints in ``output_dir/jax_checkpoints`` (``backends.jax.checkpoints``: Orbax).
+    checkpoints in ``model_dir/jax_checkpoints`` (``backends.jax.checkpoints``: Orbax).
 
     Args:
         model: the model.
@@ -274,9 +273,9 @@ class Steps:
         step_fn: ``make_train_step``'s step.
         data: the training input (``modeling.training.inputs``: ``ReReadInput`` or
             ``TFDataInput``), opened at the checkpoint resumed from.
-        output_dir: the checkpoints' folder.
+        config: the job's settings (the ``TrainerConfig`` given to ``job.train``): its
+            ``model_dir`` holds the checkpoints, ``keep_checkpoint_max`` of them kept.
         batch_size: the global batch (the records a step reads).
-        keep_checkpoint_max: checkpoints kept.
         distribution: ``distribute``'s result.
     """
 
@@ -291,15 +290,15 @@ class Steps:
         fixed lengths (``job.loop_steps``), so that they save at the same steps."""
         return cluster.process_count() == 1
 
-    def __init__(self, model, optimizer, step_fn: Callable, data, *, output_dir: str,
-                 batch_size: int, keep_checkpoint_max: int, distribution=None):
+    def __init__(self, model, optimizer, step_fn: Callable, data, config: job.TrainerConfig, *,
+                 batch_size: int, distribution=None):
         self.model = model
         self.optimizer = optimizer
         self.step_fn = step_fn
         self.data = data
-        self.output_dir = output_dir
+        self.output_dir = config.model_dir
         self.batch_size = batch_size
-        self.keep_checkpoint_max = keep_checkpoint_max
+        self.keep_checkpoint_max = config.keep_checkpoint_max
         self.distribution = distribution
         self.state: Optional[TrainState] = None
         self.step = self.records = 0
