@@ -53,7 +53,8 @@ from modeling.training import step_log
 
 @dataclasses.dataclass
 class TrainerConfig:
-    """The job's settings. The loop's are read by ``train`` on every backend; the step's
+    """The job's settings. The loop's are read by ``train`` on every backend, the checkpoints'
+    (``model_dir``, ``keep_checkpoint_max``) by each backend's ``Steps`` too; the step's
     (``num_accumulation_steps``, ``use_xla``, ``fuse_optimizer``, ``fused_kernels``,
     ``checkpoint_name``) by TensorFlow's ``Trainer``, the only backend that has them.
 
