@@ -100,6 +100,6 @@ def start(tool: str, make_task: Callable[[flags.FlagValues], Any],
             define_task_flags(cli_flags.definer(flag_values))
         define_flags(flag_values)
 
-    entry = runner.entry_points(tool, define_all, lambda fv: run(tool, make_task(fv), fv),
-                                required)[1]
+    _, entry = runner.entry_points(tool, define_all, lambda fv: run(tool, make_task(fv), fv),
+                                   required)
     entry()
